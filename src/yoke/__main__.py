@@ -1,0 +1,5 @@
+"""`python -m yoke` runs the `yoke` command."""
+
+from yoke.cli import main
+
+main()

@@ -1,0 +1,89 @@
+"""The import direction of DESIGN.md, enforced on the source tree.
+
+Parts import only the parts below them: the kernel nothing of yoke but `errors`, `store` neither
+`executions`, `actors` nor `server`, and only `app` (and `store` itself) names a concrete
+backend. A new module outside the known parts fails here until it is given a place.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "yoke"
+
+BASE = {"errors", "clock"}
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "clock": set(),
+    "kernel": {"errors"},
+    "fair": {"kernel"} | BASE,
+    "config": {"errors"},
+    "store": {"config"} | BASE,
+    "executions": {"kernel", "store", "config"} | BASE,
+    "actors": {"kernel", "fair", "store", "config"} | BASE,
+    "app": {"kernel", "fair", "store", "executions", "actors", "config"} | BASE,
+    "server": {"kernel", "fair", "store", "executions", "actors", "app", "config"} | BASE,
+    "demo": {"fair"} | BASE,
+    "cli": {"__init__", "kernel", "fair", "store", "executions", "actors", "app", "server"}
+    | {"config", "demo"}
+    | BASE,
+    "__init__": {"kernel", "fair", "store", "executions", "actors", "app", "config"} | BASE,
+    "__main__": {"cli"},
+}
+CONCRETE_BACKENDS = ("yoke.store.sqlite", "yoke.store.postgres")
+MAY_NAME_BACKENDS = {"app", "store", "cli"}
+
+
+def part_of(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    return rel.parts[0].removesuffix(".py")
+
+
+def yoke_imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.split(".")[0] == "yoke"]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] == "yoke":
+                found.append(node.module)
+                found += [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            raise AssertionError(f"{path}: use absolute imports (`from yoke...`), not relative")
+    return found
+
+
+def target_part(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "__init__"
+    name = parts[1]
+    return name if (SRC / name).is_dir() or (SRC / f"{name}.py").is_file() else None
+
+
+def test_every_module_imports_only_downwards() -> None:
+    problems: list[str] = []
+    modules = sorted(SRC.rglob("*.py"))
+    assert len(modules) > 5
+    for path in modules:
+        part = part_of(path)
+        assert part in ALLOWED, f"{path}: part {part!r} has no place in the import rule"
+        for module in yoke_imports(path):
+            target = target_part(module)
+            if target is None or target == part:
+                continue
+            if target not in ALLOWED[part]:
+                problems.append(f"{path.relative_to(SRC)} imports {module} ({part} -> {target})")
+            if module.startswith(CONCRETE_BACKENDS) and part not in MAY_NAME_BACKENDS:
+                problems.append(f"{path.relative_to(SRC)} names a concrete backend: {module}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_rule_catches_a_wrong_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from yoke.fair import create_scheduler\nimport yoke.server.app\n")
+    imports = yoke_imports(bad)
+    assert {target_part(m) for m in imports} >= {"fair"}
+    assert "fair" not in ALLOWED["kernel"] and "server" not in ALLOWED["executions"]
