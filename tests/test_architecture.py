@@ -23,7 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "executions": {"kernel", "store", "config"} | BASE,
     "actors": {"kernel", "fair", "store", "config"} | BASE,
     "app": {"kernel", "fair", "store", "executions", "actors", "config"} | BASE,
-    "server": {"kernel", "fair", "store", "executions", "actors", "app", "config"} | BASE,
+    "server": {"__init__", "kernel", "fair", "store", "executions", "actors", "app", "config"}
+    | BASE,
     "demo": {"fair"} | BASE,
     "cli": {"__init__", "kernel", "fair", "store", "executions", "actors", "app", "server"}
     | {"config", "demo"}

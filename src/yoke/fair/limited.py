@@ -1,15 +1,20 @@
 """The capped schedulers of `yoke.fair`: an asyncio face on the pure kernel.
 
-A task that finds a free slot starts at once (`Kernel.offer`, no heap touched). Otherwise its
-caller waits on a future that the kernel's item carries as payload; whoever frees a slot asks the
-kernel for the next item and resolves its future. All kernel calls happen on the event loop
-without an `await` between a decision and its bookkeeping, so no two callers can see the same
-free slot.
+The scheduler owns the slot count; the kernel is the waiting room that decides who goes next.
+A task that finds a free slot and nobody waiting starts at once, touching only two counters (it
+is the common case, and it has to cost about what `asyncio.Semaphore` costs). Otherwise its
+caller waits on a future carried as the kernel item's payload; whoever frees a slot asks the
+kernel for the next item and resolves its future. Every decision and its bookkeeping happen on
+the event loop with no `await` in between, so no two callers can see the same free slot.
+
+The kernel sees running counts only when its policy orders by them (`least_running`): then
+every start, fast or not, is a kernel item until it ends. For the other policies an item's kernel
+life ends at its pick, since their keys do not depend on what is running.
 
 Cancellation: a caller cancelled while queued removes its item from the kernel in its own
 `except` clause, the first moment it runs again, so `queued` drops at once and `fn` is never
-called. If the kernel had already chosen that item (its future resolved, or cancelled just before
-the pick), the slot is handed on to the next item instead of being held.
+called. If the item had already been picked (its future resolved, or cancelled just before the
+pick), the slot is handed on instead of being held.
 """
 
 from __future__ import annotations
@@ -27,10 +32,20 @@ from yoke.kernel import Item, ItemState, Kernel
 T = TypeVar("T")
 
 
+class _Tenant:
+    """Per-tenant counts kept by the scheduler: they outlive the kernel's idle lanes."""
+
+    __slots__ = ("running", "started")
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.started = 0
+
+
 class KernelScheduler:
     """A scheduler whose queue order is the kernel's policy; see `create_fair_scheduler`."""
 
-    __slots__ = ("_concurrency", "_ids", "_kernel", "_name", "_started")
+    __slots__ = ("_busy", "_ids", "_kernel", "_limit", "_name", "_tenants", "_track")
 
     def __init__(
         self,
@@ -42,17 +57,14 @@ class KernelScheduler:
         weights: Mapping[Hashable, float] | None = None,
         name: str,
     ) -> None:
-        self._concurrency = check_concurrency(concurrency)
-        cap = None if self._concurrency == math.inf else int(self._concurrency)
-        self._kernel = Kernel(
-            policy=policy, priority_scope=priority_scope, global_cap=cap, credit=credit
-        )
+        self._limit = check_concurrency(concurrency)
+        self._kernel = Kernel(policy=policy, priority_scope=priority_scope, credit=credit)
         for tenant, weight in (weights or {}).items():
             self._kernel.set_weight(tenant, check_weight(weight))
+        self._track = self._kernel.policy == "least_running"
+        self._busy = 0  # slots taken: running tasks plus picked callers about to start
         self._ids = itertools.count()
-        # Started counts live here, not in the kernel, so they survive a tenant going idle
-        # (the kernel forgets idle lanes) and count only tasks whose fn was really called.
-        self._started: dict[Hashable, int] = {}
+        self._tenants: dict[Hashable, _Tenant] = {}
         self._name = name
 
     async def schedule(
@@ -70,52 +82,72 @@ class KernelScheduler:
         kernel = self._kernel
         if weight is not None and weight != kernel.weight(tenant):
             kernel.set_weight(tenant, check_weight(weight))
-        item = kernel.offer(next(self._ids), tenant, priority=priority)
-        if item.state is not ItemState.RUNNING:
+        item_id = None
+        if self._busy < self._limit and not kernel.queued:
+            self._busy += 1
+            if self._track:
+                item_id = kernel.offer(next(self._ids), tenant, priority=priority).id
+        else:
+            item = kernel.push(next(self._ids), tenant, priority=priority)
             granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             item.payload = granted
             try:
                 await granted
             except asyncio.CancelledError:
-                self._abandon(item)
+                self._abandon(item, granted)
                 raise
-        started = self._started
-        started[tenant] = started.get(tenant, 0) + 1
+            item_id = item.id if self._track else None
+        counts = self._tenants.get(tenant)
+        if counts is None:
+            counts = self._tenants[tenant] = _Tenant()
+        counts.running += 1
+        counts.started += 1
         try:
             return await fn()
         finally:
-            self._release(item.id)
+            counts.running -= 1
+            self._busy -= 1
+            if item_id is not None:
+                kernel.release(item_id)
+            if kernel.queued:
+                self._dispatch()
 
-    def _abandon(self, item: Item) -> None:
+    def _abandon(self, item: Item, granted: asyncio.Future[None]) -> None:
         """The caller of a queued item was cancelled: its fn must never run."""
         if item.state is ItemState.QUEUED:
             self._kernel.cancel(item.id)
-        elif item.state is ItemState.RUNNING:
-            self._release(item.id)  # chosen, but never started: pass the slot on
-
-    def _release(self, item_id: Hashable) -> None:
-        kernel = self._kernel
-        kernel.release(item_id)
-        self._dispatch()
+        elif not granted.cancelled():
+            # Picked and granted a slot, but never started: hand the slot on.
+            self._busy -= 1
+            if self._track:
+                self._kernel.release(item.id)
+            self._dispatch()
 
     def _dispatch(self) -> None:
         kernel = self._kernel
-        while (item := kernel.pop_next()) is not None:
+        while self._busy < self._limit:
+            item = kernel.pop_next()
+            if item is None:
+                return
+            if not self._track:
+                kernel.release(item.id)  # the pick is all the kernel decides here
             granted = item.payload
             assert isinstance(granted, asyncio.Future)
             if granted.done():
-                # Its caller was cancelled after the pick could see it; it will not run.
-                kernel.release(item.id)
-            else:
-                granted.set_result(None)
+                # Its caller was cancelled before the pick could see it; it will not run.
+                if self._track:
+                    kernel.release(item.id)
+                continue
+            self._busy += 1
+            granted.set_result(None)
 
     @property
     def concurrency(self) -> float:
-        return self._concurrency
+        return self._limit
 
     @property
     def running(self) -> int:
-        return self._kernel.running
+        return self._busy
 
     @property
     def queued(self) -> int:
@@ -123,34 +155,28 @@ class KernelScheduler:
 
     def stats(self) -> SchedulerStats:
         kernel = self._kernel
-        snapshot = kernel.stats()
+        lanes = kernel.stats().lanes
         tenants: dict[Hashable, TenantStats] = {}
-        for tenant in dict.fromkeys([*snapshot.lanes, *self._started]):
-            lane = snapshot.lanes.get(tenant)
+        for tenant in dict.fromkeys([*self._tenants, *lanes]):
+            counts = self._tenants.get(tenant)
+            lane = lanes.get(tenant)
             tenants[tenant] = TenantStats(
-                running=lane.running if lane else 0,
+                running=counts.running if counts else 0,
                 queued=lane.queued if lane else 0,
-                started=self._started.get(tenant, 0),
-                weight=lane.weight if lane else kernel.weight(tenant),
+                started=counts.started if counts else 0,
+                weight=kernel.weight(tenant),
             )
         return SchedulerStats(
-            concurrency=self._concurrency,
-            running=snapshot.running,
-            queued=snapshot.queued,
-            tenants=tenants,
+            concurrency=self._limit, running=self._busy, queued=kernel.queued, tenants=tenants
         )
 
     def set_concurrency(self, concurrency: float) -> None:
-        self._concurrency = check_concurrency(concurrency)
-        cap = None if self._concurrency == math.inf else int(self._concurrency)
-        self._kernel.set_global_cap(cap)
+        self._limit = check_concurrency(concurrency)
         self._dispatch()  # a raise frees slots now; a cut waits for running tasks to end
 
     def set_weight(self, tenant: Hashable, weight: float) -> None:
         self._kernel.set_weight(tenant, check_weight(weight))
 
     def __repr__(self) -> str:
-        return (
-            f"{self._name}(concurrency={self._concurrency:g}, running={self.running}, "
-            f"queued={self.queued})"
-        )
+        limit = "inf" if self._limit == math.inf else int(self._limit)
+        return f"{self._name}(concurrency={limit}, running={self._busy}, queued={self.queued})"

@@ -1,0 +1,357 @@
+"""Benchmark of `yoke.kernel`: cost per decision (KERNEL 7.2) and fairness quality (7.1).
+
+Run `python -m bench.bench_kernel [--quick]`. Prints a markdown section and writes the same
+figures as JSON to `bench/results/kernel.json`. Timings are the median of 5 runs (min-max shown)
+with the garbage collector off inside timed loops, next to a baseline measured in the same run:
+a bare `heapq.heappush` + `heappop` cycle on a heap of the same size. Fairness figures come from
+a discrete-time simulation with unit service times (randomness only in the workload, seeded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import heapq
+import json
+import platform
+import random
+import statistics
+import time
+import tracemalloc
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from yoke.kernel import Kernel
+
+RUNS = 5
+
+
+def _timed(fn: Callable[[], int]) -> float:
+    """ns per operation of one run; `fn` does the work and returns its operation count."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        n = fn()
+        return (time.perf_counter_ns() - t0) / n
+    finally:
+        gc.enable()
+
+
+def _median(samples: list[float]) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(samples), 1),
+        "min": round(min(samples), 1),
+        "max": round(max(samples), 1),
+    }
+
+
+def baseline(size: int, cycles: int) -> dict[str, float]:
+    heap = [(i, i) for i in range(size)]
+    heapq.heapify(heap)
+
+    def run() -> int:
+        push, pop = heapq.heappush, heapq.heappop
+        for i in range(cycles):
+            _, x = pop(heap)
+            push(heap, (size + i, x))
+        return cycles
+
+    return _median([_timed(run) for _ in range(RUNS)])
+
+
+def cycle(lanes: int, cycles: int, *, caps: bool) -> dict[str, float]:
+    """pop_next + release + push at steady state, 2 queued items per backlogged lane."""
+
+    def run() -> int:
+        k = Kernel()
+        if caps:
+            for w in range(8):
+                k.set_cap(("workflow", w), 10**9)
+        n = 0
+        for ln in range(lanes):
+            if caps:
+                k.set_lane_cap(ln, 2)
+            for _ in range(2):
+                k.push(n, ln, keys=[("workflow", ln % 8)] if caps else ())
+                n += 1
+        pop, release, push = k.pop_next, k.release, k.push
+        gc.collect()
+        gc.disable()
+        t0 = time.perf_counter_ns()
+        for _ in range(cycles):
+            item = pop()
+            assert item is not None
+            release(item.id)
+            push(n, item.lane, keys=item.keys)
+            n += 1
+        dt = time.perf_counter_ns() - t0
+        gc.enable()
+        return dt // cycles
+
+    return _median([float(run()) for _ in range(RUNS)])
+
+
+def hot_key(lanes: int, cycles: int) -> dict[str, float]:
+    """One cap key ("hot", cap 4) shared by every lane, 100% of items under it (KERNEL 4.5)."""
+
+    def run() -> int:
+        k = Kernel()
+        k.set_cap("hot", 4)
+        n = 0
+        for ln in range(lanes):
+            for _ in range(2):
+                k.push(n, ln, keys=["hot"])
+                n += 1
+        running: deque[Any] = deque()
+        for _ in range(4):
+            item = k.pop_next()
+            assert item is not None
+            running.append(item)
+        gc.collect()
+        gc.disable()
+        t0 = time.perf_counter_ns()
+        for _ in range(cycles):
+            done = running.popleft()
+            k.release(done.id)
+            k.push(n, done.lane, keys=["hot"])
+            n += 1
+            item = k.pop_next()
+            assert item is not None
+            running.append(item)
+        dt = time.perf_counter_ns() - t0
+        gc.enable()
+        return dt // cycles
+
+    return _median([float(run()) for _ in range(RUNS)])
+
+
+def _repri_all(k: Kernel, ids: list[int]) -> int:
+    for i in ids:
+        k.reprioritize(i, 1)
+    return len(ids)
+
+
+def _cancel_all(k: Kernel, ids: list[int]) -> int:
+    for i in ids:
+        k.cancel(i)
+    return len(ids)
+
+
+def single_ops(n: int) -> dict[str, dict[str, float]]:
+    out: dict[str, list[float]] = {"cancel": [], "reprioritize": []}
+    for _ in range(RUNS):
+        k = Kernel()
+        for i in range(n):
+            k.push(i, i % 1000)
+        ids = list(range(0, n, 2))
+        out["reprioritize"].append(_timed(functools.partial(_repri_all, k, ids)))
+        out["cancel"].append(_timed(functools.partial(_cancel_all, k, ids)))
+    return {name: _median(v) for name, v in out.items()}
+
+
+def memory(n: int) -> dict[str, float]:
+    gc.collect()
+    tracemalloc.start()
+    k = Kernel()
+    base = tracemalloc.get_traced_memory()[0]
+    for i in range(n):
+        k.push(i, i % 1000)
+    used = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    assert k.queued == n
+    return {"items": n, "bytes_per_item": round(used / n, 1)}
+
+
+# ------------------------------------------------------------------ fairness (KERNEL 7.1)
+
+POLICIES: list[tuple[str, dict[str, Any]]] = [
+    ("sfq credit 0", {"policy": "sfq"}),
+    ("sfq credit 1", {"policy": "sfq", "credit": 1}),
+    ("rotation", {"policy": "rotation"}),
+    ("least_running", {"policy": "least_running"}),
+    ("fifo", {"policy": "fifo"}),
+]
+
+
+def flood(cfg: dict[str, Any], steps: int, seed: int = 7) -> dict[str, float]:
+    """K=8 slots, unit service. 20 light tenants arrive at 0.1/step each, one heavy tenant at 100x
+    one light tenant's rate (10/step), so the heavy tenant's backlog grows without bound."""
+    rnd = random.Random(seed)
+    k = Kernel(**cfg)
+    arrived: dict[Any, int] = {}
+    waits: list[int] = []
+    running: list[Any] = []
+    n = 0
+    for t in range(steps):
+        for _ in range(10):
+            k.push(n, "heavy")
+            arrived[n] = t
+            n += 1
+        for light in range(20):
+            if rnd.random() < 0.1:
+                k.push(n, f"light{light}")
+                arrived[n] = t
+                n += 1
+        for i in running:
+            k.release(i)
+        running = []
+        while len(running) < 8:
+            item = k.pop_next()
+            if item is None:
+                break
+            running.append(item.id)
+            if item.lane != "heavy":
+                waits.append(t - arrived[item.id])
+    waits.sort()
+    return {
+        "light_p50": float(waits[len(waits) // 2]),
+        "light_p99": float(waits[int(len(waits) * 0.99)]),
+        "light_max": float(waits[-1]),
+        "light_served": len(waits),
+    }
+
+
+def jain(cfg: dict[str, Any], tenants: int, dispatches: int) -> dict[str, float]:
+    """All tenants backlogged (equal weights); Jain's index over sliding windows of one round."""
+    k = Kernel(**cfg)
+    n = 0
+    # Arrival order is heavy-first so fifo shows its unfairness: tenant 0 queued everything first.
+    for ln in range(tenants):
+        for _ in range(dispatches):
+            k.push(n, ln)
+            n += 1
+    seq: list[Any] = []
+    for _ in range(dispatches):
+        item = k.pop_next()
+        assert item is not None
+        k.release(item.id)
+        seq.append(item.lane)
+    out: dict[str, float] = {}
+    for name, win in (("round", tenants), ("10 rounds", 10 * tenants)):
+        js = []
+        for a in range(len(seq) - win + 1):
+            counts = [0] * tenants
+            for x in seq[a : a + win]:
+                counts[x] += 1
+            js.append(sum(counts) ** 2 / (tenants * sum(c * c for c in counts)))
+        out[f"min J ({name})"] = round(min(js), 3)
+        out[f"mean J ({name})"] = round(statistics.fmean(js), 3)
+    return out
+
+
+def weighted(cfg: dict[str, Any], dispatches: int) -> dict[str, float]:
+    k = Kernel(**cfg)
+    weights = {"w1": 1.0, "w2": 2.0, "w4": 4.0}
+    n = 0
+    for ln, w in weights.items():
+        k.set_weight(ln, w)
+        for _ in range(dispatches):
+            k.push(n, ln)
+            n += 1
+    got = dict.fromkeys(weights, 0)
+    for _ in range(dispatches):
+        item = k.pop_next()
+        assert item is not None
+        k.release(item.id)
+        got[str(item.lane)] += 1
+    total = sum(weights.values())
+    return {
+        ln: round(100 * abs(got[ln] / dispatches - w / total) / (w / total), 2)
+        for ln, w in weights.items()
+    }
+
+
+# ------------------------------------------------------------------ report
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, for CI smoke runs")
+    opts = ap.parse_args(argv)
+    q = opts.quick
+    cycles = 5_000 if q else 50_000
+    sizes = (10, 1_000, 100_000)
+    res: dict[str, Any] = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.uname().machine,
+        "quick": q,
+    }
+    res["cycle_ns"] = {}
+    for t in sizes:
+        res["cycle_ns"][str(t)] = {
+            "baseline_heapq": baseline(2 * t, cycles),
+            "no_caps": cycle(t, cycles, caps=False),
+            "caps": cycle(t, cycles, caps=True),
+        }
+    res["hot_key_ns"] = {str(t): hot_key(t, cycles // 5) for t in (100, 1_000, 10_000)}
+    res["op_ns"] = single_ops(20_000 if q else 200_000)
+    res["memory"] = memory(100_000 if q else 1_000_000)
+    steps = 300 if q else 2_000
+    res["flood"] = {name: flood(cfg, steps) for name, cfg in POLICIES}
+    res["jain"] = {name: jain(cfg, 21, 420 if q else 2_100) for name, cfg in POLICIES}
+    res["weighted_error_pct"] = {name: weighted(cfg, 700 if q else 7_000) for name, cfg in POLICIES}
+    print(render(res))
+    out = Path(__file__).parent / "results" / "kernel.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2) + "\n")
+    return res
+
+
+def _fmt(m: dict[str, float]) -> str:
+    return f"{m['median'] / 1000:.2f} ({m['min'] / 1000:.2f}-{m['max'] / 1000:.2f})"
+
+
+def render(res: dict[str, Any]) -> str:
+    lines = [
+        "## yoke.kernel benchmark",
+        "",
+        f"Python {res['python']} on {res['processor']}{' (quick)' if res['quick'] else ''}."
+        " Times in µs, median of 5 runs (min-max), GC off in timed loops.",
+        "",
+        "### pop_next + release + push cycle",
+        "",
+        "| backlogged lanes | heapq baseline | no caps | ratio | lane caps + key cap | ratio |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t, r in res["cycle_ns"].items():
+        b = r["baseline_heapq"]["median"]
+        lines.append(
+            f"| {int(t):,} | {_fmt(r['baseline_heapq'])} | {_fmt(r['no_caps'])}"
+            f" | {r['no_caps']['median'] / b:.1f}x | {_fmt(r['caps'])}"
+            f" | {r['caps']['median'] / b:.1f}x |"
+        )
+    lines += ["", "### Hot key (cap 4 shared by all lanes, 100% of items)", ""]
+    lines += ["| lanes | release + push + pop |", "|---|---|"]
+    lines += [f"| {int(t):,} | {_fmt(m)} |" for t, m in res["hot_key_ns"].items()]
+    lines += ["", "| operation | µs |", "|---|---|"]
+    lines += [f"| {op} | {_fmt(m)} |" for op, m in res["op_ns"].items()]
+    mem = res["memory"]
+    lines += ["", f"Memory: {mem['bytes_per_item']} bytes per queued item at {mem['items']:,}."]
+    lines += [
+        "",
+        "### Fairness: light tenants' wait (task times) under a 100x heavy flood, 8 slots",
+        "",
+        "| policy | p50 | p99 | max |",
+        "|---|---|---|---|",
+    ]
+    for name, f in res["flood"].items():
+        lines.append(f"| {name} | {f['light_p50']} | {f['light_p99']} | {f['light_max']} |")
+    lines += ["", "### Jain's index, 21 backlogged tenants (windows of 1 and 10 rounds)", ""]
+    keys = list(next(iter(res["jain"].values())))
+    lines += ["| policy | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for name, j in res["jain"].items():
+        lines.append(f"| {name} | " + " | ".join(str(j[x]) for x in keys) + " |")
+    lines += ["", "### Weighted shares 1:2:4, error vs ideal (%)", ""]
+    lines += ["| policy | w=1 | w=2 | w=4 |", "|---|---|---|---|"]
+    for name, e in res["weighted_error_pct"].items():
+        lines.append(f"| {name} | {e['w1']} | {e['w2']} | {e['w4']} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
