@@ -75,7 +75,7 @@ def _ms(seconds: float | None) -> str:
 
 def _table(lane: Lane) -> Table:
     table = Table(title=lane.title, title_style="bold", expand=True)
-    for column in ("tenant", "submitted", "started", "queued", "p50 wait ms", "p99 wait ms"):
+    for column in ("tenant", "sent", "started", "queued", "p50 wait ms", "p99 wait ms"):
         table.add_column(column, justify="left" if column == "tenant" else "right")
     stats = lane.sched.stats().tenants
     for tenant in (FLOOD, *LIGHT_TENANTS):
@@ -93,11 +93,17 @@ def _table(lane: Lane) -> Table:
     return table
 
 
-def _view(lanes: list[Lane], elapsed: float, seconds: float) -> Group:
+def _view(lanes: list[Lane], elapsed: float, seconds: float, width: int) -> Group:
     grid = Table.grid(expand=True)
-    grid.add_column()
-    grid.add_column()
-    grid.add_row(*(_table(lane) for lane in lanes))
+    tables = [_table(lane) for lane in lanes]
+    if width >= 110:  # side by side when the terminal is wide enough, else one above the other
+        grid.add_column()
+        grid.add_column()
+        grid.add_row(*tables)
+    else:
+        grid.add_column()
+        for table in tables:
+            grid.add_row(table)
     head = Text.assemble(
         ("yoke demo", "bold"),
         f"  {SLOTS} slots, tasks of ~{TASK_SECONDS * 1000:.0f} ms; '{FLOOD}' sends "
@@ -139,7 +145,8 @@ def _outcomes(lanes: list[Lane]) -> list[Outcome]:
 
 def _summary(outcomes: list[Outcome]) -> Table:
     table = Table(title="Summary: light tenants' waits (ms) and the flood's share of starts")
-    for column in ("scheduler", "light p50", "light p99", "light max", "flood share"):
+    table.add_column("scheduler", no_wrap=True)
+    for column in ("light p50", "light p99", "light max", "flood share"):
         table.add_column(column, justify="right")
     for o in outcomes:
         share = "-" if o.flood_share is None else f"{o.flood_share:.0%}"
@@ -170,20 +177,22 @@ async def run_demo(
 ) -> list[Outcome]:
     console = console or Console()
     lanes = [
-        Lane("fair: create_fair_scheduler(8)", create_fair_scheduler(SLOTS)),
-        Lane("FIFO: create_scheduler(8)", create_scheduler(SLOTS)),
+        Lane("fair (create_fair_scheduler)", create_fair_scheduler(SLOTS)),
+        Lane("FIFO (create_scheduler)", create_scheduler(SLOTS)),
     ]
     started = time.monotonic()
     arrivals = asyncio.create_task(_arrivals(lanes, seconds, random.Random(seed)))
-    with Live(_view(lanes, 0, seconds), console=console, refresh_per_second=8) as live:
+    width = console.width
+    with Live(_view(lanes, 0, seconds, width), console=console, refresh_per_second=8) as live:
         while not arrivals.done():
             await asyncio.wait({arrivals}, timeout=0.25)
-            live.update(_view(lanes, time.monotonic() - started, seconds))
+            live.update(_view(lanes, time.monotonic() - started, seconds, width))
     await arrivals
     for lane in lanes:
         for task in list(lane.tasks):
             task.cancel()
         await asyncio.gather(*lane.tasks)
     outcomes = _outcomes(lanes)
+    console.print()
     console.print(_summary(outcomes))
     return outcomes
