@@ -7,6 +7,9 @@ costs nothing of the durable parts.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from yoke.errors import (
     BadType,
     BadValue,
@@ -41,3 +44,65 @@ __all__ = [
     "YokeError",
     "__version__",
 ]
+
+# The durable parts are imported on first use, so that `import yoke` (and `yoke.fair`) does not
+# load a database driver it will not need.
+_LAZY = {
+    "App": "yoke.app",
+    "NotRunning": "yoke.errors",
+    "ReplayMismatch": "yoke.errors",
+    "Vetoed": "yoke.errors",
+    **dict.fromkeys(
+        (
+            "ChildFailed",
+            "Context",
+            "Execution",
+            "ExecutionStatus",
+            "Limits",
+            "Page",
+            "Principal",
+            "Start",
+            "StartStatus",
+        ),
+        "yoke.executions",
+    ),
+}
+__all__ += [
+    "App",
+    "ChildFailed",
+    "Context",
+    "Execution",
+    "ExecutionStatus",
+    "Limits",
+    "NotRunning",
+    "Page",
+    "Principal",
+    "ReplayMismatch",
+    "Start",
+    "StartStatus",
+    "Vetoed",
+]
+
+if TYPE_CHECKING:
+    from yoke.app import App
+    from yoke.errors import NotRunning, ReplayMismatch, Vetoed
+    from yoke.executions import (
+        ChildFailed,
+        Context,
+        Execution,
+        ExecutionStatus,
+        Limits,
+        Page,
+        Principal,
+        Start,
+        StartStatus,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'yoke' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -128,10 +128,3 @@ class ReplayMismatch(Conflict):
     """A replayed workflow asked for a different step than the one recorded at that position."""
 
     title = "Replay does not match the recorded steps"
-
-
-class Aborted(YokeError):
-    """An execution was stopped by shutdown or lost with a dead process."""
-
-    status = 503
-    title = "Aborted"

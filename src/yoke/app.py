@@ -1,0 +1,212 @@
+"""The `App` facade and composition root: the one module that names a concrete store backend.
+
+`App` holds the workflow registry, the reviewers and `app.executions`; `async with
+app.running():` opens the store chosen by the database URL (migrating it), registers this
+process (`instances` row + heartbeat), recovers the rows of dead processes, re-applies the newest
+recorded limits over configuration, and runs every long-lived service (execution dispatcher,
+slot-freed listener, heartbeat, and what later parts add with `add_service`) as tasks of one
+TaskGroup, in which the granted executions run too. Leaving it shuts down in order: executions
+first (refuse queued, let running finish within the timeout, abort the rest), then services,
+then the store.
+
+This module must never hold scheduling policy; it wires the parts and owns their lifetimes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+from yoke.clock import Clock, SystemClock
+from yoke.config import Settings
+from yoke.errors import BadValue, YokeError
+from yoke.executions.context import Registry, Workflow
+from yoke.executions.model import Limits
+from yoke.executions.service import Executions, Reviewer
+from yoke.store import Store
+
+log = logging.getLogger("yoke.app")
+
+Service = Callable[[], Coroutine[Any, Any, None]]
+
+
+def open_store(url: str, settings: Settings | None = None) -> Store:
+    """The backend for a database URL (not yet opened)."""
+    s = settings or Settings()
+    if url.startswith("sqlite:"):
+        from yoke.store.sqlite import SQLiteStore
+
+        return SQLiteStore(url, busy_timeout=s.sqlite_busy_timeout)
+    if url.startswith(("postgresql:", "postgres:")):
+        from yoke.store.postgres import PostgresStore
+
+        return PostgresStore(
+            url,
+            min_size=s.pg_pool_min,
+            max_size=s.pg_pool_max,
+            connect_timeout=s.pg_connect_timeout,
+        )
+    raise BadValue(f"unsupported database URL {url!r}: use sqlite:///path or postgresql://...")
+
+
+async def upgrade(url: str | None = None) -> int:
+    """Apply pending migrations to the database (`yoke db upgrade`); returns the version."""
+    settings = Settings.from_env()
+    store = open_store(url or settings.database_url, settings)
+    await store.open()
+    try:
+        return await store.schema_version()
+    finally:
+        await store.close()
+
+
+class App:
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        settings: Settings | None = None,
+        limits: Limits | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = settings or Settings.from_env()
+        if database_url is not None:
+            self.settings = self.settings.with_(database_url=database_url)
+        self.clock: Clock = clock or SystemClock()
+        self.configured_limits = limits or Limits(
+            max_running=self.settings.max_running,
+            max_running_per_session=self.settings.max_running_per_session,
+            max_running_per_workflow=self.settings.max_running_per_workflow,
+            max_queued=self.settings.max_queued,
+            on_limit="reject" if self.settings.on_limit == "reject" else "queue",
+        )
+        self.registry = Registry()
+        self._reviewers: list[Reviewer] = []
+        self._services: list[tuple[str, Service]] = []
+        self.executions = Executions(
+            registry=self.registry,
+            clock=self.clock,
+            limits=self.configured_limits,
+            reviewers=self._reviewers,
+            slot_poll_interval=self.settings.slot_poll_interval,
+        )
+        self.store: Store | None = None
+        self.instance_id: str | None = None
+        self._stopping = False
+        self._service_tasks: list[asyncio.Task[None]] = []
+
+    def __repr__(self) -> str:
+        return (
+            f"App(instance_id={self.instance_id!r}, store={self.store!r}, "
+            f"workflows={self.registry.names()})"
+        )
+
+    def workflow(self, name: str | None = None) -> Callable[[Workflow], Workflow]:
+        """Register `async def wf(ctx, input)` under `name` (default: the function's name)."""
+
+        def register(fn: Workflow) -> Workflow:
+            self.registry.register(fn, name)
+            return fn
+
+        return register
+
+    def add_reviewer(self, fn: Reviewer) -> None:
+        """`fn(change)` sees every runtime change first; returning a reason (str) vetoes it."""
+        self._reviewers.append(fn)
+
+    def add_service(self, name: str, fn: Service) -> None:
+        """Run `fn()` as a task of the app's TaskGroup while `running()` (cancelled at exit)."""
+        self._services.append((name, fn))
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[App]:
+        s = self.settings
+        store = open_store(s.database_url, s)
+        await store.open()
+        self.store = store
+        self.instance_id = f"{s.instance_id or socket.gethostname()}-{uuid.uuid4().hex[:12]}"
+        self._stopping = False
+        try:
+            now = self.clock.wall()
+            await store.register_instance(self.instance_id, now=now)
+            await store.recover_dead(
+                stale_before=now - s.instance_stale_after, now=now, exclude=self.instance_id
+            )
+            limits = self.configured_limits
+            recorded = await store.latest_limits()
+            if recorded is not None:
+                limits = Limits.from_json(json.loads(recorded))  # the log wins over config
+            body_error: BaseException | None = None
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    self.executions.attach(
+                        store, instance_id=self.instance_id, spawn=tg.create_task, limits=limits
+                    )
+                    self._start_services(tg, store, self.instance_id)
+                    try:
+                        yield self
+                    except BaseException as exc:
+                        body_error = exc
+                        raise
+                    finally:
+                        await self._stop()
+            except BaseExceptionGroup as group:
+                # The caller's own exception comes back as itself, not wrapped in a group.
+                if body_error is not None and group.exceptions == (body_error,):
+                    raise body_error from body_error.__cause__
+                raise
+        finally:
+            self.executions.detach()
+            with contextlib.suppress(YokeError):
+                await store.stop_instance(self.instance_id, now=self.clock.wall())
+            await store.close()
+            self.store = None
+
+    async def _stop(self) -> None:
+        await self.shutdown()
+        for task in self._service_tasks:
+            task.cancel()
+        self._service_tasks = []
+
+    def _start_services(self, tg: asyncio.TaskGroup, store: Store, instance_id: str) -> None:
+        services = [
+            tg.create_task(self.executions.run_dispatcher(), name="yoke-dispatcher"),
+            tg.create_task(
+                store.listen_slot_freed(self.executions.wake), name="yoke-slot-listener"
+            ),
+            tg.create_task(self._heartbeat(store, instance_id), name="yoke-heartbeat"),
+        ]
+        services += [tg.create_task(fn(), name=name) for name, fn in self._services]
+        self._service_tasks = services
+
+    async def shutdown(self, timeout: float | None = None) -> None:
+        """Admit nothing new, refuse queued starts, give running executions `timeout` seconds
+        (default `YOKE_EXECUTION_SHUTDOWN_TIMEOUT`), then abort them. Idempotent."""
+        if self._stopping:
+            return
+        self._stopping = True
+        t = self.settings.execution_shutdown_timeout if timeout is None else timeout
+        await self.executions.shutdown(t)
+
+    async def _heartbeat(self, store: Store, instance_id: str) -> None:
+        s = self.settings
+        while True:
+            await asyncio.sleep(s.heartbeat_interval)  # a period, not a synchronisation
+            now = self.clock.wall()
+            try:
+                if not await store.heartbeat(instance_id, now=now):
+                    # Declared dead by a peer (our rows were aborted): register again, so what
+                    # we start from now on is recoverable.
+                    log.warning("instance %s was declared dead; registering again", instance_id)
+                    await store.register_instance(instance_id, now=now)
+                await store.recover_dead(
+                    stale_before=now - s.instance_stale_after, now=now, exclude=instance_id
+                )
+            except YokeError as exc:
+                log.warning("heartbeat failed: %s", exc)

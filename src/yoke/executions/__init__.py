@@ -1,0 +1,44 @@
+"""Workflow executions (seed 002): starts, slots, limits, queue order, restarts, runtime changes.
+
+The entry module is `service` (`Executions`, reached as `app.executions`); `admission` maps
+limits to kernel caps and ledger slots; `context` runs workflows and their recorded steps;
+`model` holds the values. This package imports the kernel and the store protocol, never a
+concrete store backend nor the server.
+"""
+
+from __future__ import annotations
+
+from yoke.executions.context import ChildFailed, Context, Registry
+from yoke.executions.model import (
+    ADMIN,
+    OPERATOR,
+    AuditEntry,
+    Change,
+    Execution,
+    Limits,
+    Page,
+    Principal,
+    Start,
+)
+from yoke.executions.service import Executions, ExecutionsStats
+from yoke.store.records import ExecutionStatus, StartKind, StartStatus
+
+__all__ = [
+    "ADMIN",
+    "OPERATOR",
+    "AuditEntry",
+    "Change",
+    "ChildFailed",
+    "Context",
+    "Execution",
+    "ExecutionStatus",
+    "Executions",
+    "ExecutionsStats",
+    "Limits",
+    "Page",
+    "Principal",
+    "Registry",
+    "Start",
+    "StartKind",
+    "StartStatus",
+]

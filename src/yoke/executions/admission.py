@@ -1,0 +1,106 @@
+"""Admission policy glue: the kernel that orders this process's queued starts, the ledger slots
+a grant must take, and the retry-after estimate of a refusal.
+
+Two layers decide a start, and this module keeps them in step:
+- the kernel (`yoke.kernel`, `least_running` with global priority scope) orders the starts
+  queued in this process and counts what runs here; it is the fairness decision;
+- the ledger rows in the store make every grant exact across processes; a kernel pick that the
+  ledger refuses (another process took the slot) goes back to its place with `requeue`.
+
+Lane = session; cap keys: the global cap, the lane cap (`max_running_per_session`) and
+`("workflow", name)`. Ledger keys: `global`, `session:<s>`, `workflow:<w>` with the same caps.
+This module must never await or touch the store: it maps limits to caps and slots, and measures.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable
+
+from yoke.clock import Clock
+from yoke.executions.model import Limits
+from yoke.kernel import Item, ItemState, Kernel
+from yoke.store import Slot
+
+GLOBAL_KEY = "global"
+
+
+def workflow_key(workflow: str) -> tuple[str, str]:
+    return ("workflow", workflow)
+
+
+def make_kernel(limits: Limits) -> Kernel:
+    return Kernel(policy="least_running", priority_scope="global", global_cap=limits.max_running)
+
+
+def slots_for(limits: Limits, *, session: str, workflow: str) -> list[Slot]:
+    """Every ledger key a grant takes. Keys without a cap are still counted, so a limit enabled
+    at runtime sees exact running counts at once."""
+    return [
+        Slot(key=GLOBAL_KEY, cap=limits.max_running),
+        Slot(key=f"session:{session}", cap=limits.max_running_per_session),
+        Slot(key=f"workflow:{workflow}", cap=limits.workflow_cap(workflow)),
+    ]
+
+
+class Caps:
+    """Applies `Limits` to a kernel, lane by lane as sessions appear (the kernel keeps a capped
+    lane, and forgets an idle uncapped one)."""
+
+    def __init__(self, kernel: Kernel, limits: Limits) -> None:
+        self.kernel = kernel
+        self.limits = limits
+        self._lanes: set[Hashable] = set()
+        self._workflows: set[str] = set()
+
+    def apply(self, limits: Limits) -> None:
+        self.limits = limits
+        k = self.kernel
+        k.set_global_cap(limits.max_running)
+        for lane in list(self._lanes):
+            k.set_lane_cap(lane, limits.max_running_per_session)
+        if limits.max_running_per_session is None:
+            self._lanes.clear()
+        for wf in self._workflows:
+            k.set_cap(workflow_key(wf), limits.workflow_cap(wf))
+
+    def before_offer(self, session: str, workflow: str) -> None:
+        cap = self.limits.max_running_per_session
+        if cap is not None and session not in self._lanes:
+            self.kernel.set_lane_cap(session, cap)
+            self._lanes.add(session)
+        if workflow not in self._workflows:
+            self._workflows.add(workflow)
+            self.kernel.set_cap(workflow_key(workflow), self.limits.workflow_cap(workflow))
+
+
+def is_queued(item: Item) -> bool:
+    return item.state is ItemState.QUEUED
+
+
+def is_running(item: Item) -> bool:
+    return item.state is ItemState.RUNNING
+
+
+class DrainRate:
+    """Slots freed per second over the recent past, for a `Retry-After` estimate."""
+
+    def __init__(self, clock: Clock, *, window: int = 64) -> None:
+        self._clock = clock
+        self._times: deque[float] = deque(maxlen=window)
+
+    def freed(self) -> None:
+        self._times.append(self._clock.monotonic())
+
+    def rate(self) -> float | None:
+        if len(self._times) < 2:
+            return None
+        span = self._clock.monotonic() - self._times[0]
+        return (len(self._times) - 1) / span if span > 0 else None
+
+    def retry_after(self, ahead: int, *, default: float = 1.0) -> float:
+        """Seconds until about `ahead` more slots have freed; `default` with no history."""
+        rate = self.rate()
+        if rate is None or rate <= 0:
+            return default
+        return min(3600.0, max(0.01, ahead / rate))

@@ -1,0 +1,197 @@
+"""Workflows and the `ctx` an execution runs with: recorded steps and child workflows.
+
+A workflow is an `async def wf(ctx, input)` registered by name. `ctx.step(name, fn, *args)`
+records each step's JSON result at its position in the execution log; an execution that was
+resumed or restarted from a step starts with the earlier execution's steps copied in, so a
+replay returns them without running `fn` again, and a replay that asks for another step name at
+a recorded position raises `ReplayMismatch`. `ctx.child` runs a child workflow inline, on the
+parent's slot (no admission), and is itself a step, so a resumed parent does not run it twice.
+
+This module must never decide admission or name a store backend.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from yoke.clock import Clock
+from yoke.errors import BadType, BadValue, NotFound, ReplayMismatch
+from yoke.executions.model import encode_json
+from yoke.store import ExecutionStatus, NewExecution, StepRow, Store
+
+Workflow = Callable[["Context", Any], Awaitable[Any]]
+
+
+class Registry:
+    """Workflows by name (and name by function), as registered with `@app.workflow`."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Workflow] = {}
+        self._by_fn: dict[Workflow, str] = {}
+
+    def register(self, fn: Workflow, name: str | None = None) -> str:
+        if not inspect.iscoroutinefunction(fn):
+            raise BadType("a workflow must be an `async def wf(ctx, input)` function")
+        name = name if name is not None else fn.__name__
+        if not isinstance(name, str) or not name:
+            raise BadType("a workflow name must be a non-empty str")
+        if name in self._by_name and self._by_name[name] is not fn:
+            raise BadValue(f"another workflow is already registered as {name!r}")
+        self._by_name[name] = fn
+        self._by_fn[fn] = name
+        return name
+
+    def name_of(self, workflow: str | Workflow) -> str:
+        if isinstance(workflow, str):
+            if workflow not in self._by_name:
+                raise NotFound(f"no workflow named {workflow!r}")
+            return workflow
+        if callable(workflow):
+            name = self._by_fn.get(workflow)
+            if name is None:
+                raise NotFound(f"{workflow!r} is not a registered workflow")
+            return name
+        raise BadType(
+            f"workflow must be a name or a registered function, not {type(workflow).__name__}"
+        )
+
+    def get(self, name: str) -> Workflow:
+        fn = self._by_name.get(name)
+        if fn is None:
+            raise NotFound(f"no workflow named {name!r}")
+        return fn
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+
+class Context:
+    """What a running workflow sees. One per execution (children get their own)."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        registry: Registry,
+        clock: Clock,
+        instance_id: str,
+        execution_id: str,
+        workflow: str,
+        session: str,
+        recorded: Sequence[StepRow] = (),
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._clock = clock
+        self._instance_id = instance_id
+        self.execution_id = execution_id
+        self.workflow = workflow
+        self.session = session
+        self._recorded = list(recorded)
+        self._position = 0
+        # What a cancelled child is recorded as; the runner says ABORTED during shutdown.
+        self.cancel_status: Callable[[], ExecutionStatus] = lambda: ExecutionStatus.CANCELLED
+
+    def __repr__(self) -> str:
+        return (
+            f"Context(execution_id={self.execution_id!r}, workflow={self.workflow!r}, "
+            f"position={self._position}, recorded={len(self._recorded)})"
+        )
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn(*args)` (awaited if it returns an awaitable) once; record its JSON result."""
+        if not isinstance(name, str) or not name:
+            raise BadType("a step name must be a non-empty str")
+        position = self._position
+        self._position += 1
+        if position < len(self._recorded):
+            done = self._recorded[position]
+            if done.name != name:
+                raise ReplayMismatch(
+                    f"step {position} of execution {self.execution_id} was recorded as "
+                    f"{done.name!r}, the replay asked for {name!r}"
+                )
+            return json.loads(done.result)
+        result = fn(*args)
+        if inspect.isawaitable(result):
+            result = await result
+        text = encode_json(result, f"the result of step {name!r}")
+        await self._store.record_step(
+            self.execution_id, position, name, text, now=self._clock.wall()
+        )
+        # Give back what a replay would give, so the first run and a resume see the same value.
+        return json.loads(text)
+
+    async def child(self, workflow: str | Workflow, input: Any = None) -> Any:
+        """Run a child workflow on this execution's slot and return its output."""
+        name = self._registry.name_of(workflow)
+        payload = encode_json(input, "child input")
+        return await self.step(f"child:{name}", self._run_child, name, payload)
+
+    async def _run_child(self, name: str, payload: str) -> Any:
+        fn = self._registry.get(name)
+        row = await self._store.create_child(
+            NewExecution(
+                execution_id=str(uuid.uuid4()),
+                start_id=None,
+                workflow=name,
+                session=self.session,
+                input=payload,
+                parent_id=self.execution_id,
+                restarted_from=None,
+                resumed_from=None,
+                instance_id=self._instance_id,
+                created_at=self._clock.wall(),
+            )
+        )
+        ctx = Context(
+            store=self._store,
+            registry=self._registry,
+            clock=self._clock,
+            instance_id=self._instance_id,
+            execution_id=row.execution_id,
+            workflow=name,
+            session=self.session,
+        )
+        ctx.cancel_status = self.cancel_status
+        try:
+            status, output, error = await run_workflow(fn, ctx, payload)
+        except BaseException:
+            await self._store.finish_execution(
+                row.execution_id,
+                self.cancel_status(),
+                output=None,
+                error="cancelled with its parent",
+                now=self._clock.wall(),
+            )
+            raise
+        await self._store.finish_execution(
+            row.execution_id, status, output=output, error=error, now=self._clock.wall()
+        )
+        if status is not ExecutionStatus.SUCCEEDED:
+            raise ChildFailed(row.execution_id, error)
+        return None if output is None else json.loads(output)
+
+
+class ChildFailed(Exception):
+    """A child workflow failed; its parent fails too unless it catches this."""
+
+    def __init__(self, execution_id: str, error: str | None) -> None:
+        super().__init__(f"child execution {execution_id} failed: {error}")
+        self.execution_id = execution_id
+        self.error = error
+
+
+async def run_workflow(
+    fn: Workflow, ctx: Context, payload: str
+) -> tuple[ExecutionStatus, str | None, str | None]:
+    """Run one workflow body; return (status, output JSON, error). CancelledError propagates."""
+    try:
+        result = await fn(ctx, json.loads(payload))
+        return ExecutionStatus.SUCCEEDED, encode_json(result, "workflow output"), None
+    except Exception as exc:  # the workflow's failure is data, recorded on the execution
+        return ExecutionStatus.FAILED, None, f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,197 @@
+"""The PostgreSQL backend: what several processes, machines or an HA pair share.
+
+Dialect facts (each has a test in tests/store/test_dialect_facts.py):
+- Isolation is READ COMMITTED (PostgreSQL's default, never raised): exactness comes from row
+  locks, not from snapshots, so no transaction is ever retried for a serialization failure.
+- A grant locks the start row (SELECT ... FOR UPDATE), writes the execution, and last takes
+  one ledger row per limit key in one upsert, in sorted key order (INSERT ... ON CONFLICT DO
+  UPDATE locks the rows it increments), so the hot ledger rows stay locked for one statement
+  and the commit. Releases lock the same rows in the same order (a CTE ... ORDER BY key FOR
+  UPDATE): writers can wait for each other but never deadlock. Over a cap the transaction
+  rolls back: a slot is never over-granted, and a COUNT(*) is never trusted.
+- Claims of queued work (actors) will use FOR UPDATE SKIP LOCKED; starts need no claim, because
+  the queue of starts lives in the process that logged them.
+- A freed slot is announced with NOTIFY yoke_slot_freed inside the freeing transaction, so it is
+  delivered only if the slot really was freed; listeners keep a backup poll.
+- Migrations take pg_advisory_xact_lock, so processes booting together apply each one once.
+- Bind limit: 65,535 parameters per statement; no yoke query binds more than 16.
+- Connections come from a psycopg_pool AsyncConnectionPool in autocommit mode: a verb of one
+  statement runs as its own transaction (one round trip); a verb of several opens an explicit
+  transaction.
+
+This module must never decide policy; it runs the verbs of `sqlbase.SqlStore`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from yoke.errors import Conflict, StoreError, StoreUnavailable, YokeError
+from yoke.store import sqlfiles
+from yoke.store.sqlbase import Row, SqlStore, Tx
+
+CHANNEL = "yoke_slot_freed"
+_MIGRATION_LOCK = 0x796F6B65  # "yoke"
+_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS yoke_schema_migrations "
+    "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+)
+
+
+def translate(exc: Exception) -> YokeError:
+    """The one place where psycopg and pool exceptions become `YokeError`s."""
+    if isinstance(exc, PoolTimeout):
+        return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
+    if isinstance(exc, psycopg.errors.IntegrityError):
+        return Conflict(f"constraint violated: {exc}")
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
+    return StoreError(f"PostgreSQL error: {exc}")
+
+
+async def migrate(
+    conn: psycopg.AsyncConnection[Any], *, fresh_install: bool = True, upto: int | None = None
+) -> int:
+    """Bring the schema up to date in one transaction; see `sqlite.migrate` for the options."""
+    all_migrations = sqlfiles.migrations("postgres")
+    target = all_migrations if upto is None else all_migrations[:upto]
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        await conn.execute(_MIGRATIONS_TABLE)
+        cur = await conn.execute("SELECT version FROM yoke_schema_migrations")
+        applied = {int(r[0]) for r in await cur.fetchall()}
+        cur = await conn.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() "
+            "AND table_name LIKE 'yoke\\_%' AND table_name <> 'yoke_schema_migrations'"
+        )
+        empty = not applied and await cur.fetchone() is None
+        if empty and fresh_install and upto is None:
+            for stmt in sqlfiles.split_statements(sqlfiles.fresh_schema("postgres")):
+                await conn.execute(stmt)
+            applied_now = target
+        else:
+            applied_now = tuple(m for m in target if m.version not in applied)
+            for m in applied_now:
+                for stmt in sqlfiles.split_statements(m.sql):
+                    await conn.execute(stmt)
+        for m in applied_now:
+            await conn.execute(
+                "INSERT INTO yoke_schema_migrations (version, name) VALUES (%s, %s)",
+                (m.version, m.name),
+            )
+        cur = await conn.execute("SELECT max(version) FROM yoke_schema_migrations")
+        row = await cur.fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+class _Tx:
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._conn = conn
+        self._queries = sqlfiles.queries("postgres")
+
+    async def one(self, query: str, params: Mapping[str, Any]) -> Row | None:
+        async with self._conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(self._queries[query], params)
+            return await cur.fetchone()
+
+    async def all(self, query: str, params: Mapping[str, Any]) -> list[Row]:
+        async with self._conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(self._queries[query], params)
+            return list(await cur.fetchall())
+
+    async def run(self, query: str, params: Mapping[str, Any]) -> int:
+        async with self._conn.cursor() as cur:
+            await cur.execute(self._queries[query], params)
+            return cur.rowcount
+
+
+class PostgresStore(SqlStore):
+    dialect = "postgres"
+
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout: float = 5.0
+    ) -> None:
+        self.url = url
+        self.min_size = min_size
+        self.max_size = max_size
+        self.connect_timeout = connect_timeout
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._version = 0
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(open={self._pool is not None}, max_size={self.max_size})"
+
+    async def open(self) -> None:
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+            self.url,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            open=False,
+            kwargs={"autocommit": True},
+            timeout=self.connect_timeout,
+        )
+        try:
+            await pool.open(wait=True, timeout=self.connect_timeout)
+            async with pool.connection() as conn:
+                self._version = await migrate(conn)
+        except (psycopg.Error, PoolTimeout) as exc:
+            await pool.close()
+            raise translate(exc) from exc
+        except BaseException:
+            await pool.close()
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def schema_version(self) -> int:
+        return self._version
+
+    @asynccontextmanager
+    async def _tx(self, *, write: bool) -> AsyncIterator[_Tx]:
+        if self._pool is None:
+            raise StoreUnavailable("the PostgreSQL store is not open")
+        try:
+            async with self._pool.connection() as conn:
+                if write:
+                    async with conn.transaction():
+                        yield _Tx(conn)
+                else:
+                    # Reads and one-statement writes: autocommit, one round trip.
+                    yield _Tx(conn)
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise translate(exc) from exc
+
+    def _array(self, values: list[str]) -> Any:
+        return values
+
+    async def _notify(self, tx: Tx) -> None:
+        await tx.run("notify_slot_freed", {})
+
+    async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
+        backoff = 0.2
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
+                )
+                async with conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    backoff = 0.2
+                    on_freed()  # anything freed while we were not listening
+                    async for _ in conn.notifies():
+                        on_freed()
+            except psycopg.Error:
+                # Not fatal: the caller's backup poll still finds freed slots meanwhile.
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)

@@ -1,0 +1,172 @@
+"""The one `Store` protocol: durable state of yoke in domain verbs, never SQL strings.
+
+Every backend (SQLite, PostgreSQL) implements exactly this and passes one conformance suite
+(`tests/store/conformance.py`). Callers pass `now` (from their injected clock) to every verb that
+writes a time, so no backend reads the wall clock inside a transaction. Errors are `YokeError`s
+only: a backend translates its driver's exceptions at this boundary.
+
+The slot ledger: one row per limit key (`global`, `session:<s>`, `workflow:<w>`) holds how many
+granted executions are running under that key. `grant_start` takes the rows of a start's keys
+locked, in a fixed (sorted) key order, checks each against its cap and increments them in the same
+transaction that creates the execution id, so two grants racing for the last slot can never both
+succeed, whatever process or machine they run in. Finishing an execution (or recovering a dead
+process) decrements the same rows exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from yoke.store.records import (
+    ControlRow,
+    ExecutionRow,
+    ExecutionStatus,
+    GrantResult,
+    NewExecution,
+    NewStart,
+    Recovery,
+    Slot,
+    StartRow,
+    StartStatus,
+    StepCopy,
+    StepRow,
+)
+
+
+class Store(Protocol):
+    @property
+    def dialect(self) -> str:
+        """`"sqlite"` or `"postgres"`."""
+        ...
+
+    async def open(self) -> None:
+        """Connect and bring the schema up to date (numbered migrations)."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def schema_version(self) -> int: ...
+
+    # -- processes -------------------------------------------------------------------------
+    async def register_instance(self, instance_id: str, *, now: float) -> None: ...
+
+    async def heartbeat(self, instance_id: str, *, now: float) -> bool:
+        """Refresh the heartbeat; False if this instance was already declared dead."""
+        ...
+
+    async def stop_instance(self, instance_id: str, *, now: float) -> None: ...
+
+    async def recover_dead(self, *, stale_before: float, now: float, exclude: str) -> Recovery:
+        """Declare dead every instance stopped or silent since `stale_before` (except `exclude`);
+        mark their RUNNING executions and QUEUED starts ABORTED and free their ledger slots."""
+        ...
+
+    # -- starts ------------------------------------------------------------------------------
+    async def log_start(self, start: NewStart) -> tuple[StartRow, bool]:
+        """Record a QUEUED start. With an idempotency key already used by the same principal,
+        record nothing and return the first start and False."""
+        ...
+
+    async def get_start(self, start_id: str) -> StartRow | None: ...
+
+    async def grant_start(
+        self,
+        start_id: str,
+        *,
+        execution: NewExecution,
+        slots: Sequence[Slot],
+        copy_steps: StepCopy | None,
+        now: float,
+    ) -> GrantResult:
+        """Take every slot and create the execution, atomically, if the start is still QUEUED
+        and no slot is at its cap; otherwise change nothing (FULL or GONE)."""
+        ...
+
+    async def decide_start(
+        self,
+        start_id: str,
+        status: StartStatus,
+        *,
+        reason: str | None,
+        now: float,
+        forget_key: bool = False,
+    ) -> StartRow | None:
+        """Move a QUEUED start to REFUSED, CANCELLED or ABORTED (`forget_key`: free its
+        idempotency key, so a retry after a 429 starts afresh). Returns the row as it is after
+        the call (unchanged if it was no longer QUEUED); None if there is no such start."""
+        ...
+
+    async def set_start_priority(self, start_id: str, priority: int) -> StartRow | None:
+        """Change the priority of a QUEUED start; returns the row after (unchanged if not
+        QUEUED); None if there is no such start."""
+        ...
+
+    # -- executions ------------------------------------------------------------------------
+    async def create_child(self, execution: NewExecution) -> ExecutionRow:
+        """A child execution: RUNNING on its parent's slot, no ledger change."""
+        ...
+
+    async def finish_execution(
+        self,
+        execution_id: str,
+        status: ExecutionStatus,
+        *,
+        output: str | None,
+        error: str | None,
+        now: float,
+    ) -> bool:
+        """Finish a RUNNING execution and free its slots; False if it was not RUNNING."""
+        ...
+
+    async def get_execution(self, execution_id: str) -> ExecutionRow | None: ...
+
+    async def list_executions(
+        self,
+        *,
+        status: ExecutionStatus | None = None,
+        session: str | None = None,
+        workflow: str | None = None,
+        before_seq: int | None = None,
+        limit: int = 100,
+    ) -> list[ExecutionRow]:
+        """Newest first; `before_seq` is the keyset cursor of the next page."""
+        ...
+
+    async def record_step(
+        self, execution_id: str, position: int, name: str, result: str, *, now: float
+    ) -> None: ...
+
+    async def steps_of(self, execution_id: str) -> list[StepRow]: ...
+
+    # -- control log -----------------------------------------------------------------------
+    async def append_control(
+        self,
+        *,
+        kind: str,
+        principal: str,
+        tenant: str | None,
+        roles: Sequence[str],
+        subject: str | None,
+        before: str | None,
+        after: str | None,
+        now: float,
+    ) -> ControlRow: ...
+
+    async def control_log(self, *, limit: int = 100, offset: int = 0) -> list[ControlRow]:
+        """Oldest first."""
+        ...
+
+    async def latest_limits(self) -> str | None:
+        """The `after` of the newest `limits` entry of the control log, if any."""
+        ...
+
+    # -- inspection and wake-ups -------------------------------------------------------------
+    async def ledger(self) -> dict[str, int]:
+        """Running count per ledger key (keys with a count of zero may be left out)."""
+        ...
+
+    async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
+        """Run until cancelled, calling `on_freed` when another process frees a slot. A backend
+        with no push notification returns at once; callers keep a backup poll either way."""
+        ...

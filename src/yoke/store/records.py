@@ -1,0 +1,173 @@
+"""The plain records the store speaks in: statuses, rows, and the inputs of its write verbs.
+
+These are values, not behaviour: frozen keyword-only dataclasses and `Enum`s that both backends
+return identically. JSON payloads travel as text encoded by the caller, so every backend keeps
+exactly the bytes it was given. This module must never import a driver or any part of yoke
+above the store (`executions`, `actors`, `server`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class StartStatus(enum.Enum):
+    QUEUED = "QUEUED"
+    GRANTED = "GRANTED"
+    REFUSED = "REFUSED"
+    CANCELLED = "CANCELLED"
+    # A start that was still QUEUED when its process died: the queue lived in that process.
+    ABORTED = "ABORTED"
+
+
+class ExecutionStatus(enum.Enum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    ABORTED = "ABORTED"
+
+    @property
+    def finished(self) -> bool:
+        return self is not ExecutionStatus.RUNNING
+
+
+class StartKind(enum.Enum):
+    START = "start"
+    RESTART = "restart"
+    RESUME = "resume"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewStart:
+    start_id: str
+    kind: StartKind
+    workflow: str
+    session: str
+    priority: int
+    input: str  # JSON text
+    fingerprint: str  # what an idempotent retry must match
+    principal: str | None
+    idempotency_key: str | None
+    source_execution_id: str | None
+    from_step: str | None
+    instance_id: str
+    created_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StartRow:
+    seq: int
+    start_id: str
+    kind: StartKind
+    workflow: str
+    session: str
+    priority: int
+    input: str
+    fingerprint: str
+    principal: str | None
+    idempotency_key: str | None
+    source_execution_id: str | None
+    from_step: str | None
+    status: StartStatus
+    execution_id: str | None
+    reason: str | None
+    instance_id: str
+    created_at: float
+    decided_at: float | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewExecution:
+    execution_id: str
+    start_id: str | None
+    workflow: str
+    session: str
+    input: str
+    parent_id: str | None
+    restarted_from: str | None
+    resumed_from: str | None
+    instance_id: str
+    created_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionRow:
+    seq: int
+    execution_id: str
+    start_id: str | None
+    workflow: str
+    session: str
+    input: str
+    status: ExecutionStatus
+    output: str | None
+    error: str | None
+    parent_id: str | None
+    restarted_from: str | None
+    resumed_from: str | None
+    slot_keys: tuple[str, ...]  # ledger keys it took, held while RUNNING; () for children
+    instance_id: str
+    created_at: float
+    finished_at: float | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepRow:
+    execution_id: str
+    position: int
+    name: str
+    result: str  # JSON text
+    recorded_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Slot:
+    """One ledger key a grant must take, with its cap (None: counted, not limited)."""
+
+    key: str
+    cap: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepCopy:
+    """Steps of an earlier execution that a resumed or restarted one re-uses."""
+
+    from_execution_id: str
+    before_position: int | None  # None: all of them
+
+
+class GrantOutcome(enum.Enum):
+    GRANTED = "GRANTED"
+    FULL = "FULL"  # a ledger key is at its cap; nothing changed
+    GONE = "GONE"  # the start is no longer QUEUED (cancelled or aborted elsewhere)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GrantResult:
+    outcome: GrantOutcome
+    start: StartRow | None
+    execution: ExecutionRow | None = None
+    full_key: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ControlRow:
+    seq: int
+    kind: str
+    principal: str
+    tenant: str | None
+    roles: tuple[str, ...]
+    subject: str | None
+    before: str | None  # JSON text
+    after: str | None  # JSON text
+    at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Recovery:
+    """What `recover_dead` found and marked ABORTED."""
+
+    instances: tuple[str, ...]
+    executions: tuple[str, ...]
+    starts: tuple[str, ...]

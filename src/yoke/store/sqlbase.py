@@ -1,0 +1,479 @@
+"""The domain verbs of the `Store` protocol, written once over named queries.
+
+A backend supplies a transaction (`Tx`: run a named query of its `queries.sql`) and its dialect
+facts (how a write transaction is begun, how rows are locked); the verbs here decide which
+queries run in which transaction. The lock order is fixed so concurrent writers never deadlock:
+a start row, then an execution row, then ledger rows in sorted key order (always last, since
+they are the rows every grant and finish touches).
+
+This module must never import a driver, read a clock or decide policy: `now`, caps and ids come
+from the caller.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
+
+from yoke.errors import Conflict, NotFound
+from yoke.store.records import (
+    ControlRow,
+    ExecutionRow,
+    ExecutionStatus,
+    GrantOutcome,
+    GrantResult,
+    NewExecution,
+    NewStart,
+    Recovery,
+    Slot,
+    StartKind,
+    StartRow,
+    StartStatus,
+    StepCopy,
+    StepRow,
+)
+
+Row = Mapping[str, Any]
+
+
+class Tx(Protocol):
+    async def one(self, query: str, params: Mapping[str, Any]) -> Row | None: ...
+
+    async def all(self, query: str, params: Mapping[str, Any]) -> list[Row]: ...
+
+    async def run(self, query: str, params: Mapping[str, Any]) -> int: ...
+
+
+class _Full(Exception):
+    """Raised inside a grant transaction to roll it back: a slot is at its cap."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+class SqlStore:
+    """Base of the SQL backends: subclasses provide `_tx`, `open`, `close` and the dialect."""
+
+    dialect: str = ""
+
+    def _tx(self, *, write: bool) -> AbstractAsyncContextManager[Tx]:
+        raise NotImplementedError
+
+    def _array(self, values: list[str]) -> Any:
+        """A list of keys as the backend binds it (a JSON text for SQLite, text[] for PG)."""
+        return json.dumps(values)
+
+    async def _notify(self, tx: Tx) -> None:
+        """Announce a freed slot inside the freeing transaction (no-op without NOTIFY)."""
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[Tx]:
+        async with self._tx(write=False) as tx:
+            yield tx
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[Tx]:
+        async with self._tx(write=True) as tx:
+            yield tx
+
+    @asynccontextmanager
+    async def _single(self) -> AsyncIterator[Tx]:
+        """One write statement: it is its own transaction (no BEGIN/COMMIT round trips)."""
+        async with self._tx(write=False) as tx:
+            yield tx
+
+    # -- processes -------------------------------------------------------------------------
+    async def register_instance(self, instance_id: str, *, now: float) -> None:
+        async with self._single() as tx:
+            await tx.run("register_instance", {"instance_id": instance_id, "now": now})
+
+    async def heartbeat(self, instance_id: str, *, now: float) -> bool:
+        async with self._single() as tx:
+            return await tx.run("heartbeat", {"instance_id": instance_id, "now": now}) == 1
+
+    async def stop_instance(self, instance_id: str, *, now: float) -> None:
+        async with self._single() as tx:
+            await tx.run("stop_instance", {"instance_id": instance_id, "now": now})
+
+    async def recover_dead(self, *, stale_before: float, now: float, exclude: str) -> Recovery:
+        dead: list[str] = []
+        executions: list[str] = []
+        starts: list[str] = []
+        async with self._write() as tx:
+            # Declaring the instance dead locks its row first: two recoverers never both
+            # decrement the ledger for the same executions.
+            rows = await tx.all(
+                "declare_dead", {"now": now, "exclude": exclude, "stale_before": stale_before}
+            )
+            dead = sorted(str(r["instance_id"]) for r in rows)
+            freed: Counter[str] = Counter()
+            for instance_id in dead:
+                for r in await tx.all("running_of_instance", {"instance_id": instance_id}):
+                    executions.append(str(r["execution_id"]))
+                    freed.update(_keys(r["slot_keys"]))
+                await tx.run(
+                    "abort_executions_of_instance",
+                    {
+                        "instance_id": instance_id,
+                        "now": now,
+                        "error": f"Aborted: instance {instance_id} died while it ran",
+                    },
+                )
+                for r in await tx.all(
+                    "abort_starts_of_instance",
+                    {
+                        "instance_id": instance_id,
+                        "now": now,
+                        "reason": f"instance {instance_id} died while it was queued",
+                    },
+                ):
+                    starts.append(str(r["start_id"]))
+            for key in sorted(freed):
+                await tx.run("release_slot", {"key": key, "n": freed[key]})
+            if freed:
+                await self._notify(tx)
+        return Recovery(instances=tuple(dead), executions=tuple(executions), starts=tuple(starts))
+
+    # -- starts ------------------------------------------------------------------------------
+    async def log_start(self, start: NewStart) -> tuple[StartRow, bool]:
+        params = {
+            "start_id": start.start_id,
+            "kind": start.kind.value,
+            "workflow": start.workflow,
+            "session": start.session,
+            "priority": start.priority,
+            "input": start.input,
+            "fingerprint": start.fingerprint,
+            "principal": start.principal,
+            "idem_scope": start.principal or "",
+            "idempotency_key": start.idempotency_key,
+            "source_execution_id": start.source_execution_id,
+            "from_step": start.from_step,
+            "instance_id": start.instance_id,
+            "created_at": start.created_at,
+        }
+        async with self._single() as tx:
+            row = await tx.one("insert_start", params)
+        if row is not None:
+            return _start(row), True
+        async with self._read() as tx:
+            # The conflicting row is committed (ON CONFLICT waited for it if it was not).
+            existing = await tx.one("get_start_by_key", params)
+        if existing is None:
+            # The only unique constraints are start_id (a fresh uuid) and the key.
+            raise Conflict(f"start {start.start_id} already exists")
+        return _start(existing), False
+
+    async def get_start(self, start_id: str) -> StartRow | None:
+        async with self._read() as tx:
+            row = await tx.one("get_start", {"start_id": start_id})
+        return None if row is None else _start(row)
+
+    async def grant_start(
+        self,
+        start_id: str,
+        *,
+        execution: NewExecution,
+        slots: Sequence[Slot],
+        copy_steps: StepCopy | None,
+        now: float,
+    ) -> GrantResult:
+        ordered = sorted(slots, key=lambda s: s.key)
+        try:
+            async with self._write() as tx:
+                # Marking the start first locks its row and checks it is still QUEUED.
+                st = await tx.one(
+                    "mark_granted",
+                    {"start_id": start_id, "now": now, "execution_id": execution.execution_id},
+                )
+                if st is None:
+                    current = await tx.one("get_start", {"start_id": start_id})
+                    if current is None:
+                        raise NotFound(f"no start {start_id}")
+                    return GrantResult(outcome=GrantOutcome.GONE, start=_start(current))
+                keys = [s.key for s in ordered]
+                ex = await tx.one("insert_execution", _new_execution(execution, json.dumps(keys)))
+                if copy_steps is not None:
+                    await tx.run(
+                        "copy_steps",
+                        {
+                            "new_id": execution.execution_id,
+                            "old_id": copy_steps.from_execution_id,
+                            "before": copy_steps.before_position,
+                        },
+                    )
+                # The ledger rows are the hot ones: take them last, so they stay locked only
+                # for one statement and the commit. Increment first, check after: a count
+                # above its cap rolls the whole transaction back (nothing was granted).
+                if keys:
+                    taken = {
+                        str(r["key"]): int(r["running"])
+                        for r in await tx.all("take_slots", {"keys": self._array(keys)})
+                    }
+                    for slot in ordered:
+                        if slot.cap is not None and taken[slot.key] > slot.cap:
+                            raise _Full(slot.key)
+                assert ex is not None and st is not None
+                return GrantResult(
+                    outcome=GrantOutcome.GRANTED, start=_start(st), execution=_execution(ex)
+                )
+        except _Full as full:
+            return GrantResult(outcome=GrantOutcome.FULL, start=None, full_key=full.key)
+
+    async def decide_start(
+        self,
+        start_id: str,
+        status: StartStatus,
+        *,
+        reason: str | None,
+        now: float,
+        forget_key: bool = False,
+    ) -> StartRow | None:
+        if status in (StartStatus.QUEUED, StartStatus.GRANTED):
+            raise ValueError(f"decide_start cannot set {status.name}")
+        async with self._single() as tx:
+            row = await tx.one(
+                "decide_start",
+                {
+                    "start_id": start_id,
+                    "status": status.value,
+                    "reason": reason,
+                    "now": now,
+                    "forget_key": forget_key,
+                },
+            )
+            if row is None:
+                row = await tx.one("get_start", {"start_id": start_id})
+        return None if row is None else _start(row)
+
+    async def set_start_priority(self, start_id: str, priority: int) -> StartRow | None:
+        async with self._single() as tx:
+            row = await tx.one("set_start_priority", {"start_id": start_id, "priority": priority})
+            if row is None:
+                row = await tx.one("get_start", {"start_id": start_id})
+        return None if row is None else _start(row)
+
+    # -- executions ------------------------------------------------------------------------
+    async def create_child(self, execution: NewExecution) -> ExecutionRow:
+        async with self._single() as tx:
+            row = await tx.one("insert_execution", _new_execution(execution, None))
+        assert row is not None
+        return _execution(row)
+
+    async def finish_execution(
+        self,
+        execution_id: str,
+        status: ExecutionStatus,
+        *,
+        output: str | None,
+        error: str | None,
+        now: float,
+    ) -> bool:
+        if status is ExecutionStatus.RUNNING:
+            raise ValueError("finish_execution needs a final status")
+        async with self._write() as tx:
+            row = await tx.one(
+                "finish_execution",
+                {
+                    "execution_id": execution_id,
+                    "status": status.value,
+                    "output": output,
+                    "error": error,
+                    "now": now,
+                },
+            )
+            if row is None:
+                return False
+            keys = sorted(_keys(row["slot_keys"]))
+            if keys:
+                await tx.run("release_slots", {"keys": self._array(keys)})
+        return True
+
+    async def get_execution(self, execution_id: str) -> ExecutionRow | None:
+        async with self._read() as tx:
+            row = await tx.one("get_execution", {"execution_id": execution_id})
+        return None if row is None else _execution(row)
+
+    async def list_executions(
+        self,
+        *,
+        status: ExecutionStatus | None = None,
+        session: str | None = None,
+        workflow: str | None = None,
+        before_seq: int | None = None,
+        limit: int = 100,
+    ) -> list[ExecutionRow]:
+        async with self._read() as tx:
+            rows = await tx.all(
+                "list_executions",
+                {
+                    "status": None if status is None else status.value,
+                    "session": session,
+                    "workflow": workflow,
+                    "before_seq": before_seq,
+                    "limit": limit,
+                },
+            )
+        return [_execution(r) for r in rows]
+
+    async def record_step(
+        self, execution_id: str, position: int, name: str, result: str, *, now: float
+    ) -> None:
+        async with self._single() as tx:
+            await tx.run(
+                "insert_step",
+                {
+                    "execution_id": execution_id,
+                    "position": position,
+                    "name": name,
+                    "result": result,
+                    "now": now,
+                },
+            )
+
+    async def steps_of(self, execution_id: str) -> list[StepRow]:
+        async with self._read() as tx:
+            rows = await tx.all("steps_of", {"execution_id": execution_id})
+        return [
+            StepRow(
+                execution_id=str(r["execution_id"]),
+                position=int(r["position"]),
+                name=str(r["name"]),
+                result=str(r["result"]),
+                recorded_at=float(r["recorded_at"]),
+            )
+            for r in rows
+        ]
+
+    # -- control log -----------------------------------------------------------------------
+    async def append_control(
+        self,
+        *,
+        kind: str,
+        principal: str,
+        tenant: str | None,
+        roles: Sequence[str],
+        subject: str | None,
+        before: str | None,
+        after: str | None,
+        now: float,
+    ) -> ControlRow:
+        async with self._single() as tx:
+            row = await tx.one(
+                "append_control",
+                {
+                    "kind": kind,
+                    "principal": principal,
+                    "tenant": tenant,
+                    "roles": json.dumps(list(roles)),
+                    "subject": subject,
+                    "before": before,
+                    "after": after,
+                    "now": now,
+                },
+            )
+        assert row is not None
+        return _control(row)
+
+    async def control_log(self, *, limit: int = 100, offset: int = 0) -> list[ControlRow]:
+        async with self._read() as tx:
+            rows = await tx.all("control_log", {"limit": limit, "offset": offset})
+        return [_control(r) for r in rows]
+
+    async def latest_limits(self) -> str | None:
+        async with self._read() as tx:
+            row = await tx.one("latest_limits", {})
+        return None if row is None else _opt(row["after"])
+
+    async def ledger(self) -> dict[str, int]:
+        async with self._read() as tx:
+            rows = await tx.all("ledger", {})
+        return {str(r["key"]): int(r["running"]) for r in rows}
+
+    async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
+        return None
+
+
+def _opt(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _keys(raw: Any) -> list[str]:
+    return [] if raw is None else [str(k) for k in json.loads(raw)]
+
+
+def _start(r: Row) -> StartRow:
+    return StartRow(
+        seq=int(r["seq"]),
+        start_id=str(r["start_id"]),
+        kind=StartKind(r["kind"]),
+        workflow=str(r["workflow"]),
+        session=str(r["session"]),
+        priority=int(r["priority"]),
+        input=str(r["input"]),
+        fingerprint=str(r["fingerprint"]),
+        principal=_opt(r["principal"]),
+        idempotency_key=_opt(r["idempotency_key"]),
+        source_execution_id=_opt(r["source_execution_id"]),
+        from_step=_opt(r["from_step"]),
+        status=StartStatus(r["status"]),
+        execution_id=_opt(r["execution_id"]),
+        reason=_opt(r["reason"]),
+        instance_id=str(r["instance_id"]),
+        created_at=float(r["created_at"]),
+        decided_at=None if r["decided_at"] is None else float(r["decided_at"]),
+    )
+
+
+def _new_execution(e: NewExecution, slot_keys: str | None) -> dict[str, Any]:
+    return {
+        "execution_id": e.execution_id,
+        "start_id": e.start_id,
+        "workflow": e.workflow,
+        "session": e.session,
+        "input": e.input,
+        "parent_id": e.parent_id,
+        "restarted_from": e.restarted_from,
+        "resumed_from": e.resumed_from,
+        "slot_keys": slot_keys,
+        "instance_id": e.instance_id,
+        "created_at": e.created_at,
+    }
+
+
+def _execution(r: Row) -> ExecutionRow:
+    return ExecutionRow(
+        seq=int(r["seq"]),
+        execution_id=str(r["execution_id"]),
+        start_id=_opt(r["start_id"]),
+        workflow=str(r["workflow"]),
+        session=str(r["session"]),
+        input=str(r["input"]),
+        status=ExecutionStatus(r["status"]),
+        output=_opt(r["output"]),
+        error=_opt(r["error"]),
+        parent_id=_opt(r["parent_id"]),
+        restarted_from=_opt(r["restarted_from"]),
+        resumed_from=_opt(r["resumed_from"]),
+        slot_keys=tuple(_keys(r["slot_keys"])),
+        instance_id=str(r["instance_id"]),
+        created_at=float(r["created_at"]),
+        finished_at=None if r["finished_at"] is None else float(r["finished_at"]),
+    )
+
+
+def _control(r: Row) -> ControlRow:
+    return ControlRow(
+        seq=int(r["seq"]),
+        kind=str(r["kind"]),
+        principal=str(r["principal"]),
+        tenant=_opt(r["tenant"]),
+        roles=tuple(json.loads(r["roles"])),
+        subject=_opt(r["subject"]),
+        before=_opt(r["before"]),
+        after=_opt(r["after"]),
+        at=float(r["at"]),
+    )

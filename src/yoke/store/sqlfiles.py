@@ -1,0 +1,70 @@
+"""Loads the SQL that ships with yoke: named queries and numbered migrations, per backend.
+
+Layout: `yoke/store/sql/<dialect>/queries.sql` holds `-- name: <query>` blocks;
+`NNNN_<what>.sql` are the migrations, applied in order; `schema.sql` is the whole current schema
+for a fresh install (a test checks it equals all migrations applied in order). This module only
+reads package data; it must never connect to a database.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def _dir(dialect: str) -> resources.abc.Traversable:
+    return resources.files("yoke.store").joinpath("sql", dialect)
+
+
+@functools.cache
+def queries(dialect: str) -> dict[str, str]:
+    """Every named query of a backend, by name."""
+    text = _dir(dialect).joinpath("queries.sql").read_text(encoding="utf-8")
+    parts = _NAME.split(text)
+    # parts = [preamble, name1, body1, name2, body2, ...]
+    out: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in out:
+            raise RuntimeError(f"query {name!r} is defined twice for {dialect}")
+        out[name] = body.strip().rstrip(";").strip()
+    return out
+
+
+@functools.cache
+def migrations(dialect: str) -> tuple[Migration, ...]:
+    found: list[Migration] = []
+    for entry in _dir(dialect).iterdir():
+        m = _MIGRATION.match(entry.name)
+        if m:
+            found.append(
+                Migration(
+                    version=int(m.group(1)), name=m.group(2), sql=entry.read_text(encoding="utf-8")
+                )
+            )
+    found.sort(key=lambda mig: mig.version)
+    if [mig.version for mig in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migrations of {dialect} are not numbered 1..n without gaps")
+    return tuple(found)
+
+
+def fresh_schema(dialect: str) -> str:
+    return _dir(dialect).joinpath("schema.sql").read_text(encoding="utf-8")
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split a migration on `;` at line ends. Our migrations hold no `;` inside statements."""
+    lines = [ln for ln in sql.splitlines() if not ln.lstrip().startswith("--")]
+    parts = re.split(r";[ \t]*(?:\n|$)", "\n".join(lines))
+    return [p.strip() for p in parts if p.strip()]

@@ -1,0 +1,239 @@
+"""The SQLite backend: the embedded default (`sqlite:///./.yoke/yoke.db`).
+
+Dialect facts (each has a test in tests/store/test_dialect_facts.py):
+- journal_mode=WAL: readers do not block the writer nor the writer readers, also across
+  processes sharing the file.
+- synchronous=FULL (SQLite's default, kept): a committed grant survives a power cut.
+- busy_timeout: a writer that finds the file locked by another connection waits up to
+  `busy_timeout` seconds, then fails with `StoreUnavailable` (never a driver exception).
+- Every write transaction is BEGIN IMMEDIATE: the database write lock is taken at BEGIN, so a
+  grant's check-and-increment of the ledger cannot interleave with another writer (SQLite has no
+  SELECT ... FOR UPDATE), and no transaction fails half-way on a read-to-write lock upgrade.
+- UPSERT ... RETURNING needs SQLite >= 3.35; opening an older library fails clearly.
+- Bind limit: SQLITE_MAX_VARIABLE_NUMBER (32,766 since 3.32); no yoke query binds more than 16.
+- One connection on one dedicated thread per store: every blocking call runs there, off the
+  event loop, and an asyncio.Lock keeps the statements of one transaction together.
+
+This module must never decide policy; it runs the verbs of `sqlbase.SqlStore`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+from yoke.errors import BadValue, Conflict, StoreError, StoreUnavailable, YokeError
+from yoke.store import sqlfiles
+from yoke.store.sqlbase import Row, SqlStore
+
+T = TypeVar("T")
+
+MIN_SQLITE = (3, 35, 0)
+_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS yoke_schema_migrations "
+    "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+)
+
+
+def path_from_url(url: str) -> str:
+    """`sqlite:///relative/path`, `sqlite:////absolute/path` or `sqlite:///:memory:`."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        raise BadValue(f"not a SQLite URL (expected sqlite:///path): {url!r}")
+    path = url[len(prefix) :]
+    if not path:
+        raise BadValue(f"SQLite URL without a path: {url!r}")
+    return path
+
+
+def translate(exc: sqlite3.Error) -> YokeError:
+    """The one place where sqlite3 exceptions become `YokeError`s."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError):
+        return Conflict(f"constraint violated: {text}")
+    if isinstance(exc, sqlite3.OperationalError) and any(
+        s in text for s in ("locked", "busy", "unable to open", "disk I/O", "readonly")
+    ):
+        return StoreUnavailable(f"SQLite database unavailable: {text}")
+    return StoreError(f"SQLite error: {text}")
+
+
+def migrate(
+    conn: sqlite3.Connection, *, fresh_install: bool = True, upto: int | None = None
+) -> int:
+    """Bring the schema up to date in one IMMEDIATE transaction; returns the version.
+
+    An empty database gets `schema.sql` (unless `fresh_install` is False: then every migration
+    runs in order, which is what the migrated-equals-fresh test compares)."""
+    all_migrations = sqlfiles.migrations("sqlite")
+    target = all_migrations if upto is None else all_migrations[:upto]
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(_MIGRATIONS_TABLE)
+        applied = {int(v) for (v,) in conn.execute("SELECT version FROM yoke_schema_migrations")}
+        empty = (
+            not applied
+            and not conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name LIKE 'yoke\\_%' ESCAPE '\\' "
+                "AND name <> 'yoke_schema_migrations'"
+            ).fetchone()
+        )
+        if empty and fresh_install and upto is None:
+            for stmt in sqlfiles.split_statements(sqlfiles.fresh_schema("sqlite")):
+                conn.execute(stmt)
+            applied_now = target
+        else:
+            applied_now = tuple(m for m in target if m.version not in applied)
+            for m in applied_now:
+                for stmt in sqlfiles.split_statements(m.sql):
+                    conn.execute(stmt)
+        conn.executemany(
+            "INSERT INTO yoke_schema_migrations (version, name) VALUES (?, ?)",
+            [(m.version, m.name) for m in applied_now],
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    row = conn.execute("SELECT max(version) FROM yoke_schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def connect(path: str, *, busy_timeout: float) -> sqlite3.Connection:
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        raise StoreError(
+            f"yoke needs SQLite >= 3.35 (UPSERT ... RETURNING); this Python has "
+            f"{sqlite3.sqlite_version}"
+        )
+    if path != ":memory:":
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+    # isolation_level=None: we issue BEGIN/COMMIT ourselves (BEGIN IMMEDIATE for writes).
+    conn = sqlite3.connect(
+        path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+    )
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+class _Tx:
+    """Runs named queries on the store's thread. A write transaction's BEGIN IMMEDIATE travels
+    with its first statement (one thread hop fewer per transaction)."""
+
+    def __init__(self, store: SQLiteStore, *, write: bool) -> None:
+        self._store = store
+        self._queries = sqlfiles.queries("sqlite")
+        self.begin_pending = write
+
+    def _fn(self, fn: Callable[[str, Mapping[str, Any]], T]) -> Callable[..., T]:
+        if not self.begin_pending:
+            return fn
+        self.begin_pending = False
+        return functools.partial(self._store._begun, fn)
+
+    async def one(self, query: str, params: Mapping[str, Any]) -> Row | None:
+        rows = await self._store._call(self._fn(self._store._fetch), self._queries[query], params)
+        return rows[0] if rows else None
+
+    async def all(self, query: str, params: Mapping[str, Any]) -> list[Row]:
+        return await self._store._call(self._fn(self._store._fetch), self._queries[query], params)
+
+    async def run(self, query: str, params: Mapping[str, Any]) -> int:
+        return await self._store._call(self._fn(self._store._execute), self._queries[query], params)
+
+
+class SQLiteStore(SqlStore):
+    dialect = "sqlite"
+
+    def __init__(self, url_or_path: str, *, busy_timeout: float = 5.0) -> None:
+        self.path = path_from_url(url_or_path) if url_or_path.startswith("sqlite:") else url_or_path
+        self.busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = asyncio.Lock()
+        self._version = 0
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore(path={self.path!r}, open={self._conn is not None})"
+
+    async def open(self) -> None:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="yoke-sqlite")
+        self._conn = await self._call(connect, self.path, busy_timeout=self.busy_timeout)
+        conn = self._conn
+        self._version = await self._call(migrate, conn)
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        if conn is not None:
+            await asyncio.get_running_loop().run_in_executor(executor, conn.close)
+        executor.shutdown(wait=True)
+
+    async def schema_version(self) -> int:
+        return self._version
+
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self._executor is None:
+            raise StoreUnavailable("the SQLite store is not open")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(
+                self._executor, functools.partial(fn, *args, **kwargs)
+            )
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+        except OSError as exc:  # creating the database's directory
+            raise StoreUnavailable(f"SQLite database unavailable: {exc}") from exc
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreUnavailable("the SQLite store is not open")
+        return self._conn
+
+    def _fetch(self, sql: str, params: Mapping[str, Any]) -> list[Row]:
+        return list(self._db().execute(sql, params).fetchall())
+
+    def _execute(self, sql: str, params: Mapping[str, Any]) -> int:
+        return self._db().execute(sql, params).rowcount
+
+    def _exec_plain(self, sql: str) -> None:
+        self._db().execute(sql)
+
+    def _begun(
+        self, fn: Callable[[str, Mapping[str, Any]], T], sql: str, params: Mapping[str, Any]
+    ) -> T:
+        self._db().execute("BEGIN IMMEDIATE")
+        return fn(sql, params)
+
+    def _rollback(self) -> None:
+        # Some errors (SQLITE_FULL, SQLITE_IOERR...) already rolled the transaction back.
+        if self._db().in_transaction:
+            self._db().execute("ROLLBACK")
+
+    @asynccontextmanager
+    async def _tx(self, *, write: bool) -> AsyncIterator[_Tx]:
+        async with self._lock:
+            tx = _Tx(self, write=write)
+            if not write:
+                # Every read verb is one statement: autocommit reads a consistent snapshot.
+                yield tx
+                return
+            try:
+                yield tx
+            except BaseException:
+                await self._call(self._rollback)
+                raise
+            if not tx.begin_pending:
+                await self._call(self._exec_plain, "COMMIT")

@@ -1,0 +1,106 @@
+"""A worker process for test_processes: N concurrent starts against one slot when told to go.
+
+Mode `app`: N `app.executions.start` calls (the kernel queues what this process cannot run, so
+each process sends one contender at a time to the ledger). Mode `store`: N raw `grant_start`
+calls at once, so N x processes transactions race for the ledger row."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from collections import Counter
+from typing import Any
+
+from yoke.app import App, open_store
+from yoke.executions import Context, Limits
+from yoke.store import NewExecution, NewStart, Slot, StartKind
+
+from .helpers import fast_settings
+
+
+async def go() -> None:
+    print("READY", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+
+
+def done(counts: Counter[str]) -> None:
+    print("DONE", json.dumps(counts, separators=(",", ":")), flush=True)
+
+
+async def app_mode(url: str, n: int) -> None:
+    app = App(settings=fast_settings(url, pg_pool_max=20), limits=Limits(max_running=1))
+
+    @app.workflow("slot")
+    async def slot(ctx: Context, input: Any) -> Any:
+        await asyncio.Event().wait()
+
+    async with app.running():
+        await go()
+        starts = await asyncio.gather(*[app.executions.start(slot, {"i": i}) for i in range(n)])
+        done(Counter(s.status.name for s in starts))
+        await asyncio.to_thread(sys.stdin.readline)
+        await app.shutdown(timeout=0)
+
+
+async def store_mode(url: str, n: int) -> None:
+    store = open_store(url, fast_settings(url, pg_pool_max=min(n, 15)))
+    await store.open()
+    try:
+        me = f"racer-{uuid.uuid4().hex[:8]}"
+        rows = [
+            (
+                await store.log_start(
+                    NewStart(
+                        start_id=str(uuid.uuid4()),
+                        kind=StartKind.START,
+                        workflow="slot",
+                        session=me,
+                        priority=0,
+                        input="{}",
+                        fingerprint="",
+                        principal=None,
+                        idempotency_key=None,
+                        source_execution_id=None,
+                        from_step=None,
+                        instance_id=me,
+                        created_at=0.0,
+                    )
+                )
+            )[0]
+            for _ in range(n)
+        ]
+        await go()
+        results = await asyncio.gather(
+            *[
+                store.grant_start(
+                    r.start_id,
+                    slots=[Slot(key="global", cap=1), Slot(key=f"session:{me}", cap=None)],
+                    copy_steps=None,
+                    now=1.0,
+                    execution=NewExecution(
+                        execution_id=str(uuid.uuid4()),
+                        start_id=r.start_id,
+                        workflow="slot",
+                        session=me,
+                        input="{}",
+                        parent_id=None,
+                        restarted_from=None,
+                        resumed_from=None,
+                        instance_id=me,
+                        created_at=1.0,
+                    ),
+                )
+                for r in rows
+            ]
+        )
+        done(Counter(res.outcome.name for res in results))
+        await asyncio.to_thread(sys.stdin.readline)
+    finally:
+        await store.close()
+
+
+if __name__ == "__main__":
+    mode, url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    asyncio.run(app_mode(url, n) if mode == "app" else store_mode(url, n))

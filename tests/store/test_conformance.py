@@ -1,0 +1,369 @@
+"""The one conformance suite of the `Store` protocol, run on every backend (`store` fixture:
+SQLite on a temporary file, PostgreSQL on the session's test database)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from yoke.app import open_store
+from yoke.errors import Conflict, StoreUnavailable
+from yoke.store import (
+    ExecutionStatus,
+    GrantOutcome,
+    NewExecution,
+    NewStart,
+    Slot,
+    StartKind,
+    StartStatus,
+    StepCopy,
+    Store,
+)
+
+INSTANCE = "instance-a"
+
+
+def new_start(**over: object) -> NewStart:
+    base = NewStart(
+        start_id=str(uuid.uuid4()),
+        kind=StartKind.START,
+        workflow="wf",
+        session="s1",
+        priority=0,
+        input='{"n":1}',
+        fingerprint="fp",
+        principal=None,
+        idempotency_key=None,
+        source_execution_id=None,
+        from_step=None,
+        instance_id=INSTANCE,
+        created_at=10.0,
+    )
+    return replace(base, **over)  # type: ignore[arg-type]
+
+
+def new_execution(start_id: str | None, **over: object) -> NewExecution:
+    base = NewExecution(
+        execution_id=str(uuid.uuid4()),
+        start_id=start_id,
+        workflow="wf",
+        session="s1",
+        input='{"n":1}',
+        parent_id=None,
+        restarted_from=None,
+        resumed_from=None,
+        instance_id=INSTANCE,
+        created_at=11.0,
+    )
+    return replace(base, **over)  # type: ignore[arg-type]
+
+
+SLOTS = [
+    Slot(key="session:s1", cap=None),
+    Slot(key="global", cap=1),
+    Slot(key="workflow:wf", cap=None),
+]
+
+
+async def grant(
+    store: Store, start_id: str, slots: list[Slot] = SLOTS, copy: StepCopy | None = None
+) -> tuple[GrantOutcome, str | None]:
+    res = await store.grant_start(
+        start_id, execution=new_execution(start_id), slots=slots, copy_steps=copy, now=12.0
+    )
+    return res.outcome, None if res.execution is None else res.execution.execution_id
+
+
+async def test_log_start_is_queued_and_idempotent_per_principal(store: Store) -> None:
+    first, created = await store.log_start(new_start(idempotency_key="k", principal="alice"))
+    assert created and first.status is StartStatus.QUEUED and first.execution_id is None
+    again, created2 = await store.log_start(
+        new_start(idempotency_key="k", principal="alice", fingerprint="other")
+    )
+    assert not created2 and again.start_id == first.start_id and again.fingerprint == "fp"
+    bob, created3 = await store.log_start(new_start(idempotency_key="k", principal="bob"))
+    assert created3 and bob.start_id != first.start_id
+    assert await store.get_start(first.start_id) == first
+    assert await store.get_start("nope") is None
+
+
+async def test_grant_creates_execution_and_takes_every_slot(store: Store) -> None:
+    row, _ = await store.log_start(new_start())
+    outcome, eid = await grant(store, row.start_id)
+    assert outcome is GrantOutcome.GRANTED and eid is not None
+    start = await store.get_start(row.start_id)
+    assert start is not None and start.status is StartStatus.GRANTED
+    assert start.execution_id == eid and start.decided_at == 12.0
+    ex = await store.get_execution(eid)
+    assert ex is not None and ex.status is ExecutionStatus.RUNNING
+    assert ex.slot_keys == ("global", "session:s1", "workflow:wf")
+    assert await store.ledger() == {"global": 1, "session:s1": 1, "workflow:wf": 1}
+
+
+async def test_grant_over_a_cap_changes_nothing(store: Store) -> None:
+    a, _ = await store.log_start(new_start())
+    b, _ = await store.log_start(new_start())
+    assert (await grant(store, a.start_id))[0] is GrantOutcome.GRANTED
+    res = await store.grant_start(
+        b.start_id, execution=new_execution(b.start_id), slots=SLOTS, copy_steps=None, now=13.0
+    )
+    assert res.outcome is GrantOutcome.FULL and res.full_key == "global"
+    assert await store.ledger() == {"global": 1, "session:s1": 1, "workflow:wf": 1}
+    after = await store.get_start(b.start_id)
+    assert after is not None and after.status is StartStatus.QUEUED
+    assert len(await store.list_executions()) == 1
+
+
+async def test_cap_zero_holds_everything(store: Store) -> None:
+    a, _ = await store.log_start(new_start())
+    outcome, _ = await grant(store, a.start_id, [Slot(key="workflow:wf", cap=0)])
+    assert outcome is GrantOutcome.FULL
+    assert await store.ledger() == {}
+
+
+async def test_grant_of_a_decided_start_is_gone(store: Store) -> None:
+    a, _ = await store.log_start(new_start())
+    cancelled = await store.decide_start(a.start_id, StartStatus.CANCELLED, reason="x", now=5)
+    assert cancelled is not None and cancelled.status is StartStatus.CANCELLED
+    res = await store.grant_start(
+        a.start_id, execution=new_execution(a.start_id), slots=SLOTS, copy_steps=None, now=6
+    )
+    assert res.outcome is GrantOutcome.GONE
+    assert res.start is not None and res.start.status is StartStatus.CANCELLED
+    assert await store.ledger() == {}
+
+
+async def test_decide_start_only_moves_a_queued_start(store: Store) -> None:
+    a, _ = await store.log_start(new_start(idempotency_key="k"))
+    await grant(store, a.start_id)
+    row = await store.decide_start(a.start_id, StartStatus.REFUSED, reason="late", now=9)
+    assert row is not None and row.status is StartStatus.GRANTED
+    assert await store.decide_start("missing", StartStatus.REFUSED, reason=None, now=9) is None
+    with pytest.raises(ValueError, match="cannot set"):
+        await store.decide_start(a.start_id, StartStatus.GRANTED, reason=None, now=9)
+
+
+async def test_a_refusal_can_give_the_idempotency_key_back(store: Store) -> None:
+    a, _ = await store.log_start(new_start(idempotency_key="k"))
+    refused = await store.decide_start(
+        a.start_id, StartStatus.REFUSED, reason="429", now=9, forget_key=True
+    )
+    assert refused is not None and refused.idempotency_key is None
+    b, created = await store.log_start(new_start(idempotency_key="k"))
+    assert created and b.start_id != a.start_id
+
+
+async def test_priority_changes_only_while_queued(store: Store) -> None:
+    a, _ = await store.log_start(new_start())
+    row = await store.set_start_priority(a.start_id, 7)
+    assert row is not None and row.priority == 7
+    await grant(store, a.start_id)
+    row = await store.set_start_priority(a.start_id, 9)
+    assert row is not None and row.priority == 7 and row.status is StartStatus.GRANTED
+    assert await store.set_start_priority("missing", 1) is None
+
+
+async def test_finish_frees_the_slots_exactly_once(store: Store) -> None:
+    a, _ = await store.log_start(new_start())
+    _, eid = await grant(store, a.start_id)
+    assert eid is not None
+    assert await store.finish_execution(
+        eid, ExecutionStatus.SUCCEEDED, output="3", error=None, now=20
+    )
+    assert not await store.finish_execution(
+        eid, ExecutionStatus.FAILED, output=None, error="x", now=21
+    )
+    assert await store.ledger() == {}
+    ex = await store.get_execution(eid)
+    assert ex is not None and ex.status is ExecutionStatus.SUCCEEDED and ex.output == "3"
+    assert ex.finished_at == 20  # slot_keys stay as history; the ledger says they are free
+    with pytest.raises(ValueError, match="final status"):
+        await store.finish_execution(eid, ExecutionStatus.RUNNING, output=None, error=None, now=1)
+
+
+async def test_children_run_on_their_parents_slot(store: Store) -> None:
+    a, _ = await store.log_start(new_start())
+    _, parent = await grant(store, a.start_id)
+    child = await store.create_child(new_execution(None, parent_id=parent))
+    assert child.parent_id == parent and child.slot_keys == ()
+    assert await store.ledger() == {"global": 1, "session:s1": 1, "workflow:wf": 1}
+    assert await store.finish_execution(
+        child.execution_id, ExecutionStatus.SUCCEEDED, output="1", error=None, now=30
+    )
+    assert await store.ledger() == {"global": 1, "session:s1": 1, "workflow:wf": 1}
+
+
+async def test_steps_are_recorded_and_copied_at_grant(store: Store) -> None:
+    a, _ = await store.log_start(new_start())
+    _, old = await grant(store, a.start_id)
+    assert old is not None
+    for pos, name in enumerate(["one", "two", "three"]):
+        await store.record_step(old, pos, name, f'"{name}"', now=pos)
+    with pytest.raises(Conflict):
+        await store.record_step(old, 1, "again", "1", now=5)
+    await store.finish_execution(old, ExecutionStatus.FAILED, output=None, error="x", now=6)
+    b, _ = await store.log_start(new_start(kind=StartKind.RESTART, source_execution_id=old))
+    outcome, new = await grant(
+        store, b.start_id, copy=StepCopy(from_execution_id=old, before_position=2)
+    )
+    assert outcome is GrantOutcome.GRANTED and new is not None
+    assert [s.name for s in await store.steps_of(new)] == ["one", "two"]
+    c, _ = await store.log_start(new_start(kind=StartKind.RESUME, source_execution_id=old))
+    await store.finish_execution(new, ExecutionStatus.FAILED, output=None, error="x", now=7)
+    _, newest = await grant(
+        store, c.start_id, copy=StepCopy(from_execution_id=old, before_position=None)
+    )
+    assert newest is not None
+    steps = await store.steps_of(newest)
+    assert [(s.position, s.name, s.result) for s in steps] == [
+        (0, "one", '"one"'),
+        (1, "two", '"two"'),
+        (2, "three", '"three"'),
+    ]
+
+
+async def test_list_filters_and_pages_newest_first(store: Store) -> None:
+    ids: list[str] = []
+    for i in range(5):
+        a, _ = await store.log_start(new_start(session=f"s{i % 2}"))
+        res = await store.grant_start(
+            a.start_id,
+            execution=new_execution(a.start_id, session=f"s{i % 2}"),
+            slots=[Slot(key="global", cap=None)],
+            copy_steps=None,
+            now=12.0,
+        )
+        assert res.execution is not None
+        ids.append(res.execution.execution_id)
+    page1 = await store.list_executions(limit=2)
+    assert [e.execution_id for e in page1] == ids[::-1][:2]
+    page2 = await store.list_executions(limit=2, before_seq=page1[-1].seq)
+    assert [e.execution_id for e in page2] == ids[::-1][2:4]
+    s0 = await store.list_executions(session="s0")
+    assert [e.execution_id for e in s0] == [ids[4], ids[2], ids[0]]
+    assert await store.list_executions(status=ExecutionStatus.SUCCEEDED) == []
+    assert len(await store.list_executions(status=ExecutionStatus.RUNNING, workflow="wf")) == 5
+    assert await store.list_executions(workflow="other") == []
+
+
+async def test_control_log_keeps_order_and_the_newest_limits(store: Store) -> None:
+    assert await store.latest_limits() is None
+    for n in (1, 2):
+        await store.append_control(
+            kind="limits",
+            principal="root",
+            tenant=None,
+            roles=["ADMIN"],
+            subject=None,
+            before=None,
+            after=f'{{"max_running":{n}}}',
+            now=float(n),
+        )
+    await store.append_control(
+        kind="priority",
+        principal="op",
+        tenant="t",
+        roles=["OPERATOR"],
+        subject="start-1",
+        before='{"priority":0}',
+        after='{"priority":5}',
+        now=3.0,
+    )
+    assert await store.latest_limits() == '{"max_running":2}'
+    log = await store.control_log()
+    assert [(e.seq, e.kind, e.principal) for e in log] == [
+        (1, "limits", "root"),
+        (2, "limits", "root"),
+        (3, "priority", "op"),
+    ]
+    assert log[2].roles == ("OPERATOR",) and log[2].tenant == "t" and log[2].at == 3.0
+    assert [e.seq for e in await store.control_log(limit=1, offset=1)] == [2]
+
+
+async def test_recover_dead_aborts_and_frees_only_dead_instances(store: Store) -> None:
+    await store.register_instance("dead", now=0)
+    await store.register_instance("alive", now=0)
+    await store.heartbeat("alive", now=100)
+    dead_start, _ = await store.log_start(new_start(instance_id="dead"))
+    res = await store.grant_start(
+        dead_start.start_id,
+        slots=SLOTS,
+        copy_steps=None,
+        now=1,
+        execution=new_execution(dead_start.start_id, instance_id="dead"),
+    )
+    assert res.execution is not None
+    dead_queued, _ = await store.log_start(new_start(instance_id="dead"))
+    alive_queued, _ = await store.log_start(new_start(instance_id="alive"))
+    got = await store.recover_dead(stale_before=50, now=101, exclude="me")
+    assert got.instances == ("dead",)
+    assert got.executions == (res.execution.execution_id,)
+    assert got.starts == (dead_queued.start_id,)
+    ex = await store.get_execution(res.execution.execution_id)
+    assert ex is not None and ex.status is ExecutionStatus.ABORTED and ex.finished_at == 101
+    q = await store.get_start(dead_queued.start_id)
+    assert q is not None and q.status is StartStatus.ABORTED
+    q2 = await store.get_start(alive_queued.start_id)
+    assert q2 is not None and q2.status is StartStatus.QUEUED
+    assert await store.ledger() == {}
+    again = await store.recover_dead(stale_before=50, now=102, exclude="me")
+    assert again.instances == () and again.executions == ()
+    assert not await store.heartbeat("dead", now=103)
+    assert await store.heartbeat("alive", now=103)
+
+
+async def test_a_stopped_instance_counts_as_dead_at_once(store: Store) -> None:
+    await store.register_instance("gone", now=0)
+    await store.stop_instance("gone", now=1)
+    got = await store.recover_dead(stale_before=-1, now=2, exclude="me")
+    assert got.instances == ("gone",)
+    assert (await store.recover_dead(stale_before=-1, now=2, exclude="gone")).instances == ()
+
+
+async def test_racing_grants_on_one_slot_grant_exactly_one(database_url: str) -> None:
+    # Several stores = several connections (and, on SQLite, several threads) racing.
+    stores = [open_store(database_url) for _ in range(4)]
+    for s in stores:
+        await s.open()
+    try:
+        starts = [(await stores[0].log_start(new_start()))[0] for _ in range(40)]
+        outcomes = await asyncio.gather(
+            *[grant(stores[i % 4], st.start_id) for i, st in enumerate(starts)]
+        )
+        assert sum(o is GrantOutcome.GRANTED for o, _ in outcomes) == 1
+        assert await stores[0].ledger() == {"global": 1, "session:s1": 1, "workflow:wf": 1}
+        assert len(await stores[0].list_executions()) == 1
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_schema_is_migrated_on_open(store: Store) -> None:
+    assert await store.schema_version() == 2
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:////proc/yoke-cannot-exist/yoke.db",
+        pytest.param(
+            "postgresql://postgres@127.0.0.1:1/nope?connect_timeout=1", marks=pytest.mark.postgres
+        ),
+    ],
+)
+async def test_an_unreachable_database_is_store_unavailable(url: str) -> None:
+    from yoke.config import Settings
+
+    s = open_store(url, Settings(pg_connect_timeout=1.0))
+    with pytest.raises(StoreUnavailable):
+        await s.open()
+    await s.close()
+
+
+async def test_verbs_of_a_closed_store_are_store_unavailable(database_url: str) -> None:
+    s = open_store(database_url)
+    with pytest.raises(StoreUnavailable):
+        await s.get_start("x")

@@ -1,0 +1,169 @@
+"""One test per "dialect fact" stated at the top of yoke/store/sqlite.py and postgres.py."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.conftest import _truncate
+from tests.store.test_conformance import new_execution, new_start
+from yoke.errors import StoreUnavailable
+from yoke.store import ExecutionStatus, GrantOutcome, Slot, sqlfiles
+from yoke.store.postgres import PostgresStore
+from yoke.store.sqlite import SQLiteStore
+
+
+@pytest.fixture
+async def lite(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = SQLiteStore(f"sqlite:///{tmp_path}/f.db", busy_timeout=0.3)
+    await s.open()
+    yield s
+    await s.close()
+
+
+async def test_sqlite_uses_wal_and_full_sync(lite: SQLiteStore) -> None:
+    other = sqlite3.connect(lite.path)
+    assert other.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    sync = await lite._call(lambda: lite._db().execute("PRAGMA synchronous").fetchone()[0])
+    assert sync == 2  # FULL
+
+
+async def test_sqlite_busy_timeout_then_store_unavailable(lite: SQLiteStore) -> None:
+    other = sqlite3.connect(lite.path, isolation_level=None, timeout=0)
+    other.execute("BEGIN IMMEDIATE")
+    t0 = time.monotonic()
+    with pytest.raises(StoreUnavailable, match="locked"):
+        await lite.log_start(new_start())
+    assert time.monotonic() - t0 >= 0.25  # it waited for the busy timeout first
+    other.execute("ROLLBACK")
+    _, created = await lite.log_start(new_start())
+    assert created
+
+
+async def test_sqlite_write_transactions_take_the_write_lock_at_begin(lite: SQLiteStore) -> None:
+    other = sqlite3.connect(lite.path, isolation_level=None, timeout=0)
+    async with lite._write() as tx:
+        await tx.one("get_start", {"start_id": "x"})  # a read, as a grant's first statement
+        # Nothing written yet, but the lock is held: another writer cannot begin.
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other.execute("BEGIN IMMEDIATE")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("ROLLBACK")
+
+
+def test_sqlite_library_supports_upsert_returning() -> None:
+    assert sqlite3.sqlite_version_info >= (3, 35, 0)
+
+
+async def test_sqlite_calls_run_on_one_dedicated_thread(lite: SQLiteStore) -> None:
+    names = {await lite._call(lambda: threading.current_thread().name) for _ in range(5)}
+    assert len(names) == 1
+    (name,) = names
+    assert name.startswith("yoke-sqlite") and name != threading.main_thread().name
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_no_query_binds_more_than_16_parameters(dialect: str) -> None:
+    pattern = r":(\w+)" if dialect == "sqlite" else r"%\((\w+)\)s"
+    for name, sql in sqlfiles.queries(dialect).items():
+        assert len(set(re.findall(pattern, sql))) <= 16, name
+
+
+@pytest.fixture
+async def pg(pg_url: str) -> AsyncIterator[PostgresStore]:
+    _truncate(pg_url)
+    s = PostgresStore(pg_url)
+    await s.open()
+    yield s
+    await s.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_runs_read_committed(pg: PostgresStore) -> None:
+    assert pg._pool is not None
+    async with pg._pool.connection() as conn, conn.transaction():
+        cur = await conn.execute("SHOW transaction_isolation")
+        assert await cur.fetchone() == ("read committed",)
+
+
+@pytest.mark.postgres
+async def test_postgres_grant_waits_for_the_locked_ledger_row(
+    pg: PostgresStore, pg_url: str
+) -> None:
+    row, _ = await pg.log_start(new_start())
+    await pg.log_start(new_start())  # makes sure the tables are in use
+    with psycopg.connect(pg_url) as holder:
+        holder.execute("INSERT INTO yoke_ledger (key, running) VALUES ('global', 0)")
+        holder.commit()
+        holder.execute("SELECT * FROM yoke_ledger WHERE key = 'global' FOR UPDATE")
+        task = asyncio.create_task(
+            pg.grant_start(
+                row.start_id,
+                execution=new_execution(row.start_id),
+                copy_steps=None,
+                now=1,
+                slots=[Slot(key="global", cap=1)],
+            )
+        )
+        with psycopg.connect(pg_url, autocommit=True) as watcher:
+            for _ in range(500):
+                n = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock'"
+                ).fetchone()
+                if n and n[0] >= 1:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                pytest.fail("the grant never waited for the ledger row lock")
+        assert not task.done()
+        holder.rollback()
+    res = await asyncio.wait_for(task, 10)
+    assert res.outcome is GrantOutcome.GRANTED
+
+
+@pytest.mark.postgres
+async def test_postgres_notifies_a_freed_slot(pg: PostgresStore) -> None:
+    calls = asyncio.Queue[None]()
+    listener = asyncio.create_task(pg.listen_slot_freed(lambda: calls.put_nowait(None)))
+    await asyncio.wait_for(calls.get(), 10)  # called once LISTEN is in place
+    row, _ = await pg.log_start(new_start())
+    res = await pg.grant_start(
+        row.start_id,
+        execution=new_execution(row.start_id),
+        slots=[Slot(key="global", cap=None)],
+        copy_steps=None,
+        now=1,
+    )
+    assert res.execution is not None
+    assert calls.empty()
+    await pg.finish_execution(
+        res.execution.execution_id, ExecutionStatus.SUCCEEDED, output="1", error=None, now=2
+    )
+    await asyncio.wait_for(calls.get(), 10)
+    listener.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await listener
+
+
+@pytest.mark.postgres
+async def test_postgres_processes_booting_together_migrate_once(
+    pg_databases: Callable[[], str],
+) -> None:
+    url = pg_databases()
+    stores = [PostgresStore(url) for _ in range(3)]
+    await asyncio.gather(*(s.open() for s in stores))
+    assert {await s.schema_version() for s in stores} == {len(sqlfiles.migrations("postgres"))}
+    with psycopg.connect(url) as conn:
+        n = conn.execute("SELECT count(*) FROM yoke_schema_migrations").fetchone()
+    assert n == (len(sqlfiles.migrations("postgres")),)
+    for s in stores:
+        await s.close()
