@@ -1,13 +1,19 @@
-"""The `yoke` command: `yoke demo` ends by itself and prints its summary; `yoke version`."""
+"""The `yoke` command: `yoke demo` ends by itself and prints its summary; `yoke version`; the
+client verbs against a real `yoke serve` of the example shop; `yoke db upgrade`."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 import yoke
+from tests.server.e2e import yoke_serve
 from yoke.cli import app
 
 
@@ -50,3 +56,114 @@ async def test_demo_outcome_light_tenants_wait_far_less_under_the_fair_scheduler
     # Under the flood the FIFO queue only grows; the fair lanes serve a light task at the next
     # free slot. The gap is large (tens of times); 3x leaves room for a slow, shared machine.
     assert fair.light_p99 * 3 < fifo.light_p99
+
+
+# -- serve, the client verbs and db upgrade ----------------------------------------------------
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("cli")
+    with yoke_serve(f"sqlite:///{tmp}/cli.db", tmp, app="examples.shop:app") as srv:
+        yield srv.url
+
+
+def _yoke(url: str, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, [*args, "--url", url])
+    return result.exit_code, result.output
+
+
+def test_start_show_list_cancel_resume_restart(server_url: str) -> None:
+    code, out = _yoke(
+        server_url,
+        "start",
+        "checkout",
+        "--input",
+        '{"order": 7, "items": ["tea"], "total": 3}',
+        "--wait",
+        "5",
+        "--json",
+    )
+    assert code == 0, out
+    start = json.loads(out)
+    assert start["status"] == "GRANTED"
+    code, out = _yoke(
+        server_url,
+        "start",
+        "restock",
+        "--input",
+        '{"seconds": 30}',
+        "--session",
+        "shop/a",
+        "--priority",
+        "2",
+        "--idempotency-key",
+        "k-1",
+    )
+    assert code == 0 and "GRANTED" in out and "shop/a" in out
+    code, out = _yoke(server_url, "executions", "list", "--json", "--workflow", "restock")
+    (restock,) = json.loads(out)["items"]
+    eid = restock["execution_id"]
+    code, out = _yoke(server_url, "executions", "show", eid)
+    assert code == 0 and "RUNNING" in out and "restock" in out
+    code, out = _yoke(server_url, "executions", "cancel", eid, "--json")
+    assert code == 0 and json.loads(out)["status"] == "CANCELLED"
+    code, out = _yoke(server_url, "executions", "resume", eid, "--json")
+    assert code == 0 and json.loads(out)["kind"] == "resume"
+    code, out = _yoke(
+        server_url,
+        "executions",
+        "restart",
+        start["execution_id"],
+        "--from-step",
+        "charge",
+        "--json",
+    )
+    assert code == 0 and json.loads(out)["kind"] == "restart"
+    code, out = _yoke(server_url, "executions", "list")
+    assert code == 0 and "checkout" in out and "execution_id" in out
+
+
+def test_limits_and_audit(server_url: str) -> None:
+    code, out = _yoke(
+        server_url,
+        "limits",
+        "set",
+        "--max-running",
+        "5",
+        "--max-running-per-workflow",
+        '{"restock": 2}',
+        "--json",
+    )
+    assert code == 0, out
+    assert json.loads(out)["max_running_per_workflow"] == {"restock": 2}
+    code, out = _yoke(server_url, "limits", "show")
+    assert code == 0 and "max_running" in out and "5" in out
+    code, out = _yoke(server_url, "audit", "--json")
+    assert code == 0 and json.loads(out)["items"][-1]["after"]["max_running"] == 5
+    code, out = _yoke(server_url, "audit")
+    assert code == 0 and "limits" in out
+    _yoke(server_url, "limits", "set")  # back to no limits for the other tests
+
+
+def test_errors_exit_non_zero(server_url: str, tmp_path: Path) -> None:
+    code, out = _yoke(server_url, "executions", "show", "nope")
+    assert code == 1 and "404" in out
+    code, out = _yoke(server_url, "start", "nope")
+    assert code == 1 and "no workflow named" in out
+    code, out = _yoke(server_url, "start", "checkout", "--input", "{bad")
+    assert code == 2
+    code, out = _yoke("http://127.0.0.1:9", "limits", "show")
+    assert code == 1 and "Cannot reach" in out
+    result = CliRunner().invoke(app, ["serve", "--app", "examples.shop:app", "--host", "0.0.0.0"])
+    assert result.exit_code == 2 and "refusing" in result.output
+    result = CliRunner().invoke(app, ["serve", "--app", "nowhere:app"])
+    assert result.exit_code == 2
+
+
+def test_db_upgrade(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["db", "upgrade", "--database-url", f"sqlite:///{tmp_path}/new.db"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("schema at version ")
+    result = CliRunner().invoke(app, ["db", "upgrade", "--database-url", "mysql://x"])
+    assert result.exit_code == 1

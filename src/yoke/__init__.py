@@ -66,17 +66,22 @@ _LAZY = {
         ),
         "yoke.executions",
     ),
+    **dict.fromkeys(("ActorCtx", "Backoff", "Fenced", "Queue"), "yoke.actors"),
 }
 __all__ += [
+    "ActorCtx",
     "App",
+    "Backoff",
     "ChildFailed",
     "Context",
     "Execution",
     "ExecutionStatus",
+    "Fenced",
     "Limits",
     "NotRunning",
     "Page",
     "Principal",
+    "Queue",
     "ReplayMismatch",
     "Start",
     "StartStatus",
@@ -84,6 +89,7 @@ __all__ += [
 ]
 
 if TYPE_CHECKING:
+    from yoke.actors import ActorCtx, Backoff, Fenced, Queue
     from yoke.app import App
     from yoke.errors import NotRunning, ReplayMismatch, Vetoed
     from yoke.executions import (

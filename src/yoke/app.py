@@ -5,9 +5,12 @@ app.running():` opens the store chosen by the database URL (migrating it), regis
 process (`instances` row + heartbeat), recovers the rows of dead processes, re-applies the newest
 recorded limits over configuration, and runs every long-lived service (execution dispatcher,
 slot-freed listener, heartbeat, and what later parts add with `add_service`) as tasks of one
-TaskGroup, in which the granted executions run too. Leaving it shuts down in order: executions
-first (refuse queued, let running finish within the timeout, abort the rest), then services,
-then the store.
+TaskGroup, in which the granted executions run too. With actors defined (`app.actor`), it
+also runs this process's actor worker (`yoke.actors.ActorRuntime.running`: queue drain, timer
+dispatch, worker heartbeat). Leaving it shuts down in order: executions first (refuse queued,
+let running finish within the timeout, abort the rest), then services, then the actor worker
+(running `process()` calls finish, completions are written, instances are handed back), then
+the store.
 
 This module must never hold scheduling policy; it wires the parts and owns their lifetimes.
 """
@@ -23,6 +26,8 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
+from yoke.actors import ActorRuntime, ActorSettings, ActorStore, Backoff, Queue
+from yoke.actors.definitions import Process
 from yoke.clock import Clock, SystemClock
 from yoke.config import Settings
 from yoke.errors import BadValue, YokeError
@@ -30,6 +35,7 @@ from yoke.executions.context import Registry, Workflow
 from yoke.executions.model import Limits
 from yoke.executions.service import Executions, Reviewer
 from yoke.store import Store
+from yoke.store.sqlbase import SqlStore
 
 log = logging.getLogger("yoke.app")
 
@@ -66,6 +72,13 @@ async def upgrade(url: str | None = None) -> int:
         await store.close()
 
 
+def _actor_store(store: Store) -> ActorStore:
+    """Every SQL backend speaks the actor verbs too (`store.actorverbs`)."""
+    if not isinstance(store, SqlStore):
+        raise BadValue(f"{store!r} does not implement the actor verbs")
+    return store
+
+
 class App:
     def __init__(
         self,
@@ -74,6 +87,8 @@ class App:
         settings: Settings | None = None,
         limits: Limits | None = None,
         clock: Clock | None = None,
+        actor_settings: ActorSettings | None = None,
+        actor_worker: bool = True,
     ) -> None:
         self.settings = settings or Settings.from_env()
         if database_url is not None:
@@ -96,6 +111,10 @@ class App:
             reviewers=self._reviewers,
             slot_poll_interval=self.settings.slot_poll_interval,
         )
+        # Actors (seed 000): definitions, appends, and inside `running()` this process's worker
+        # (drain, timers, heartbeat) when any actor is defined and `actor_worker` is true.
+        self.actors = ActorRuntime(settings=actor_settings, clock=self.clock)
+        self.actor_worker = actor_worker
         self.store: Store | None = None
         self.instance_id: str | None = None
         self._stopping = False
@@ -116,6 +135,28 @@ class App:
 
         return register
 
+    def actor(
+        self,
+        name: str | None = None,
+        *,
+        subscribe: list[str] | tuple[str, ...],
+        key: str | None = None,
+        queue: Queue | None = None,
+        backoff: Backoff | None = None,
+    ) -> Callable[[Process], Process]:
+        """Register `async def process(ctx, event)` as an actor (see `yoke.actors`)."""
+        return self.actors.actor(name, subscribe=subscribe, key=key, queue=queue, backoff=backoff)
+
+    async def append(self, stream: str, data: Any, *, tenant: str = "default") -> int:
+        """Append an event to `stream` and fan it out to the subscribed actor instances."""
+        return await self.actors.append(stream, data, tenant=tenant)
+
+    async def append_many(
+        self, stream: str, items: list[Any], *, tenant: str = "default"
+    ) -> list[int]:
+        """Append many events to one stream in one transaction."""
+        return await self.actors.append_many(stream, items, tenant=tenant)
+
     def add_reviewer(self, fn: Reviewer) -> None:
         """`fn(change)` sees every runtime change first; returning a reason (str) vetoes it."""
         self._reviewers.append(fn)
@@ -132,6 +173,8 @@ class App:
         self.store = store
         self.instance_id = f"{s.instance_id or socket.gethostname()}-{uuid.uuid4().hex[:12]}"
         self._stopping = False
+        self.actors.attach(_actor_store(store))
+        actor_worker = contextlib.AsyncExitStack()
         try:
             now = self.clock.wall()
             await store.register_instance(self.instance_id, now=now)
@@ -142,6 +185,8 @@ class App:
             recorded = await store.latest_limits()
             if recorded is not None:
                 limits = Limits.from_json(json.loads(recorded))  # the log wins over config
+            if self.actor_worker and len(self.actors.registry):
+                await actor_worker.enter_async_context(self.actors.running())
             body_error: BaseException | None = None
             try:
                 async with asyncio.TaskGroup() as tg:
@@ -162,6 +207,10 @@ class App:
                     raise body_error from body_error.__cause__
                 raise
         finally:
+            try:
+                await actor_worker.aclose()  # drain stops, completions written, instances freed
+            finally:
+                self.actors.detach()
             self.executions.detach()
             with contextlib.suppress(YokeError):
                 await store.stop_instance(self.instance_id, now=self.clock.wall())
@@ -210,3 +259,24 @@ class App:
                 )
             except YokeError as exc:
                 log.warning("heartbeat failed: %s", exc)
+
+
+async def run_worker(app: App, *, stop: asyncio.Event | None = None) -> None:
+    """`yoke worker`: run `app` (its actor worker, executions and services) until `stop` is
+    set or the process gets SIGINT/SIGTERM, then shut down in order."""
+    import signal
+
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+    try:
+        async with app.running():
+            log.info("worker %s running actors %s", app.actors.worker_id, app.actors.registry)
+            await stop.wait()
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)

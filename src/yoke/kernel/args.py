@@ -64,7 +64,7 @@ def credit_arg(value: object) -> int:
 
 def keys_arg(lane: Hashable, keys: Iterable[Hashable]) -> tuple[Hashable, ...]:
     """Dedupe in first-seen order (no set, so no hash order); the own lane key is implicit."""
-    if isinstance(keys, str | bytes):
+    if isinstance(keys, (str, bytes)):  # a tuple, not `str | bytes`: no union built per call
         raise BadType("keys must be an iterable of cap keys, not a single str")
     out: list[Hashable] = []
     for k in keys:

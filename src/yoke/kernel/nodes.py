@@ -1,7 +1,7 @@
 """Internal nodes of the kernel's heaps: cap keys, lanes (which are their own cap key) and classes.
 
-Nothing here decides anything; `core.Kernel` moves these nodes between heaps. They exist so the
-hot paths touch `__slots__` attributes only. Every node that can sit in a heap carries:
+Nothing here decides anything; `core.Kernel` and `heaps` move these nodes between heaps. They exist
+so the hot paths touch `__slots__` attributes only. Every node that can sit in a heap carries:
 
 * `entry`: its one valid heap entry (or None). An entry in a heap is live iff `node.entry is entry`;
   that identity test is the version stamp of KERNEL 4.3, and it cannot be fooled by a re-push

@@ -62,35 +62,59 @@ class BasePolicy:
 
 
 class Sfq(BasePolicy):
-    """Start-time fair queueing tagged at dispatch (KERNEL 4.6), one V per priority band."""
+    """Start-time fair queueing tagged at dispatch (KERNEL 4.6), lane scope: one band, one V.
 
-    __slots__ = ("credit", "glob", "v", "v0")
+    Seff = max(S, V - credit); a dispatch sets V = max(V, Seff), S = Seff + stride, a fresh tb.
+    """
 
-    def __init__(self, scope: PriorityScope, credit: int) -> None:
+    __slots__ = ("credit", "v0")
+
+    def __init__(self, credit: int) -> None:
         super().__init__()
-        self.glob = scope is PriorityScope.GLOBAL
         self.credit = credit * K
-        self.v0 = 0  # lane scope has one band
-        self.v: dict[int, int] = {}  # global scope: V per band, keyed by -priority
+        self.v0 = 0
 
     def key(self, lane: Lane, negp: int, seq: int) -> Key:
         s = lane.S
-        if self.glob:
-            v = self.v.get(negp, 0) - self.credit
-            return (negp, s if s > v else v, lane.tb, seq)
         v = self.v0 - self.credit
         return (s if s > v else v, lane.tb, negp, seq)
 
     def on_dispatch(self, lane: Lane, negp: int) -> None:
-        if self.glob:
-            vb = self.v.get(negp, 0)
-            s = max(lane.S, vb - self.credit)
-            if s > vb:
-                self.v[negp] = s
-        else:
-            s = max(lane.S, self.v0 - self.credit)
-            if s > self.v0:
-                self.v0 = s
+        s = lane.S
+        v = self.v0
+        vc = v - self.credit
+        if vc > s:
+            s = vc
+        if s > v:
+            self.v0 = s
+        lane.S = s + lane.stride
+        self._tb += 1
+        lane.tb = self._tb
+
+
+class SfqGlobal(BasePolicy):
+    """SFQ with priority bands first (global scope): one V per band, keyed by -priority."""
+
+    __slots__ = ("credit", "v")
+
+    def __init__(self, credit: int) -> None:
+        super().__init__()
+        self.credit = credit * K
+        self.v: dict[int, int] = {}
+
+    def key(self, lane: Lane, negp: int, seq: int) -> Key:
+        s = lane.S
+        v = self.v.get(negp, 0) - self.credit
+        return (negp, s if s > v else v, lane.tb, seq)
+
+    def on_dispatch(self, lane: Lane, negp: int) -> None:
+        s = lane.S
+        vb = self.v.get(negp, 0)
+        vc = vb - self.credit
+        if vc > s:
+            s = vc
+        if s > vb:
+            self.v[negp] = s
         lane.S = s + lane.stride
         self._tb += 1
         lane.tb = self._tb
@@ -104,16 +128,13 @@ class Rotation(BasePolicy):
     its deficit is dropped. A lane that is only blocked by a cap keeps its place.
     """
 
-    __slots__ = ("glob", "rnow")
+    __slots__ = ("rnow",)
 
-    def __init__(self, scope: PriorityScope) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.glob = scope is PriorityScope.GLOBAL
         self.rnow = 0
 
     def key(self, lane: Lane, negp: int, seq: int) -> Key:
-        if self.glob:
-            return (negp, lane.round, lane.tb, seq)
         return (lane.round, lane.tb, negp, seq)
 
     def on_activate(self, lane: Lane) -> None:
@@ -134,21 +155,32 @@ class Rotation(BasePolicy):
                 lane.deficit = lane.quantum
 
 
-class LeastRunning(BasePolicy):
-    """Spec B: fewest running per weight, then the oldest head (KERNEL 2.9)."""
+class RotationGlobal(Rotation):
+    """Rotation with priority bands first (global scope)."""
 
-    __slots__ = ("glob",)
-    rekey_on_release = True
-
-    def __init__(self, scope: PriorityScope) -> None:
-        super().__init__()
-        self.glob = scope is PriorityScope.GLOBAL
+    __slots__ = ()
 
     def key(self, lane: Lane, negp: int, seq: int) -> Key:
-        load = int(lane.running * K // lane.w)
-        if self.glob:
-            return (negp, load, seq)
-        return (load, negp, seq)
+        return (negp, lane.round, lane.tb, seq)
+
+
+class LeastRunning(BasePolicy):
+    """Fewest running per weight, then the head in lane order (lane scope, KERNEL 2.9)."""
+
+    __slots__ = ()
+    rekey_on_release = True
+
+    def key(self, lane: Lane, negp: int, seq: int) -> Key:
+        return (int(lane.running * K // lane.w), negp, seq)
+
+
+class LeastRunningGlobal(LeastRunning):
+    """Spec B: priority band first, then fewest running per weight, then the oldest head."""
+
+    __slots__ = ()
+
+    def key(self, lane: Lane, negp: int, seq: int) -> Key:
+        return (negp, int(lane.running * K // lane.w), seq)
 
 
 class Fifo(BasePolicy):
@@ -161,10 +193,12 @@ class Fifo(BasePolicy):
 
 
 def make_policy(policy: Policy, scope: PriorityScope, credit: int) -> BasePolicy:
+    """One class per policy and scope, so no key function branches on the scope per call."""
+    glob = scope is PriorityScope.GLOBAL
     if policy is Policy.SFQ:
-        return Sfq(scope, credit)
+        return SfqGlobal(credit) if glob else Sfq(credit)
     if policy is Policy.ROTATION:
-        return Rotation(scope)
+        return RotationGlobal() if glob else Rotation()
     if policy is Policy.LEAST_RUNNING:
-        return LeastRunning(scope)
+        return LeastRunningGlobal() if glob else LeastRunning()
     return Fifo()

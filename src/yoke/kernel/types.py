@@ -38,6 +38,10 @@ class ItemState(Enum):
     CANCELLED = "cancelled"
 
 
+# Enum member access goes through the metaclass (~100 ns on CPython 3.11); hot code reads these.
+_QUEUED = ItemState.QUEUED
+
+
 class Item:
     """One queued or running unit. Read-only to callers by convention; the kernel owns it.
 
@@ -75,7 +79,7 @@ class Item:
         self.seq = seq
         self.keys = keys
         self.payload = payload
-        self.state = ItemState.QUEUED
+        self.state = _QUEUED
         self._uid = uid
         self._cls: Class | None = None
         self._entry: tuple[int, int, Item] | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from yoke.store.protocol import Store
 from yoke.store.records import (
+    AnswerRow,
     ControlRow,
     ExecutionRow,
     ExecutionStatus,
@@ -25,6 +26,7 @@ from yoke.store.records import (
 )
 
 __all__ = [
+    "AnswerRow",
     "ControlRow",
     "ExecutionRow",
     "ExecutionStatus",

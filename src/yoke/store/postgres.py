@@ -9,8 +9,13 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
   and the commit. Releases lock the same rows in the same order (a CTE ... ORDER BY key FOR
   UPDATE): writers can wait for each other but never deadlock. Over a cap the transaction
   rolls back: a slot is never over-granted, and a COUNT(*) is never trusted.
-- Claims of queued work (actors) will use FOR UPDATE SKIP LOCKED; starts need no claim, because
-  the queue of starts lives in the process that logged them.
+- Claims of actor events lock `actor_queues` rows FOR UPDATE SKIP LOCKED: concurrent claimers
+  never wait for nor share a row (tests/actors/test_store_verbs.py). Starts need no claim,
+  because the queue of starts lives in the process that logged them.
+- Actor batches (appends, claims, completions, takeovers) travel as one JSON or array
+  parameter, so a batch of any size is one statement with a handful of binds.
+- New actor rows are announced with NOTIFY yoke_actor_queue, new timers with NOTIFY
+  yoke_schedule_change, both inside the writing transaction.
 - A freed slot is announced with NOTIFY yoke_slot_freed inside the freeing transaction, so it is
   delivered only if the slot really was freed; listeners keep a backup poll.
 - Migrations take pg_advisory_xact_lock, so processes booting together apply each one once.
@@ -38,6 +43,8 @@ from yoke.store import sqlfiles
 from yoke.store.sqlbase import Row, SqlStore, Tx
 
 CHANNEL = "yoke_slot_freed"
+ACTOR_QUEUE_CHANNEL = "yoke_actor_queue"
+SCHEDULE_CHANNEL = "yoke_schedule_change"
 _MIGRATION_LOCK = 0x796F6B65  # "yoke"
 _MIGRATIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS yoke_schema_migrations "
@@ -177,6 +184,29 @@ class PostgresStore(SqlStore):
 
     async def _notify(self, tx: Tx) -> None:
         await tx.run("notify_slot_freed", {})
+
+    async def listen_actor_wakeups(
+        self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
+    ) -> None:
+        """Actors: NOTIFY yoke_actor_queue (rows appended or handed over) and
+        yoke_schedule_change (a timer scheduled); reconnects with backoff, never fatal."""
+        backoff = 0.2
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
+                )
+                async with conn:
+                    await conn.execute(f"LISTEN {ACTOR_QUEUE_CHANNEL}")
+                    await conn.execute(f"LISTEN {SCHEDULE_CHANNEL}")
+                    backoff = 0.2
+                    on_queue()  # whatever was announced while we were not listening
+                    on_schedule()
+                    async for n in conn.notifies():
+                        (on_queue if n.channel == ACTOR_QUEUE_CHANNEL else on_schedule)()
+            except psycopg.Error:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
 
     async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
         backoff = 0.2

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from yoke.store.records import (
+    AnswerRow,
     ControlRow,
     ExecutionRow,
     ExecutionStatus,
@@ -159,6 +160,20 @@ class Store(Protocol):
 
     async def latest_limits(self) -> str | None:
         """The `after` of the newest `limits` entry of the control log, if any."""
+        ...
+
+    # -- idempotency answers -------------------------------------------------------------------
+    async def find_answer(self, principal: str, key: str, *, now: float) -> AnswerRow | None:
+        """The answer kept for (principal, key), unless it expired at or before `now`."""
+        ...
+
+    async def keep_answer(self, answer: AnswerRow, *, now: float) -> AnswerRow:
+        """Keep `answer` unless a live answer is kept for its (principal, key); return the one
+        kept, so of two racing requests both answer with the first."""
+        ...
+
+    async def forget_answers(self, *, now: float) -> int:
+        """Delete the answers expired at or before `now`; how many."""
         ...
 
     # -- inspection and wake-ups -------------------------------------------------------------

@@ -171,3 +171,18 @@ class Recovery:
     instances: tuple[str, ...]
     executions: tuple[str, ...]
     starts: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AnswerRow:
+    """An answer the server keeps for Idempotency-Key replay (body: the JSON text answered;
+    headers: a JSON list of [name, value] pairs)."""
+
+    principal: str
+    key: str
+    fingerprint: str
+    status: int
+    body: str
+    headers: str
+    created_at: float
+    expires_at: float

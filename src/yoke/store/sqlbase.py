@@ -19,7 +19,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
 from yoke.errors import Conflict, NotFound
+from yoke.store.actorverbs import ActorSqlVerbs
 from yoke.store.records import (
+    AnswerRow,
     ControlRow,
     ExecutionRow,
     ExecutionStatus,
@@ -54,8 +56,9 @@ class _Full(Exception):
         self.key = key
 
 
-class SqlStore:
-    """Base of the SQL backends: subclasses provide `_tx`, `open`, `close` and the dialect."""
+class SqlStore(ActorSqlVerbs):
+    """Base of the SQL backends: subclasses provide `_tx`, `open`, `close` and the dialect.
+    The actor verbs (seed 000) come from `actorverbs.ActorSqlVerbs`."""
 
     dialect: str = ""
 
@@ -388,6 +391,36 @@ class SqlStore:
             row = await tx.one("latest_limits", {})
         return None if row is None else _opt(row["after"])
 
+    # -- idempotency answers (the server's replay of a retried request) ----------------------
+    async def find_answer(self, principal: str, key: str, *, now: float) -> AnswerRow | None:
+        async with self._read() as tx:
+            row = await tx.one("find_answer", {"principal": principal, "idem_key": key, "now": now})
+        return None if row is None else _answer(row)
+
+    async def keep_answer(self, answer: AnswerRow, *, now: float) -> AnswerRow:
+        params = {
+            "principal": answer.principal,
+            "idem_key": answer.key,
+            "fingerprint": answer.fingerprint,
+            "status": answer.status,
+            "body": answer.body,
+            "headers": answer.headers,
+            "created_at": answer.created_at,
+            "expires_at": answer.expires_at,
+            "now": now,
+        }
+        async with self._write() as tx:
+            # An expired answer gives its key back; a live one wins over this one.
+            await tx.run("drop_expired_answer", params)
+            await tx.run("insert_answer", params)
+            row = await tx.one("get_answer", params)
+        assert row is not None
+        return _answer(row)
+
+    async def forget_answers(self, *, now: float) -> int:
+        async with self._single() as tx:
+            return await tx.run("forget_answers", {"now": now})
+
     async def ledger(self) -> dict[str, int]:
         async with self._read() as tx:
             rows = await tx.all("ledger", {})
@@ -476,4 +509,17 @@ def _control(r: Row) -> ControlRow:
         before=_opt(r["before"]),
         after=_opt(r["after"]),
         at=float(r["at"]),
+    )
+
+
+def _answer(r: Row) -> AnswerRow:
+    return AnswerRow(
+        principal=r["principal"],
+        key=r["idem_key"],
+        fingerprint=r["fingerprint"],
+        status=int(r["status"]),
+        body=r["body"],
+        headers=r["headers"],
+        created_at=float(r["created_at"]),
+        expires_at=float(r["expires_at"]),
     )

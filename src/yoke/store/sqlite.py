@@ -10,6 +10,9 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
   grant's check-and-increment of the ledger cannot interleave with another writer (SQLite has no
   SELECT ... FOR UPDATE), and no transaction fails half-way on a read-to-write lock upgrade.
 - UPSERT ... RETURNING needs SQLite >= 3.35; opening an older library fails clearly.
+- Actor batches travel as one JSON parameter read with json_each (a batch never nears the
+  bind limit); RETURNING may name only the modified table, so an actor claim marks its rows,
+  then reads them with their events, inside the same IMMEDIATE transaction.
 - Bind limit: SQLITE_MAX_VARIABLE_NUMBER (32,766 since 3.32); no yoke query binds more than 16.
 - One connection on one dedicated thread per store: every blocking call runs there, off the
   event loop, and an asyncio.Lock keeps the statements of one transaction together.

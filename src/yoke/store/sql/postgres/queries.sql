@@ -144,3 +144,264 @@ RETURNING start_id;
 
 -- name: notify_slot_freed
 SELECT pg_notify('yoke_slot_freed', '');
+
+-- name: find_answer
+SELECT * FROM yoke_idempotency
+WHERE principal = %(principal)s AND idem_key = %(idem_key)s AND expires_at > %(now)s;
+
+-- name: drop_expired_answer
+DELETE FROM yoke_idempotency
+WHERE principal = %(principal)s AND idem_key = %(idem_key)s AND expires_at <= %(now)s;
+
+-- name: insert_answer
+INSERT INTO yoke_idempotency (principal, idem_key, fingerprint, status, body, headers,
+    created_at, expires_at)
+VALUES (%(principal)s, %(idem_key)s, %(fingerprint)s, %(status)s, %(body)s, %(headers)s,
+    %(created_at)s, %(expires_at)s)
+ON CONFLICT DO NOTHING;
+
+-- name: get_answer
+SELECT * FROM yoke_idempotency WHERE principal = %(principal)s AND idem_key = %(idem_key)s;
+
+-- name: forget_answers
+DELETE FROM yoke_idempotency WHERE expires_at <= %(now)s;
+
+-- ===================================================================================
+-- actors (seed 000). Batches travel as one JSON array
+-- parameter (json_to_recordset) or one bigint[] (= ANY), so a batch is one statement whatever
+-- its size. Queue rows carry their instance's owner and epoch, so claims (FOR UPDATE SKIP
+-- LOCKED) and completions touch queue rows only; lock order everywhere: instance rows (in key
+-- order), then queue rows. An append holds its instances FOR SHARE while it copies their owner,
+-- so a takeover (which rewrites instance, then queue rows) sees every row it must move.
+
+-- name: alloc_event_ids
+SELECT nextval('stream_events_event_id_seq') AS id FROM generate_series(1, %(n)s);
+
+-- name: insert_events
+INSERT INTO stream_events (event_id, tenant, stream, data, appended_at)
+SELECT r.event_id, r.tenant, r.stream, r.data, %(now)s
+FROM json_to_recordset(%(rows)s::json) AS r(event_id BIGINT, tenant TEXT, stream TEXT, data TEXT);
+
+-- name: insert_instances
+INSERT INTO actor_instances (tenant, actor, instance_id, worker_id, created_at)
+SELECT r.tenant, r.actor, r.instance_id, %(owner)s, %(now)s
+FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id TEXT)
+ORDER BY r.tenant, r.actor, r.instance_id
+ON CONFLICT DO NOTHING;
+
+-- name: insert_queue_rows
+-- The instances are held FOR SHARE (in key order) until commit while their owner and epoch are
+-- copied into the new rows, so a takeover waits for this append, then moves its rows too.
+WITH owners AS MATERIALIZED (
+    SELECT i.tenant, i.actor, i.instance_id, i.worker_id, i.owner_epoch
+    FROM actor_instances i
+    JOIN json_to_recordset(%(keys)s::json) AS k(tenant TEXT, actor TEXT, instance_id TEXT)
+        ON i.tenant = k.tenant AND i.actor = k.actor AND i.instance_id = k.instance_id
+    ORDER BY i.tenant, i.actor, i.instance_id
+    FOR SHARE OF i
+), inserted AS (
+    INSERT INTO actor_queues (event_id, tenant, actor, instance_id, group_id, available_at,
+        worker_id, owner_epoch)
+    SELECT r.event_id, r.tenant, r.actor, r.instance_id, r.group_id, %(now)s, o.worker_id,
+        o.owner_epoch
+    FROM json_to_recordset(%(rows)s::json)
+        AS r(event_id BIGINT, tenant TEXT, actor TEXT, instance_id TEXT, group_id TEXT)
+    JOIN owners o ON o.tenant = r.tenant AND o.actor = r.actor AND o.instance_id = r.instance_id
+    ORDER BY r.event_id  -- queue ids follow the events' order: FIFO across the batch
+    RETURNING 1
+)
+SELECT pg_notify('yoke_actor_queue', '') FROM (SELECT 1) AS one
+WHERE EXISTS (SELECT 1 FROM inserted);
+
+-- name: notify_actor_queue
+SELECT pg_notify('yoke_actor_queue', '');
+
+-- name: pending_tenants
+-- Tenants with pending rows for this worker, in name order after `after`: a loose index scan
+-- (one index probe per tenant), never a scan of the pending rows.
+WITH RECURSIVE t(tenant) AS (
+    SELECT (SELECT tenant FROM actor_queues
+            WHERE status = 'pending' AND worker_id = %(worker_id)s AND tenant > %(after)s
+            ORDER BY tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT q.tenant FROM actor_queues q
+            WHERE q.status = 'pending' AND q.worker_id = %(worker_id)s AND q.tenant > t.tenant
+            ORDER BY q.tenant LIMIT 1)
+    FROM t WHERE t.tenant IS NOT NULL
+)
+SELECT tenant FROM t WHERE tenant IS NOT NULL LIMIT %(limit)s;
+
+-- name: claim_mark
+-- Up to `quota` oldest due rows of each tenant in `tenants`, so one tenant's backlog never
+-- fills a claim while another tenant waits.
+UPDATE actor_queues q
+SET status = 'claimed', claimed_by = %(worker_id)s, claim_epoch = q.owner_epoch
+WHERE q.queue_id = ANY(ARRAY(
+    SELECT x.queue_id
+    FROM json_array_elements_text(%(tenants)s::json) AS t(tenant)
+    CROSS JOIN LATERAL (
+        SELECT p.queue_id FROM actor_queues p
+        WHERE p.status = 'pending' AND p.worker_id = %(worker_id)s
+            AND p.tenant = t.tenant AND p.available_at <= %(now)s
+        ORDER BY p.queue_id
+        LIMIT %(quota)s
+        FOR UPDATE SKIP LOCKED) x))
+RETURNING q.queue_id;
+
+-- name: claimed_rows
+SELECT q.queue_id, q.event_id, q.tenant, q.actor, q.instance_id, q.group_id, e.stream,
+    e.data, q.attempts, q.claim_epoch AS epoch, e.appended_at
+FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
+WHERE q.queue_id = ANY(%(id_list)s::bigint[])
+ORDER BY q.queue_id;
+
+-- name: complete
+DELETE FROM actor_queues q
+WHERE q.queue_id = ANY(%(ids)s::bigint[]) AND q.status = 'claimed'
+    AND q.claimed_by = %(worker_id)s AND q.worker_id = %(worker_id)s
+    AND q.claim_epoch = q.owner_epoch
+    AND q.claim_epoch = (%(epochs)s::bigint[])[array_position(%(ids)s::bigint[], q.queue_id)]
+RETURNING q.queue_id;
+
+-- name: requeue
+UPDATE actor_queues
+SET attempts = attempts + 1, available_at = %(available_at)s, error = %(error)s
+WHERE queue_id = %(queue_id)s AND status = 'claimed' AND claimed_by = %(worker_id)s
+    AND worker_id = %(worker_id)s AND claim_epoch = %(epoch)s AND owner_epoch = %(epoch)s;
+
+-- name: dead_letter
+UPDATE actor_queues
+SET attempts = attempts + 1, status = 'dead', error = %(error)s, dead_at = %(now)s,
+    claimed_by = NULL
+WHERE queue_id = %(queue_id)s AND status = 'claimed' AND claimed_by = %(worker_id)s
+    AND worker_id = %(worker_id)s AND claim_epoch = %(epoch)s AND owner_epoch = %(epoch)s;
+
+-- name: list_active_groups
+SELECT DISTINCT group_id FROM actor_queues
+WHERE tenant = %(tenant)s AND actor = %(actor)s AND instance_id = %(instance_id)s
+    AND status <> 'dead'
+ORDER BY group_id;
+
+-- name: dead_letters
+SELECT q.queue_id, q.event_id, e.stream, q.group_id, e.data, q.attempts, q.error, q.dead_at
+FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
+WHERE q.tenant = %(tenant)s AND q.actor = %(actor)s AND q.instance_id = %(instance_id)s
+    AND q.status = 'dead'
+ORDER BY q.queue_id
+LIMIT %(limit)s;
+
+-- name: queue_depths
+SELECT tenant, actor, instance_id, count(*) AS depth FROM actor_queues
+WHERE status <> 'dead'
+GROUP BY tenant, actor, instance_id
+ORDER BY depth DESC, tenant, actor, instance_id
+LIMIT %(limit)s;
+
+-- name: get_state
+SELECT state, version, worker_id, owner_epoch FROM actor_instances
+WHERE tenant = %(tenant)s AND actor = %(actor)s AND instance_id = %(instance_id)s;
+
+-- name: update_state
+UPDATE actor_instances SET state = %(state)s, version = version + 1
+WHERE tenant = %(tenant)s AND actor = %(actor)s AND instance_id = %(instance_id)s
+    AND version = %(expected_version)s AND worker_id = %(worker_id)s
+    AND owner_epoch = %(epoch)s;
+
+-- name: get_instance
+SELECT i.tenant, i.actor, i.instance_id, i.state, i.version, i.worker_id, i.owner_epoch,
+    i.created_at,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'pending') AS pending,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'claimed') AS in_flight,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'dead') AS dead
+FROM actor_instances i
+WHERE i.tenant = %(tenant)s AND i.actor = %(actor)s AND i.instance_id = %(instance_id)s;
+
+-- name: list_instances
+SELECT i.tenant, i.actor, i.instance_id, i.state, i.version, i.worker_id, i.owner_epoch,
+    i.created_at,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'pending') AS pending,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'claimed') AS in_flight,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'dead') AS dead
+FROM actor_instances i
+WHERE i.actor = %(actor)s
+ORDER BY i.tenant, i.instance_id
+LIMIT %(limit)s;
+
+-- name: schedule_events
+INSERT INTO scheduled_events (tenant, stream, data, fire_at_ms, created_at)
+SELECT r.tenant, r.stream, r.data, r.fire_at_ms, %(now)s
+FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, stream TEXT, data TEXT, fire_at_ms BIGINT)
+RETURNING timer_id;
+-- name: notify_schedule_change
+SELECT pg_notify('yoke_schedule_change', '');
+
+-- name: next_fire_at
+SELECT min(fire_at_ms) AS fire_at_ms FROM scheduled_events;
+
+-- name: take_due_timers
+DELETE FROM scheduled_events
+WHERE timer_id IN (
+    SELECT timer_id FROM scheduled_events
+    WHERE fire_at_ms <= %(now_ms)s
+    ORDER BY fire_at_ms, timer_id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+RETURNING timer_id, tenant, stream, data, fire_at_ms;
+
+-- name: register_worker
+INSERT INTO runtime_workers (worker_id, hostname, pid, started_at, heartbeat_at)
+VALUES (%(worker_id)s, %(hostname)s, %(pid)s, %(now)s, %(now)s)
+ON CONFLICT (worker_id) DO UPDATE
+SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, started_at = EXCLUDED.started_at,
+    heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL;
+
+-- name: worker_heartbeat
+UPDATE runtime_workers SET heartbeat_at = %(now)s
+WHERE worker_id = %(worker_id)s AND stopped_at IS NULL;
+
+-- name: mark_worker_stopped
+UPDATE runtime_workers SET stopped_at = %(now)s WHERE worker_id = %(worker_id)s;
+
+-- name: list_workers
+SELECT worker_id, hostname, pid, started_at, heartbeat_at, stopped_at FROM runtime_workers
+ORDER BY worker_id;
+
+-- name: lock_instances_of_worker
+SELECT tenant, actor, instance_id FROM actor_instances
+WHERE worker_id = %(worker_id)s
+ORDER BY tenant, actor, instance_id
+FOR UPDATE;
+
+-- name: lock_orphans
+SELECT tenant, actor, instance_id FROM actor_instances
+WHERE worker_id IS NULL OR worker_id IN (
+    SELECT worker_id FROM runtime_workers
+    WHERE worker_id <> %(worker_id)s
+        AND (stopped_at IS NOT NULL OR heartbeat_at < %(stale_before)s))
+ORDER BY tenant, actor, instance_id
+FOR UPDATE SKIP LOCKED;
+
+-- name: set_owner
+UPDATE actor_instances i SET worker_id = %(owner)s, owner_epoch = i.owner_epoch + 1
+FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id TEXT)
+WHERE i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id;
+
+-- name: unclaim
+UPDATE actor_queues q SET status = 'pending', claimed_by = NULL
+FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id TEXT)
+WHERE q.tenant = r.tenant AND q.actor = r.actor AND q.instance_id = r.instance_id
+    AND q.status = 'claimed';
+
+-- name: reown_queue_rows
+UPDATE actor_queues q SET worker_id = i.worker_id, owner_epoch = i.owner_epoch
+FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id TEXT),
+    actor_instances i
+WHERE q.tenant = r.tenant AND q.actor = r.actor AND q.instance_id = r.instance_id
+    AND i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id
+    AND q.status <> 'dead';

@@ -132,3 +132,258 @@ UPDATE yoke_starts SET status = 'ABORTED', reason = :reason, decided_at = :now
 WHERE instance_id = :instance_id AND status = 'QUEUED'
 RETURNING start_id;
 
+-- name: find_answer
+SELECT * FROM yoke_idempotency
+WHERE principal = :principal AND idem_key = :idem_key AND expires_at > :now;
+
+-- name: drop_expired_answer
+DELETE FROM yoke_idempotency
+WHERE principal = :principal AND idem_key = :idem_key AND expires_at <= :now;
+
+-- name: insert_answer
+INSERT INTO yoke_idempotency (principal, idem_key, fingerprint, status, body, headers,
+    created_at, expires_at)
+VALUES (:principal, :idem_key, :fingerprint, :status, :body, :headers, :created_at, :expires_at)
+ON CONFLICT DO NOTHING;
+
+-- name: get_answer
+SELECT * FROM yoke_idempotency WHERE principal = :principal AND idem_key = :idem_key;
+
+-- name: forget_answers
+DELETE FROM yoke_idempotency WHERE expires_at <= :now;
+
+-- ===================================================================================
+-- actors (seed 000). Writes run inside BEGIN IMMEDIATE, so a
+-- claim, a takeover and a timer firing never interleave and need no row locks. Batches travel
+-- as one JSON array parameter read with json_each. Queue rows carry their instance's owner and
+-- epoch (see the PostgreSQL queries). RETURNING may only name the modified table here, so a
+-- claim marks its rows, then reads them with their events.
+
+-- name: alloc_event_ids
+WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < :n)
+SELECT (SELECT coalesce(max(event_id), 0) FROM stream_events) + i AS id FROM s;
+
+-- name: insert_events
+INSERT INTO stream_events (event_id, tenant, stream, data, appended_at)
+SELECT json_extract(value, '$.event_id'), json_extract(value, '$.tenant'),
+    json_extract(value, '$.stream'), json_extract(value, '$.data'), :now
+FROM json_each(:rows);
+
+-- name: insert_instances
+INSERT INTO actor_instances (tenant, actor, instance_id, worker_id, created_at)
+SELECT json_extract(value, '$.tenant'), json_extract(value, '$.actor'),
+    json_extract(value, '$.instance_id'), :owner, :now
+FROM json_each(:rows)
+WHERE true
+ON CONFLICT DO NOTHING;
+
+-- name: insert_queue_rows
+-- Each row copies its instance's owner and epoch (the IMMEDIATE transaction keeps them still).
+INSERT INTO actor_queues (event_id, tenant, actor, instance_id, group_id, available_at,
+    worker_id, owner_epoch)
+SELECT json_extract(r.value, '$.event_id'), i.tenant, i.actor, i.instance_id,
+    json_extract(r.value, '$.group_id'), :now, i.worker_id, i.owner_epoch
+FROM json_each(:rows) r
+JOIN actor_instances i
+    ON i.tenant = json_extract(r.value, '$.tenant') AND i.actor = json_extract(r.value, '$.actor')
+    AND i.instance_id = json_extract(r.value, '$.instance_id')
+ORDER BY r.key;
+
+-- name: notify_actor_queue
+SELECT 1;
+
+-- name: pending_tenants
+-- Tenants with pending rows for this worker, in name order after :after: a loose index scan.
+WITH RECURSIVE t(tenant) AS (
+    SELECT (SELECT tenant FROM actor_queues
+            WHERE status = 'pending' AND worker_id = :worker_id AND tenant > :after
+            ORDER BY tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT q.tenant FROM actor_queues q
+            WHERE q.status = 'pending' AND q.worker_id = :worker_id AND q.tenant > t.tenant
+            ORDER BY q.tenant LIMIT 1)
+    FROM t WHERE t.tenant IS NOT NULL
+    LIMIT :limit + 1
+)
+SELECT tenant FROM t WHERE tenant IS NOT NULL LIMIT :limit;
+
+-- name: claim_mark
+-- Up to :quota oldest due rows of each tenant in :tenants.
+UPDATE actor_queues
+SET status = 'claimed', claimed_by = :worker_id, claim_epoch = owner_epoch
+WHERE queue_id IN (
+    SELECT p.queue_id
+    FROM json_each(:tenants) t
+    JOIN actor_queues p ON p.queue_id IN (
+        SELECT x.queue_id FROM actor_queues x
+        WHERE x.status = 'pending' AND x.worker_id = :worker_id AND x.tenant = t.value
+            AND x.available_at <= :now
+        ORDER BY x.queue_id
+        LIMIT :quota))
+RETURNING queue_id;
+
+-- name: claimed_rows
+SELECT q.queue_id, q.event_id, q.tenant, q.actor, q.instance_id, q.group_id, e.stream,
+    e.data, q.attempts, q.claim_epoch AS epoch, e.appended_at
+FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
+WHERE q.queue_id IN (SELECT value FROM json_each(:ids))
+ORDER BY q.queue_id;
+
+-- name: complete
+DELETE FROM actor_queues
+WHERE queue_id IN (
+    SELECT q.queue_id
+    FROM json_each(:done) c
+    JOIN actor_queues q ON q.queue_id = json_extract(c.value, '$[0]')
+    WHERE q.status = 'claimed' AND q.claimed_by = :worker_id AND q.worker_id = :worker_id
+        AND q.claim_epoch = q.owner_epoch AND q.claim_epoch = json_extract(c.value, '$[1]'))
+RETURNING queue_id;
+
+-- name: requeue
+UPDATE actor_queues
+SET attempts = attempts + 1, available_at = :available_at, error = :error
+WHERE queue_id = :queue_id AND status = 'claimed' AND claimed_by = :worker_id
+    AND worker_id = :worker_id AND claim_epoch = :epoch AND owner_epoch = :epoch;
+
+-- name: dead_letter
+UPDATE actor_queues
+SET attempts = attempts + 1, status = 'dead', error = :error, dead_at = :now,
+    claimed_by = NULL
+WHERE queue_id = :queue_id AND status = 'claimed' AND claimed_by = :worker_id
+    AND worker_id = :worker_id AND claim_epoch = :epoch AND owner_epoch = :epoch;
+
+-- name: list_active_groups
+SELECT DISTINCT group_id FROM actor_queues
+WHERE tenant = :tenant AND actor = :actor AND instance_id = :instance_id
+    AND status <> 'dead'
+ORDER BY group_id;
+
+-- name: dead_letters
+SELECT q.queue_id, q.event_id, e.stream, q.group_id, e.data, q.attempts, q.error, q.dead_at
+FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
+WHERE q.tenant = :tenant AND q.actor = :actor AND q.instance_id = :instance_id
+    AND q.status = 'dead'
+ORDER BY q.queue_id
+LIMIT :limit;
+
+-- name: queue_depths
+SELECT tenant, actor, instance_id, count(*) AS depth FROM actor_queues
+WHERE status <> 'dead'
+GROUP BY tenant, actor, instance_id
+ORDER BY depth DESC, tenant, actor, instance_id
+LIMIT :limit;
+
+-- name: get_state
+SELECT state, version, worker_id, owner_epoch FROM actor_instances
+WHERE tenant = :tenant AND actor = :actor AND instance_id = :instance_id;
+
+-- name: update_state
+UPDATE actor_instances SET state = :state, version = version + 1
+WHERE tenant = :tenant AND actor = :actor AND instance_id = :instance_id
+    AND version = :expected_version AND worker_id = :worker_id AND owner_epoch = :epoch;
+
+-- name: get_instance
+SELECT i.tenant, i.actor, i.instance_id, i.state, i.version, i.worker_id, i.owner_epoch,
+    i.created_at,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'pending') AS pending,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'claimed') AS in_flight,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'dead') AS dead
+FROM actor_instances i
+WHERE i.tenant = :tenant AND i.actor = :actor AND i.instance_id = :instance_id;
+
+-- name: list_instances
+SELECT i.tenant, i.actor, i.instance_id, i.state, i.version, i.worker_id, i.owner_epoch,
+    i.created_at,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'pending') AS pending,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'claimed') AS in_flight,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'dead') AS dead
+FROM actor_instances i
+WHERE i.actor = :actor
+ORDER BY i.tenant, i.instance_id
+LIMIT :limit;
+
+-- name: schedule_events
+INSERT INTO scheduled_events (tenant, stream, data, fire_at_ms, created_at)
+SELECT json_extract(value, '$.tenant'), json_extract(value, '$.stream'),
+    json_extract(value, '$.data'), json_extract(value, '$.fire_at_ms'), :now
+FROM json_each(:rows)
+WHERE true
+RETURNING timer_id;
+-- name: notify_schedule_change
+SELECT 1;
+
+-- name: next_fire_at
+SELECT min(fire_at_ms) AS fire_at_ms FROM scheduled_events;
+
+-- name: take_due_timers
+DELETE FROM scheduled_events
+WHERE timer_id IN (
+    SELECT timer_id FROM scheduled_events
+    WHERE fire_at_ms <= :now_ms
+    ORDER BY fire_at_ms, timer_id
+    LIMIT :limit)
+RETURNING timer_id, tenant, stream, data, fire_at_ms;
+
+-- name: register_worker
+INSERT INTO runtime_workers (worker_id, hostname, pid, started_at, heartbeat_at)
+VALUES (:worker_id, :hostname, :pid, :now, :now)
+ON CONFLICT (worker_id) DO UPDATE
+SET hostname = excluded.hostname, pid = excluded.pid, started_at = excluded.started_at,
+    heartbeat_at = excluded.heartbeat_at, stopped_at = NULL;
+
+-- name: worker_heartbeat
+UPDATE runtime_workers SET heartbeat_at = :now
+WHERE worker_id = :worker_id AND stopped_at IS NULL;
+
+-- name: mark_worker_stopped
+UPDATE runtime_workers SET stopped_at = :now WHERE worker_id = :worker_id;
+
+-- name: list_workers
+SELECT worker_id, hostname, pid, started_at, heartbeat_at, stopped_at FROM runtime_workers
+ORDER BY worker_id;
+
+-- name: lock_instances_of_worker
+SELECT tenant, actor, instance_id FROM actor_instances
+WHERE worker_id = :worker_id
+ORDER BY tenant, actor, instance_id;
+
+-- name: lock_orphans
+SELECT tenant, actor, instance_id FROM actor_instances
+WHERE worker_id IS NULL OR worker_id IN (
+    SELECT worker_id FROM runtime_workers
+    WHERE worker_id <> :worker_id
+        AND (stopped_at IS NOT NULL OR heartbeat_at < :stale_before))
+ORDER BY tenant, actor, instance_id;
+
+-- name: set_owner
+UPDATE actor_instances SET worker_id = :owner, owner_epoch = owner_epoch + 1
+WHERE (tenant, actor, instance_id) IN (
+    SELECT json_extract(value, '$.tenant'), json_extract(value, '$.actor'),
+        json_extract(value, '$.instance_id')
+    FROM json_each(:rows));
+
+-- name: unclaim
+UPDATE actor_queues SET status = 'pending', claimed_by = NULL
+WHERE status = 'claimed' AND (tenant, actor, instance_id) IN (
+    SELECT json_extract(value, '$.tenant'), json_extract(value, '$.actor'),
+        json_extract(value, '$.instance_id')
+    FROM json_each(:rows));
+
+-- name: reown_queue_rows
+UPDATE actor_queues
+SET worker_id = (SELECT i.worker_id FROM actor_instances i
+        WHERE i.tenant = actor_queues.tenant AND i.actor = actor_queues.actor
+            AND i.instance_id = actor_queues.instance_id),
+    owner_epoch = (SELECT i.owner_epoch FROM actor_instances i
+        WHERE i.tenant = actor_queues.tenant AND i.actor = actor_queues.actor
+            AND i.instance_id = actor_queues.instance_id)
+WHERE status <> 'dead' AND (tenant, actor, instance_id) IN (
+    SELECT json_extract(value, '$.tenant'), json_extract(value, '$.actor'),
+        json_extract(value, '$.instance_id')
+    FROM json_each(:rows));

@@ -1,0 +1,1 @@
+"""Example yoke apps: `yoke serve --app examples.shop:app`."""

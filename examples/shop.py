@@ -1,0 +1,60 @@
+"""A small shop served by yoke: `yoke serve --app examples.shop:app`.
+
+Three workflows show what the scheduler deals with:
+- `checkout`: recorded steps (reserve, charge, ship) and a child workflow (`send_receipt`) that
+  runs on its parent's slot; a resume after a failure re-uses the steps already done;
+- `send_receipt`: the child, also startable on its own;
+- `restock`: a slow job (`{"seconds": n}`), handy to fill slots and watch starts queue.
+
+Try it (no tokens file: the server binds 127.0.0.1 and every caller is the local admin):
+
+    yoke serve --app examples.shop:app --database-url sqlite:///./.yoke/shop.db &
+    yoke start checkout --input '{"order": 1, "items": ["tea"], "total": 12.5}' --wait 5
+    yoke limits set --max-running 1 && yoke start restock --input '{"seconds": 30}'
+    yoke start restock --input '{"seconds": 1}'      # 202 QUEUED behind the first
+    yoke executions list
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import yoke
+
+app = yoke.App()
+
+
+async def _reserve(items: list[str]) -> dict[str, Any]:
+    await asyncio.sleep(0.01)  # stands for a call to the stock service
+    return {"reserved": items}
+
+
+async def _charge(total: float) -> dict[str, Any]:
+    await asyncio.sleep(0.01)  # stands for a call to the payment provider
+    if total < 0:
+        raise ValueError("a negative total cannot be charged")
+    return {"charged": total}
+
+
+@app.workflow()
+async def send_receipt(ctx: yoke.Context, input: Any) -> dict[str, Any]:
+    order = input.get("order") if isinstance(input, dict) else None
+    return {"receipt": f"receipt for order {order}"}
+
+
+@app.workflow()
+async def checkout(ctx: yoke.Context, input: Any) -> dict[str, Any]:
+    order = input if isinstance(input, dict) else {}
+    reserved = await ctx.step("reserve", _reserve, list(order.get("items", [])))
+    charged = await ctx.step("charge", _charge, float(order.get("total", 0)))
+    receipt = await ctx.child(send_receipt, {"order": order.get("order")})
+    shipped = await ctx.step("ship", lambda: {"shipped": True})
+    return {**reserved, **charged, **receipt, **shipped}
+
+
+@app.workflow()
+async def restock(ctx: yoke.Context, input: Any) -> dict[str, Any]:
+    seconds = float(input.get("seconds", 1)) if isinstance(input, dict) else 1.0
+    await asyncio.sleep(min(max(seconds, 0.0), 3600.0))  # the work this example pretends to do
+    return {"restocked": True, "after": seconds}

@@ -1,0 +1,298 @@
+"""Actor definitions: `yoke.Queue`, `yoke.Backoff`, the `Event` a `process()` receives, and the
+registry that `@app.actor(...)` fills and that routes an appended event to its queue rows.
+
+Everything here is checked when the actor is defined, so a bad definition fails at import time
+and never inside a running worker. This module must never touch the store, a clock or asyncio.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from yoke.errors import BadType, BadValue
+from yoke.store.actor_records import NewEvent, Target
+
+if TYPE_CHECKING:
+    from yoke.actors.ctx import ActorCtx
+
+DEFAULT_GROUP = ""
+SINGLETON = "_"  # instance id of an actor defined with key=None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Event:
+    """What `process(ctx, event)` receives: one queue row of the instance, decoded."""
+
+    id: int  # the actor_queues row id; unique per fan-out target
+    event_id: int  # the stream event; shared by every instance it fanned out to
+    stream: str
+    tenant: str
+    data: Any
+    group_id: str
+    attempt: int  # 1 on the first try
+    appended_at: float
+
+
+Selector = Callable[[Sequence[Event]], "Event | int | None"]
+GroupBy = str | Callable[[Any], Hashable] | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Queue:
+    """How one instance's events are drained (seed 000 `queue: {mode, concurrency}`).
+
+    `fifo`: oldest first within a group. `custom`: `select` chooses among a group's pending
+    events: a function over them (returning the event, its id, or None for none now), or a
+    config `{"order_by": "data.field", "desc": bool}`. `concurrency` caps concurrent
+    `process()` calls per (instance, group); `group_by` names the group: a data field, a
+    function of the data, or None (one group per instance).
+    """
+
+    mode: Literal["fifo", "custom"] = "fifo"
+    concurrency: int = 1
+    group_by: GroupBy = None
+    select: Selector | Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("fifo", "custom"):
+            raise BadValue(f"queue mode must be 'fifo' or 'custom', got {self.mode!r}")
+        c = self.concurrency
+        if isinstance(c, bool) or not isinstance(c, int):
+            raise BadType(f"queue concurrency must be an int, not {type(c).__name__}")
+        if c < 1:
+            raise BadValue(f"queue concurrency must be >= 1, got {c}")
+        g = self.group_by
+        if g is not None and not isinstance(g, str) and not callable(g):
+            raise BadType("group_by must be a field name, a function or None")
+        if self.mode == "custom":
+            if self.select is None:
+                raise BadValue("queue mode 'custom' needs a select function or config")
+            object.__setattr__(self, "select", as_selector(self.select))
+        elif self.select is not None:
+            raise BadValue("select is only used with mode='custom'")
+
+    def selector(self) -> Selector:
+        assert callable(self.select)
+        return self.select
+
+    def group_of(self, data: Any) -> str:
+        g = self.group_by
+        if g is None:
+            return DEFAULT_GROUP
+        value = g(data) if callable(g) else _field(data, g)
+        return DEFAULT_GROUP if value is None else str(value)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Backoff:
+    """Delay before retrying a failed event: `initial * factor**(n-1)`, at most `maximum`.
+
+    `max_attempts` (None: unlimited, as the seed) moves the event to the dead letters after
+    that many failed attempts.
+    """
+
+    initial: float = 0.1
+    maximum: float = 30.0
+    factor: float = 2.0
+    max_attempts: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("initial", "maximum", "factor"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise BadType(f"backoff {name} must be a number")
+            if not math.isfinite(v) or v < 0:
+                raise BadValue(f"backoff {name} must be a finite number >= 0, got {v}")
+        if self.factor < 1:
+            raise BadValue(f"backoff factor must be >= 1, got {self.factor}")
+        m = self.max_attempts
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise BadValue(f"max_attempts must be an int >= 1 or None, got {m!r}")
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait after the `failures`-th failed attempt (1-based)."""
+        if failures < 1:
+            return 0.0
+        exp = min(failures - 1, 64)  # 2**64 * anything is past every sane maximum
+        return float(min(self.maximum, self.initial * self.factor**exp))
+
+    def exhausted(self, failures: int) -> bool:
+        return self.max_attempts is not None and failures >= self.max_attempts
+
+
+Process = Callable[["ActorCtx", Event], Awaitable[None]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+class ActorDef:
+    name: str
+    subscribe: tuple[str, ...]
+    key: str | None
+    queue: Queue
+    backoff: Backoff
+    process: Process = field(repr=False)
+
+    def instance_of(self, data: Any) -> str | None:
+        """The instance an event of this actor goes to; None if its key field is missing."""
+        if self.key is None:
+            return SINGLETON
+        value = _field(data, self.key)
+        if value is None or isinstance(value, dict | list):
+            return None
+        return str(value)
+
+
+class ActorRegistry:
+    """The actors of one app, by name, and the subscriptions of each stream."""
+
+    def __init__(self) -> None:
+        self._actors: dict[str, ActorDef] = {}
+        self._by_stream: dict[str, list[ActorDef]] = {}
+
+    def __repr__(self) -> str:
+        return f"ActorRegistry(actors={sorted(self._actors)})"
+
+    def __len__(self) -> int:
+        return len(self._actors)
+
+    def actor(
+        self,
+        name: str | None = None,
+        *,
+        subscribe: Sequence[str],
+        key: str | None = None,
+        queue: Queue | None = None,
+        backoff: Backoff | None = None,
+    ) -> Callable[[Process], Process]:
+        if isinstance(subscribe, str) or not all(isinstance(s, str) and s for s in subscribe):
+            raise BadType("subscribe must be a list of non-empty stream names")
+        if not subscribe:
+            raise BadValue("an actor must subscribe to at least one stream")
+        if key is not None and (not isinstance(key, str) or not key):
+            raise BadType("key must be a field name (str) or None")
+        if queue is not None and not isinstance(queue, Queue):
+            raise BadType("queue must be a yoke.Queue")
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise BadType("backoff must be a yoke.Backoff")
+
+        def register(fn: Process) -> Process:
+            if not inspect.iscoroutinefunction(fn):
+                raise BadType("an actor's process must be an `async def process(ctx, event)`")
+            actor_name = name or fn.__name__
+            if actor_name in self._actors:
+                raise BadValue(f"actor {actor_name!r} is defined twice")
+            d = ActorDef(
+                name=actor_name,
+                subscribe=tuple(dict.fromkeys(subscribe)),
+                key=key,
+                queue=queue or Queue(),
+                backoff=backoff or Backoff(),
+                process=fn,
+            )
+            self._actors[actor_name] = d
+            for s in d.subscribe:
+                self._by_stream.setdefault(s, []).append(d)
+            return fn
+
+        return register
+
+    def get(self, name: str) -> ActorDef | None:
+        return self._actors.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._actors)
+
+    def route(self, stream: str, data: Any) -> tuple[Target, ...]:
+        """The queue rows an event on `stream` fans out to (subscribers whose key is present)."""
+        out: list[Target] = []
+        for d in self._by_stream.get(stream, ()):
+            instance = d.instance_of(data)
+            if instance is not None:
+                out.append(
+                    Target(actor=d.name, instance_id=instance, group_id=d.queue.group_of(data))
+                )
+        return tuple(out)
+
+    def new_event(self, stream: str, data: Any, *, tenant: str) -> NewEvent:
+        if not isinstance(stream, str) or not stream:
+            raise BadType("stream must be a non-empty str")
+        if not isinstance(tenant, str) or not tenant:
+            raise BadType("tenant must be a non-empty str")
+        return NewEvent(
+            tenant=tenant, stream=stream, data=encode(data), targets=self.route(stream, data)
+        )
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)  # built once: hot path
+
+
+def encode(data: Any) -> str:
+    try:
+        return _ENCODER.encode(data)
+    except (TypeError, ValueError) as exc:
+        raise BadValue(f"event data must be JSON-serialisable: {exc}") from None
+
+
+def _field(data: Any, path: str) -> Any:
+    """`a.b.c` into nested mappings; None when any step is missing."""
+    cur = data
+    for part in path.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def as_selector(select: Selector | Mapping[str, Any]) -> Selector:
+    if callable(select):
+        return select
+    if isinstance(select, Mapping):
+        return select_from_config(select)
+    raise BadType("select must be a function or a config mapping")
+
+
+def select_from_config(config: Mapping[str, Any]) -> Selector:
+    """Seed 000 `queueSelectFromConfig`: `{"order_by": "data.field" | "id" | ..., "desc": b}`.
+
+    Events missing the field sort last; ties (and missing fields) go oldest first."""
+    unknown = set(config) - {"order_by", "desc"}
+    if unknown:
+        raise BadValue(f"unknown select config keys: {sorted(unknown)}")
+    order_by = config.get("order_by", "id")
+    desc = config.get("desc", False)
+    if not isinstance(order_by, str) or not order_by:
+        raise BadType("select order_by must be a non-empty str")
+    if not isinstance(desc, bool):
+        raise BadType("select desc must be a bool")
+    head, _, rest = order_by.partition(".")
+    if head not in ("data", "id", "event_id", "appended_at", "attempt"):
+        raise BadValue(
+            f"select order_by must start with 'data.' or name an event field, got {order_by!r}"
+        )
+    if head != "data" and rest:
+        raise BadValue(f"select order_by {order_by!r}: only data has sub-fields")
+
+    def value(e: Event) -> Any:
+        return _field(e.data, rest) if head == "data" else getattr(e, head)
+
+    def select(events: Sequence[Event]) -> Event | None:
+        best: Event | None = None
+        best_v: Any = None
+        for e in events:  # already oldest first
+            v = value(e)
+            if v is None:
+                continue
+            try:
+                better = best is None or (v > best_v if desc else v < best_v)
+            except TypeError:
+                better = False  # incomparable values: keep the older one
+            if better:
+                best, best_v = e, v
+        return best if best is not None else (events[0] if events else None)
+
+    return select

@@ -1,0 +1,614 @@
+"""`QueueDrainScheduler`: claim the `actor_queues` rows of owned instances and run `process()`.
+
+Two kernels decide, the store only records (STYLE habit 1, PEERS observation 5):
+
+* one kernel per instance (KERNEL 4.8, Spec C): `policy="fifo"`, lane = `group_id`, lane cap =
+  `queue.concurrency`. Its `pop_next` yields the oldest event of a group with a free slot, so
+  FIFO per group and the per-group cap hold by construction; custom mode uses
+  `pending(group)` + the actor's select + `claim(id)` instead.
+* one worker kernel, `policy="sfq"`, lane = tenant, global cap `YOKE_WORKER_CONCURRENCY`: among
+  events their groups let start, it picks which run now, so one tenant's flood shares the
+  worker's slots with the others instead of starving them.
+
+Durability: rows are claimed in batches (`claim_next`, `FOR UPDATE SKIP LOCKED` on PostgreSQL)
+up to a local prefetch window, and completions are written in batches by one flusher that
+takes whatever finished while its previous statement ran (group commit). A completion is
+therefore durable a moment after its slot is reused: a crash in between re-runs that event
+(at-least-once, like every queue that acknowledges after the work). A throw requeues the event
+in the store with its backoff (attempts and `available_at`, so a takeover honours them) while
+it keeps its group slot, so a retried event keeps its place and nothing of its group overtakes
+it; after `max_attempts` it becomes a dead letter.
+
+Kernel state changes happen between awaits, never across one. The drain is event-driven: new
+rows (`wake()`: an append here, a NOTIFY, boot), a freed slot, a due retry; the backup poll
+only covers a missed NOTIFY.
+
+This module must never name a store backend and reads time only through its `Clock`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from yoke.actors.completions import CompletionWriter
+from yoke.actors.ctx import ActorCtx, CtxHost, Fenced, InstanceStateCell, StateHandle
+from yoke.actors.definitions import ActorDef, ActorRegistry, Event
+from yoke.actors.metrics import ActorMetrics
+from yoke.actors.protocol import ActorStore
+from yoke.clock import Clock
+from yoke.errors import YokeError
+from yoke.kernel import Item, ItemState, Kernel
+from yoke.store.actor_records import ClaimedEvent, Completion, InstanceRef
+
+log = logging.getLogger("yoke.actors.drain")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DrainConfig:
+    concurrency: int = 64  # worker-wide cap on concurrent process() calls
+    batch_size: int = 256  # rows per claim and per completion statement, at most
+    prefetch: int = 1024  # claimed rows held here beyond the running ones, at most
+    poll_interval: float = 15.0  # backup poll for a missed NOTIFY (YOKE_NOTIFY_POLL_BACKUP_SECS)
+    retry_store_after: float = 0.5  # first pause when the store is unavailable (doubles to 10 s)
+    idle_instances: int = 10_000  # instances holding nothing whose state stays cached here
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DrainStats:
+    held: int  # claimed rows held by this worker (queued here, running or waiting to retry)
+    running: int  # process() calls in progress
+    retrying: int  # failed events waiting for their backoff
+    processed: int
+    errors: int
+    dead: int
+    fenced: int
+    completing: int  # completions not yet written
+    instances: int  # instances known here (holding events, or resting with cached state)
+
+
+class _Instance:
+    __slots__ = ("actor", "cap", "cell", "custom", "groups", "kernel", "lost", "ref")
+
+    def __init__(self, actor: ActorDef, cell: InstanceStateCell) -> None:
+        self.actor = actor
+        self.ref = cell.ref
+        self.cell = cell
+        self.cap = actor.queue.concurrency
+        self.custom = actor.queue.mode == "custom"
+        self.kernel = Kernel(policy="fifo")
+        # Events held here per group; a group's lane cap is set while it holds any, so the
+        # kernel forgets idle groups (memory stays O(live groups)).
+        self.groups: dict[str, int] = {}
+        self.lost = False
+
+    def __repr__(self) -> str:
+        k = self.kernel
+        return (
+            f"_Instance({self.ref.actor}/{self.ref.instance_id}, epoch={self.cell.epoch}, "
+            f"queued={k.queued}, running={k.running}, lost={self.lost})"
+        )
+
+
+class _Job:
+    __slots__ = ("event", "failures", "inst", "row")
+
+    def __init__(self, row: ClaimedEvent, inst: _Instance, event: Event) -> None:
+        self.row = row
+        self.inst = inst
+        self.event = event
+        self.failures = 0
+
+    @property
+    def completion(self) -> Completion:
+        return Completion(queue_id=self.row.queue_id, epoch=self.row.epoch)
+
+
+class QueueDrainScheduler:
+    """Drains the instances this worker owns. Run `run()` as a task; `wake()` on new rows."""
+
+    def __init__(
+        self,
+        *,
+        store: ActorStore,
+        registry: ActorRegistry,
+        host: CtxHost,
+        worker_id: str,
+        clock: Clock,
+        config: DrainConfig | None = None,
+        metrics: ActorMetrics | None = None,
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._host = host
+        self._worker_id = worker_id
+        self._clock = clock
+        self._cfg = config or DrainConfig()
+        self._metrics = metrics or ActorMetrics(None)
+        self._wk = Kernel(policy="sfq", global_cap=self._cfg.concurrency)
+        self._instances: dict[InstanceRef, _Instance] = {}
+        self._resting: OrderedDict[InstanceRef, None] = OrderedDict()
+        self._jobs: dict[int, _Job] = {}
+        self._dirty: dict[_Instance, None] = {}
+        self._ready: asyncio.Queue[_Job | _Callback] = asyncio.Queue()
+        self._retries: list[tuple[float, int, _Job]] = []
+        self._retry_wake = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._completions = CompletionWriter(
+            store,
+            worker_id,
+            batch_size=self._cfg.batch_size,
+            retry_after=self._cfg.retry_store_after,
+            on_fenced=self._count_fenced,
+        )
+        self._idle = asyncio.Event()
+        self._more = False
+        self._tenant_cursor = ""  # claims serve tenants in name order from here (wrapping)
+        self._pump_soon = False
+        self._closing = False
+        self._running = 0
+        self._counts = {"processed": 0, "errors": 0, "dead": 0, "fenced": 0}
+        self._tie = itertools.count()
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return (
+            f"QueueDrainScheduler(worker={self._worker_id!r}, held={s.held}, "
+            f"running={s.running}, retrying={s.retrying}, processed={s.processed}, "
+            f"errors={s.errors}, completing={s.completing})"
+        )
+
+    def stats(self) -> DrainStats:
+        return DrainStats(
+            held=len(self._jobs),
+            running=self._running,
+            retrying=len(self._retries),
+            completing=len(self._completions),
+            instances=len(self._instances),
+            **self._counts,
+        )
+
+    def in_flight(self, ref: InstanceRef) -> int:
+        inst = self._instances.get(ref)
+        return 0 if inst is None else inst.kernel.running
+
+    # -- services --------------------------------------------------------------------------
+    def wake(self) -> None:
+        """New rows may be waiting for this worker (an append, a NOTIFY, a takeover)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Run until cancelled: fetcher, completion flusher, retry timer and the runners."""
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._fetch_loop(), name="yoke-drain-fetch")
+            tg.create_task(self._completions.run(), name="yoke-drain-complete")
+            tg.create_task(self._retry_loop(), name="yoke-drain-retry")
+            for i in range(self._cfg.concurrency):
+                tg.create_task(self._runner(), name=f"yoke-drain-runner-{i}")
+
+    async def shutdown(self, grace: float) -> None:
+        """Stop claiming, let running calls finish (up to `grace` seconds), write completions."""
+        self._closing = True
+        for inst in list(self._instances.values()):
+            self._drop_queued(inst)
+        if self._running:
+            self._idle.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(grace):
+                    while self._running:
+                        await self._idle.wait()
+                        self._idle.clear()
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Write every completion made so far, including a batch being retried right now
+        (used at shutdown and by tests)."""
+        await self._completions.flush()
+
+    def _count_fenced(self, n: int) -> None:
+        self._counts["fenced"] += n
+
+    # -- claiming --------------------------------------------------------------------------
+    def _room(self) -> int:
+        return self._cfg.prefetch + self._cfg.concurrency - len(self._jobs)
+
+    async def _fetch_loop(self) -> None:
+        pause = self._cfg.retry_store_after
+        self._wake.set()  # boot: whatever is already waiting
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._cfg.poll_interval):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                while not self._closing and (room := self._room()) > 0:
+                    limit = min(room, self._cfg.batch_size)
+                    rows = await self._store.claim_next(
+                        self._worker_id,
+                        limit=limit,
+                        now=self._clock.wall(),
+                        after_tenant=self._tenant_cursor,
+                    )
+                    # A claim shares its rows between tenants, so a short one does not mean
+                    # the queue is empty: only an empty claim does.
+                    self._more = bool(rows)
+                    if rows:
+                        cursor = self._tenant_cursor
+                        self._tenant_cursor = max(
+                            (r.tenant for r in rows if r.tenant > cursor), default=""
+                        )
+                        self._accept(rows)
+                        self._pump()
+                    if not self._more:
+                        break
+                pause = self._cfg.retry_store_after
+            except YokeError as exc:
+                log.warning("claiming actor events failed (retrying in %.1fs): %s", pause, exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 10.0)
+                self._wake.set()
+
+    def _accept(self, rows: list[ClaimedEvent]) -> None:
+        for row in rows:
+            held = self._jobs.get(row.queue_id)
+            if held is not None:
+                # Re-claimed under a newer epoch while still held here (we lost and regained
+                # the instance): finish it under the new epoch.
+                held.row = row
+                continue
+            inst = self._instance_for(row)
+            if inst is None:
+                continue
+            job = _Job(row, inst, _event(row, attempt=row.attempts + 1))
+            self._jobs[row.queue_id] = job
+            k, g = inst.kernel, row.group_id
+            n = inst.groups.get(g, 0)
+            if not n:
+                k.set_lane_cap(g, inst.cap)
+            inst.groups[g] = n + 1
+            k.push(row.queue_id, g, seq=row.queue_id, payload=job)
+            self._dirty[inst] = None
+
+    def _instance_for(self, row: ClaimedEvent) -> _Instance | None:
+        ref = row.ref
+        inst = self._instances.get(ref)
+        if inst is not None and not inst.lost and inst.cell.epoch == row.epoch:
+            self._resting.pop(ref, None)
+            return inst
+        actor = self._registry.get(row.actor)
+        if actor is None:
+            log.warning(
+                "no actor %r is defined in this worker; its event %d waits", row.actor, row.queue_id
+            )
+            self._spawn_requeue(row, "actor not defined in this worker")
+            return None
+        if inst is not None:
+            self._drop_queued(inst)  # an older epoch: what it still holds is fenced
+        cell = InstanceStateCell(self._store, ref, worker_id=self._worker_id, epoch=row.epoch)
+        inst = _Instance(actor, cell)
+        self._instances[ref] = inst
+        return inst
+
+    def _spawn_requeue(self, row: ClaimedEvent, why: str) -> None:
+        at = self._clock.wall() + self._cfg.poll_interval
+        comp = Completion(queue_id=row.queue_id, epoch=row.epoch)
+
+        async def put_back() -> None:
+            with contextlib.suppress(YokeError):
+                await self._store.requeue(self._worker_id, comp, available_at=at, error=why)
+
+        self._ready.put_nowait(_Callback(put_back))
+
+    # -- the pick ----------------------------------------------------------------------------
+    def _pump(self) -> None:
+        """Hand every event its group lets start to the worker kernel; start its picks."""
+        self._pump_soon = False
+        dirty, wk = self._dirty, self._wk
+        while dirty:
+            inst = next(iter(dirty))
+            del dirty[inst]
+            if inst.lost:
+                continue
+            if inst.custom:
+                self._select_custom(inst)
+            else:
+                k = inst.kernel
+                while (it := k.pop_next()) is not None:
+                    job: _Job = it.payload  # type: ignore[assignment]
+                    wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
+        if self._closing:
+            return
+        while (it := wk.pop_next()) is not None:
+            self._running += 1
+            self._ready.put_nowait(it.payload)  # type: ignore[arg-type]
+
+    def _select_custom(self, inst: _Instance) -> None:
+        """Seed 000 custom mode: list a group's pending events, let `select` choose, claim it."""
+        k, select, wk = inst.kernel, inst.actor.queue.selector(), self._wk
+        groups = list(dict.fromkeys(it.lane for it in _queued_items(k)))
+        for group in groups:
+            while k.lane_stats(group).running < inst.cap:
+                pending = k.pending(group)
+                if not pending:
+                    break
+                events = [it.payload.event for it in pending]  # type: ignore[attr-defined]
+                try:
+                    chosen = select(events)
+                except Exception:
+                    log.exception(
+                        "select of actor %r failed; taking the oldest event", inst.actor.name
+                    )
+                    chosen = events[0]
+                if chosen is None:
+                    break
+                qid = chosen.id if isinstance(chosen, Event) else chosen
+                got = k.claim(qid) if k.get(qid) is not None else None
+                if got is None:
+                    log.warning(
+                        "select of actor %r chose %r, not a pending event of group %r",
+                        inst.actor.name,
+                        chosen,
+                        group,
+                    )
+                    break
+                job: _Job = got.payload  # type: ignore[assignment]
+                wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
+
+    # -- running -----------------------------------------------------------------------------
+    async def _runner(self) -> None:
+        while True:
+            job = await self._ready.get()
+            if isinstance(job, _Callback):
+                await job.fn()
+                continue
+            await self.dispatch_process(job)
+
+    async def dispatch_process(self, job: _Job) -> None:
+        """Seed 000 `dispatch_process`: run `process(ctx, event)` for one claimed event."""
+        inst = job.inst
+        error: BaseException | None = None
+        cell = inst.cell
+        if not cell.loaded:
+            try:
+                await cell.load()
+            except Fenced as exc:
+                self._lost(inst, exc)
+                self._end(job)
+                return
+            except YokeError as exc:  # the store is down: not the event's fault, no attempt
+                log.warning("loading the state of %s failed; retrying: %s", inst.ref, exc)
+                self._hold(job, self._cfg.retry_store_after)
+                return
+        try:
+            ctx = ActorCtx(
+                host=self._host,
+                actor=inst.actor.name,
+                instance_id=inst.ref.instance_id,
+                tenant=inst.ref.tenant,
+                state=StateHandle(cell),
+            )
+            await inst.actor.process(ctx, job.event)
+        except Fenced as exc:
+            self._lost(inst, exc)
+            self._end(job)
+            return
+        except Exception as exc:
+            error = exc
+        except asyncio.CancelledError:
+            self._running -= 1
+            raise
+        if error is None:
+            self._counts["processed"] += 1
+            self._metrics.processed(inst.actor.name)
+            self._completions.add(job.completion)
+            self._end(job)
+        else:
+            await self._failed(job, error)
+
+    async def _failed(self, job: _Job, error: BaseException) -> None:
+        inst = job.inst
+        self._counts["errors"] += 1
+        self._metrics.failed(inst.actor.name)
+        job.failures += 1
+        failures = job.row.attempts + job.failures
+        text = f"{type(error).__name__}: {error}"
+        backoff = inst.actor.backoff
+        if backoff.exhausted(failures):
+            log.warning(
+                "actor %r event %d failed %d times, now a dead letter: %s",
+                inst.actor.name,
+                job.row.queue_id,
+                failures,
+                text,
+            )
+            try:
+                if not await self._store.dead_letter(
+                    self._worker_id, job.completion, error=text, now=self._clock.wall()
+                ):
+                    self._counts["fenced"] += 1
+            except YokeError as exc:
+                log.warning("could not record dead letter %d: %s", job.row.queue_id, exc)
+            self._counts["dead"] += 1
+            self._end(job)
+            return
+        delay = backoff.delay(failures)
+        log.info(
+            "actor %r event %d failed (attempt %d), retry in %.2fs: %s",
+            inst.actor.name,
+            job.row.queue_id,
+            failures,
+            delay,
+            text,
+        )
+        try:
+            ok = await self._store.requeue(
+                self._worker_id, job.completion, available_at=self._clock.wall() + delay, error=text
+            )
+        except YokeError as exc:  # the row stays claimed: retried here, or after a takeover
+            log.warning("could not record the retry of event %d: %s", job.row.queue_id, exc)
+            ok = True
+        if not ok:
+            self._lost(inst, Fenced("requeue refused"))
+            self._end(job)
+            return
+        job.event = _event(job.row, attempt=failures + 1)
+        self._hold(job, delay)
+
+    def _hold(self, job: _Job, delay: float) -> None:
+        """Run `job` again after `delay`: it keeps its group slot (its place, so nothing of its
+        group overtakes it) and gives the worker slot back meanwhile."""
+        self._running -= 1
+        self._wk.release(job.row.queue_id)
+        heapq.heappush(self._retries, (self._clock.monotonic() + delay, next(self._tie), job))
+        self._retry_wake.set()
+        self._after_stop()
+
+    def _end(self, job: _Job) -> None:
+        """The job is over here (done, dead or fenced): free both of its slots."""
+        self._running -= 1
+        qid = job.row.queue_id
+        self._jobs.pop(qid, None)
+        if self._wk.get(qid) is not None:
+            self._wk.release(qid)
+        inst = job.inst
+        k = inst.kernel
+        it = k.get(qid)
+        if it is not None and it.state is ItemState.RUNNING:
+            k.release(qid)
+            _forget(inst, job.row.group_id)
+        if not inst.lost:
+            self._dirty[inst] = None
+            if not inst.groups:
+                self._rest(inst)
+        elif k.running == 0 and self._instances.get(inst.ref) is inst:
+            del self._instances[inst.ref]
+        self._after_stop()
+
+    def _rest(self, inst: _Instance) -> None:
+        """An instance that holds nothing here keeps its cached state for a while; the
+        least recently used ones beyond `idle_instances` are forgotten (memory stays bounded)."""
+        resting = self._resting
+        resting[inst.ref] = None
+        resting.move_to_end(inst.ref)
+        while len(resting) > self._cfg.idle_instances:
+            ref, _ = resting.popitem(last=False)
+            old = self._instances.get(ref)
+            if old is not None and not old.groups:
+                del self._instances[ref]
+
+    def _after_stop(self) -> None:
+        if not self._running:
+            self._idle.set()
+        if not self._pump_soon:
+            # One pump for every slot freed in this turn of the event loop.
+            self._pump_soon = True
+            asyncio.get_running_loop().call_soon(self._pump)
+        if self._more and self._room() >= self._cfg.batch_size // 2:
+            self._more = False
+            self._wake.set()
+
+    async def _retry_loop(self) -> None:
+        while True:
+            timeout = None
+            if self._retries:
+                timeout = max(0.0, self._retries[0][0] - self._clock.monotonic())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._retry_wake.wait()
+            self._retry_wake.clear()
+            now = self._clock.monotonic()
+            while self._retries and self._retries[0][0] <= now:
+                _, _, job = heapq.heappop(self._retries)
+                if job.inst.lost:
+                    self._release_group(job)
+                    continue
+                self._wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
+            self._pump()
+
+    def _release_group(self, job: _Job) -> None:
+        qid = job.row.queue_id
+        self._jobs.pop(qid, None)
+        k = job.inst.kernel
+        it = k.get(qid)
+        if it is not None and it.state is ItemState.RUNNING:
+            k.release(qid)
+            _forget(job.inst, job.row.group_id)
+
+    # -- ownership lost --------------------------------------------------------------------
+    def _lost(self, inst: _Instance, exc: BaseException) -> None:
+        if not inst.lost:
+            log.warning("lost instance %s/%s: %s", inst.ref.actor, inst.ref.instance_id, exc)
+            self._counts["fenced"] += 1
+        self._drop_queued(inst)
+
+    def _drop_queued(self, inst: _Instance) -> None:
+        """Forget what an instance holds here but has not started: its new owner runs it."""
+        inst.lost = True
+        self._dirty.pop(inst, None)
+        for it in _queued_items(inst.kernel):
+            inst.kernel.cancel(it.id)
+            self._jobs.pop(it.id, None)  # type: ignore[call-overload]
+            _forget(inst, it.lane)  # type: ignore[arg-type]
+        for it in list(_items_of(self._wk, inst)):
+            if it.state is ItemState.QUEUED:
+                self._wk.cancel(it.id)
+                self._jobs.pop(it.id, None)  # type: ignore[call-overload]
+                k = inst.kernel
+                if k.get(it.id) is not None:
+                    k.release(it.id)
+                    _forget(inst, it.payload.row.group_id)  # type: ignore[attr-defined]
+
+
+class _Callback:
+    """A small store chore run by a runner, so it is awaited inside the drain's TaskGroup."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+
+def _forget(inst: _Instance, group: str) -> None:
+    """One event of `group` is gone from this instance; an idle group drops its lane cap."""
+    held = inst.groups[group] - 1
+    if held:
+        inst.groups[group] = held
+    else:
+        del inst.groups[group]
+        inst.kernel.set_lane_cap(group, None)  # lets the kernel forget the idle group
+
+
+def _event(row: ClaimedEvent, *, attempt: int) -> Event:
+    return Event(
+        id=row.queue_id,
+        event_id=row.event_id,
+        stream=row.stream,
+        tenant=row.tenant,
+        data=json.loads(row.data),
+        group_id=row.group_id,
+        attempt=attempt,
+        appended_at=row.appended_at,
+    )
+
+
+def _queued_items(k: Kernel) -> list[Item]:
+    out: list[Item] = []
+    for lane in list(k.stats().lanes):
+        out.extend(k.pending(lane))
+    return out
+
+
+def _items_of(wk: Kernel, inst: _Instance) -> list[Item]:
+    return [
+        it
+        for it in wk.pending(inst.ref.tenant)
+        if isinstance(it.payload, _Job) and it.payload.inst is inst
+    ]

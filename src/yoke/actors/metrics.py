@@ -1,0 +1,89 @@
+"""Prometheus metrics of the actor runtime (seed 000 names), on the app's own registry.
+
+`yoke_actor_process_total` and `yoke_actor_process_errors_total` count `process()` calls per
+actor; `yoke_queue_depth` is per instance, but only for the `depth_limit` deepest instances at
+each refresh (bounded cardinality: label sets of instances that drop out are removed);
+`yoke_runtime_workers` counts workers with a recent heartbeat. Without `prometheus_client`
+installed (or with `registry=None`) every method is a no-op, so the runtime never depends on
+it. The registry is the app's own, never the global default one: two apps in one process (as
+in tests) count apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from yoke.store.actor_records import QueueDepth
+
+try:  # optional: metrics are a feature, not a requirement of the runtime
+    import prometheus_client as _prom
+except ImportError:  # pragma: no cover - exercised only where prometheus_client is absent
+    _prom = None  # type: ignore[assignment]
+
+
+class ActorMetrics:
+    """The actor metrics on `registry` (a `prometheus_client.CollectorRegistry`), or none."""
+
+    def __init__(self, registry: Any | None) -> None:
+        self.registry = registry  # render with prometheus_client.generate_latest(registry)
+        self.enabled = registry is not None and _prom is not None
+        self._processed: dict[str, Any] = {}
+        self._failed: dict[str, Any] = {}
+        self._depth_labels: set[tuple[str, str, str]] = set()
+        if not self.enabled:
+            return
+        assert _prom is not None
+        self._process_total = _prom.Counter(
+            "yoke_actor_process", "process() invocations", ["actor"], registry=registry
+        )
+        self._errors_total = _prom.Counter(
+            "yoke_actor_process_errors", "Failed process() calls", ["actor"], registry=registry
+        )
+        self._depth = _prom.Gauge(
+            "yoke_queue_depth",
+            "Per-instance queue depth (the deepest instances only)",
+            ["tenant", "actor", "instance"],
+            registry=registry,
+        )
+        self._workers = _prom.Gauge(
+            "yoke_runtime_workers", "Workers with a recent heartbeat", registry=registry
+        )
+
+    def processed(self, actor: str) -> None:
+        if self.enabled:
+            c = self._processed.get(actor)
+            if c is None:
+                c = self._processed[actor] = self._process_total.labels(actor)
+            c.inc()
+
+    def failed(self, actor: str) -> None:
+        if self.enabled:
+            c = self._failed.get(actor)
+            if c is None:
+                c = self._failed[actor] = self._errors_total.labels(actor)
+            c.inc()
+
+    def set_depths(self, depths: Iterable[QueueDepth]) -> None:
+        if not self.enabled:
+            return
+        seen: set[tuple[str, str, str]] = set()
+        for d in depths:
+            labels = (d.tenant, d.actor, d.instance_id)
+            seen.add(labels)
+            self._depth.labels(*labels).set(d.depth)
+        for labels in self._depth_labels - seen:
+            self._depth.remove(*labels)
+        self._depth_labels = seen
+
+    def set_workers(self, n: int) -> None:
+        if self.enabled:
+            self._workers.set(n)
+
+    def __repr__(self) -> str:
+        return f"ActorMetrics(enabled={self.enabled})"
+
+
+def app_registry() -> Any | None:
+    """A fresh registry for one app, or None without prometheus_client."""
+    return None if _prom is None else _prom.CollectorRegistry()

@@ -1,0 +1,132 @@
+"""`ActorStore`: the store verbs the actor runtime needs, in domain words.
+
+The runtime codes against this protocol only; the SQL backends implement it beside the `Store`
+verbs. Contract of every verb:
+
+* `now` is passed in by the caller (its injected clock); no backend reads the wall clock.
+* Fencing: a claim records the owner epoch of its instance. `complete`, `requeue`,
+  `dead_letter` and `update_state` take that epoch and change nothing unless the caller still
+  owns the instance under the same epoch; a worker that lost its instances can change nothing.
+* Exactly once: `fire_due_timers` appends each due timer and deletes it in one transaction,
+  with row locks skipped by concurrent callers (PostgreSQL) or one writer at a time (SQLite).
+* Errors are `YokeError`s only (`StoreUnavailable` when the database cannot be reached).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from yoke.store.actor_records import (
+    ClaimedEvent,
+    Completion,
+    DeadLetter,
+    InstanceInfo,
+    InstanceRef,
+    InstanceState,
+    NewEvent,
+    NewTimer,
+    QueueDepth,
+    Route,
+    Takeover,
+    WorkerRow,
+)
+
+
+class ActorStore(Protocol):
+    # -- stream and fan-out --------------------------------------------------------------------
+    async def append_events(
+        self, events: Sequence[NewEvent], *, owner: str | None, now: float
+    ) -> list[int]:
+        """Write the events and one `actor_queues` row per target, in one transaction; create
+        missing instances owned by `owner`. Returns the event ids, in order."""
+        ...
+
+    # -- queue drain ---------------------------------------------------------------------------
+    async def claim_next(
+        self, worker_id: str, *, limit: int, now: float, after_tenant: str = ""
+    ) -> list[ClaimedEvent]:
+        """Claim due pending rows of instances `worker_id` owns, each under its instance's
+        current owner epoch, oldest first per tenant. Tenants share a claim: of the (at most
+        `limit`) tenants with pending rows, taken in name order after `after_tenant` and
+        wrapping around, each gets up to ceil(limit / tenants) rows, so a flood of one tenant
+        never fills the claims while another waits."""
+        ...
+
+    async def complete(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
+        """Delete the rows of finished claims; returns the queue ids deleted (others: fenced)."""
+        ...
+
+    async def requeue(
+        self, worker_id: str, done: Completion, *, available_at: float, error: str | None
+    ) -> bool:
+        """Count a failed attempt and keep the row (and its place) until `available_at`."""
+        ...
+
+    async def dead_letter(
+        self, worker_id: str, done: Completion, *, error: str | None, now: float
+    ) -> bool: ...
+
+    async def list_active_groups(self, ref: InstanceRef) -> list[str]:
+        """Groups of an instance with pending or claimed rows."""
+        ...
+
+    async def dead_letters(self, ref: InstanceRef, *, limit: int = 100) -> list[DeadLetter]: ...
+
+    async def queue_depths(self, *, limit: int) -> list[QueueDepth]:
+        """The deepest instances first."""
+        ...
+
+    # -- instances and state -------------------------------------------------------------------
+    async def get_state(self, ref: InstanceRef) -> InstanceState | None: ...
+
+    async def update_state(
+        self, ref: InstanceRef, *, state: str, expected_version: int, worker_id: str, epoch: int
+    ) -> bool:
+        """Compare-and-set: write only if the version and the ownership are unchanged."""
+        ...
+
+    async def get_instance(self, ref: InstanceRef) -> InstanceInfo | None: ...
+
+    async def list_instances(self, actor: str, *, limit: int = 100) -> list[InstanceInfo]: ...
+
+    # -- timers --------------------------------------------------------------------------------
+    async def schedule(self, timers: Sequence[NewTimer], *, now: float) -> list[int]:
+        """Record timers (one transaction) and wake the timer loops; returns their ids."""
+        ...
+
+    async def next_fire_at_ms(self) -> int | None: ...
+
+    async def fire_due_timers(
+        self, *, now_ms: int, limit: int, route: Route, owner: str | None, now: float
+    ) -> int:
+        """Append every due timer (up to `limit`) into its stream and delete it, exactly once."""
+        ...
+
+    # -- workers -------------------------------------------------------------------------------
+    async def register_worker(self, worker_id: str, *, hostname: str, pid: int, now: float) -> None:
+        """Upsert the worker row. A (re)start is a new incarnation: instances it already owns
+        get a new epoch, and what an earlier incarnation had claimed is pending again."""
+        ...
+
+    async def worker_heartbeat(self, worker_id: str, *, now: float) -> bool:
+        """False if the worker row is gone or stopped."""
+        ...
+
+    async def stop_worker(self, worker_id: str, *, now: float) -> int:
+        """Mark stopped and give up every owned instance (their claims go back to pending)."""
+        ...
+
+    async def claim_orphans(self, worker_id: str, *, stale_before: float, now: float) -> Takeover:
+        """Take every instance with no owner, or whose owner is stopped, unknown or silent
+        since `stale_before`; bump their epochs and put their claimed rows back to pending."""
+        ...
+
+    async def list_workers(self) -> list[WorkerRow]: ...
+
+    async def listen_actor_wakeups(
+        self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
+    ) -> None:
+        """Run until cancelled, calling back on NOTIFY (PostgreSQL). Returns at once on a
+        backend without push notifications; callers keep a backup poll either way."""
+        ...

@@ -1,0 +1,131 @@
+"""Worker identity, heartbeat and instance ownership (`runtime_workers`, `actor_instances`).
+
+A worker registers at boot, then heartbeats every `heartbeat_interval`. At boot and on every
+heartbeat it claims the instances that have no owner and those whose owner is stopped, unknown
+or silent for `stale_after` (the seed claims only ownerless ones at boot; DESIGN.md goes
+further). A takeover bumps each instance's owner epoch, which fences the old owner: its later
+completions, requeues and state writes are refused, and the rows it had claimed are pending
+again for the new owner. `tick(now)` is one round, so tests drive it with a fake clock.
+
+This module must never name a store backend and reads time only through its `Clock`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Callable
+
+from yoke.actors.metrics import ActorMetrics
+from yoke.actors.protocol import ActorStore
+from yoke.clock import Clock
+from yoke.errors import YokeError
+from yoke.store.actor_records import Takeover
+
+log = logging.getLogger("yoke.actors.workers")
+_POKE_GAP = 0.05
+
+
+class WorkerHeartbeat:
+    def __init__(
+        self,
+        *,
+        store: ActorStore,
+        worker_id: str,
+        clock: Clock,
+        heartbeat_interval: float,
+        stale_after: float,
+        on_takeover: Callable[[], None],
+        metrics: ActorMetrics | None = None,
+        depth_limit: int = 50,
+    ) -> None:
+        self._store = store
+        self.worker_id = worker_id
+        self._clock = clock
+        self._interval = heartbeat_interval
+        self._stale_after = stale_after
+        self._on_takeover = on_takeover
+        self._metrics = metrics or ActorMetrics(None)
+        self._depth_limit = depth_limit
+        self.taken = 0
+        self._poke = asyncio.Event()
+
+    def __repr__(self) -> str:
+        return f"WorkerHeartbeat(worker_id={self.worker_id!r}, taken={self.taken})"
+
+    async def boot(self) -> Takeover:
+        now = self._clock.wall()
+        await self._store.register_worker(
+            self.worker_id, hostname=socket.gethostname(), pid=os.getpid(), now=now
+        )
+        return await self._claim(now)
+
+    async def _claim(self, now: float) -> Takeover:
+        got = await self._store.claim_orphans(
+            self.worker_id, stale_before=now - self._stale_after, now=now
+        )
+        if got.instances:
+            self.taken += got.instances
+            log.info(
+                "worker %s took over %d instances (%d events back to pending)",
+                self.worker_id,
+                got.instances,
+                got.requeued,
+            )
+            self._on_takeover()
+        return got
+
+    async def tick(self) -> Takeover:
+        """One heartbeat: refresh our row, take orphans over, refresh the gauges."""
+        now = self._clock.wall()
+        if not await self._store.worker_heartbeat(self.worker_id, now=now):
+            log.warning("worker %s was stopped or forgotten; registering again", self.worker_id)
+            await self._store.register_worker(
+                self.worker_id, hostname=socket.gethostname(), pid=os.getpid(), now=now
+            )
+        got = await self._claim(now)
+        if self._metrics.enabled:
+            stale_before = now - self._stale_after
+            live = [
+                w
+                for w in await self._store.list_workers()
+                if w.stopped_at is None and w.heartbeat_at >= stale_before
+            ]
+            self._metrics.set_workers(len(live))
+            self._metrics.set_depths(await self._store.queue_depths(limit=self._depth_limit))
+        return got
+
+    def poke(self) -> None:
+        """Rows were appended somewhere: look for ownerless instances before the next beat
+        (an append from a process that runs no worker creates them without an owner)."""
+        self._poke.set()
+
+    async def run(self) -> None:
+        pause = 0.5
+        next_beat = self._clock.monotonic()
+        while True:
+            delay = self._interval
+            try:
+                if self._clock.monotonic() >= next_beat:
+                    await self.tick()
+                    next_beat = self._clock.monotonic() + self._interval
+                else:
+                    await self._claim(self._clock.wall())
+                delay = max(0.0, next_beat - self._clock.monotonic())
+                pause = 0.5
+            except YokeError as exc:
+                log.warning("heartbeat failed (retrying in %.1fs): %s", pause, exc)
+                delay, pause = min(pause, self._interval), min(pause * 2, 10.0)
+            self._poke.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._poke.wait()
+                await asyncio.sleep(_POKE_GAP)  # many appends, one look
+
+    async def stop(self) -> None:
+        """Give every owned instance up, so another worker takes it at once."""
+        released = await self._store.stop_worker(self.worker_id, now=self._clock.wall())
+        log.info("worker %s stopped; released %d instances", self.worker_id, released)

@@ -1,0 +1,214 @@
+"""Idempotency-Key replay: a retry of a creating POST gets the first answer back, byte for byte.
+
+Per principal, the key is kept with a fingerprint of the request (method, path and the body's
+canonical JSON) and the first successful answer (status, body, the headers a client acts on).
+A retry with the same key and request replays that answer; the same key with another request is
+422; keys are forgotten after the retention (default 24 h). Error answers are not kept: a 429,
+503 or 404 changes nothing, so its retry must be tried afresh.
+
+Two requests racing with one key: inside one process they are serialised by a per-key lock;
+across processes the store's insert-if-absent (`keep_answer`) decides, and the loser answers
+with the kept answer, so both clients see the same one. The starts service also dedups its own
+durable start per (principal, key), so a key never makes two starts even if this layer forgets.
+
+`AnswerStore` is the protocol this layer needs; `StoreAnswers` puts it on the durable store
+(table `yoke_idempotency`: kept across restarts and shared by servers on one database), and
+`MemoryAnswers` keeps answers in this process only (for tests and embedding). This module must
+never look inside an answer's body: it keeps and replays bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from starlette.responses import Response
+
+from yoke.errors import BadValue, IdempotencyConflict
+from yoke.store import AnswerRow, Store
+
+REPLAYED_HEADER = "Idempotent-Replayed"
+KEPT_HEADERS = ("location", "retry-after")
+MAX_KEY = 255
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredAnswer:
+    principal: str
+    key: str
+    fingerprint: str
+    status: int
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+    created_at: float
+    expires_at: float
+
+
+@runtime_checkable
+class AnswerStore(Protocol):
+    async def find_answer(self, principal: str, key: str, *, now: float) -> StoredAnswer | None:
+        """The kept answer, unless it expired before `now`."""
+        ...
+
+    async def keep_answer(self, answer: StoredAnswer, *, now: float) -> StoredAnswer:
+        """Keep `answer` unless a live one is kept for (principal, key); return the kept one."""
+        ...
+
+    async def forget_answers(self, *, now: float) -> int:
+        """Delete every answer that expired before `now`; return how many."""
+        ...
+
+
+class MemoryAnswers:
+    def __init__(self) -> None:
+        self._answers: dict[tuple[str, str], StoredAnswer] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryAnswers({len(self._answers)} kept)"
+
+    async def find_answer(self, principal: str, key: str, *, now: float) -> StoredAnswer | None:
+        found = self._answers.get((principal, key))
+        return found if found is not None and found.expires_at > now else None
+
+    async def keep_answer(self, answer: StoredAnswer, *, now: float) -> StoredAnswer:
+        slot = (answer.principal, answer.key)
+        found = self._answers.get(slot)
+        if found is not None and found.expires_at > now:
+            return found
+        self._answers[slot] = answer
+        return answer
+
+    async def forget_answers(self, *, now: float) -> int:
+        old = [k for k, a in self._answers.items() if a.expires_at <= now]
+        for k in old:
+            del self._answers[k]
+        return len(old)
+
+
+def check_key(key: str) -> str:
+    if not 1 <= len(key) <= MAX_KEY or not key.isascii() or not key.isprintable():
+        raise BadValue(f"Idempotency-Key must be 1 to {MAX_KEY} printable ASCII characters")
+    return key
+
+
+def fingerprint(method: str, path: str, body: bytes) -> str:
+    try:
+        canon = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
+    except (ValueError, UnicodeDecodeError):
+        canon = body  # not JSON: it will be refused, but compare it as bytes all the same
+    return hashlib.sha256(method.encode() + b" " + path.encode() + b"\n" + canon).hexdigest()
+
+
+def replay(answer: StoredAnswer) -> Response:
+    response = Response(answer.body, status_code=answer.status, media_type="application/json")
+    for name, value in answer.headers:
+        response.headers[name] = value
+    response.headers[REPLAYED_HEADER] = "true"
+    return response
+
+
+class Replayer:
+    def __init__(self, answers: AnswerStore, *, retention: float) -> None:
+        self.answers = answers
+        self.retention = retention
+        # Per (principal, key): the lock and how many requests hold or wait for it.
+        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, list[int]]] = {}
+
+    async def run(
+        self,
+        *,
+        principal: str,
+        key: str,
+        fp: str,
+        now: Callable[[], float],
+        answer: Callable[[], Awaitable[Response]],
+    ) -> tuple[Response, bool]:
+        """The answer for this request and whether it was a replay."""
+        slot = (principal, check_key(key))
+        lock, users = self._locks.setdefault(slot, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                kept = await self.answers.find_answer(principal, key, now=now())
+                if kept is not None:
+                    return self._replay_or_refuse(kept, fp), True
+                response = await answer()
+                if not 200 <= response.status_code < 300:
+                    return response, False
+                t = now()
+                mine = StoredAnswer(
+                    principal=principal,
+                    key=key,
+                    fingerprint=fp,
+                    status=response.status_code,
+                    body=bytes(response.body),
+                    headers=tuple((n, v) for n, v in response.headers.items() if n in KEPT_HEADERS),
+                    created_at=t,
+                    expires_at=t + self.retention,
+                )
+                kept = await self.answers.keep_answer(mine, now=t)
+                if kept is mine or kept == mine:
+                    return response, False
+                return self._replay_or_refuse(kept, fp), True  # another process was first
+        finally:
+            users[0] -= 1
+            if not users[0]:  # forget idle locks: memory stays O(requests in flight)
+                self._locks.pop(slot, None)
+
+    @staticmethod
+    def _replay_or_refuse(kept: StoredAnswer, fp: str) -> Response:
+        if kept.fingerprint != fp:
+            raise IdempotencyConflict(f"Idempotency-Key {kept.key!r} was used for another request")
+        return replay(kept)
+
+
+class StoreAnswers:
+    """`AnswerStore` over the durable store (`find_answer`, `keep_answer`, `forget_answers`):
+    kept answers survive a restart and are shared by every server on one database."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __repr__(self) -> str:
+        return f"StoreAnswers({self._store!r})"
+
+    async def find_answer(self, principal: str, key: str, *, now: float) -> StoredAnswer | None:
+        row = await self._store.find_answer(principal, key, now=now)
+        return None if row is None else _stored(row)
+
+    async def keep_answer(self, answer: StoredAnswer, *, now: float) -> StoredAnswer:
+        row = await self._store.keep_answer(
+            AnswerRow(
+                principal=answer.principal,
+                key=answer.key,
+                fingerprint=answer.fingerprint,
+                status=answer.status,
+                body=answer.body.decode(),
+                headers=json.dumps([list(h) for h in answer.headers]),
+                created_at=answer.created_at,
+                expires_at=answer.expires_at,
+            ),
+            now=now,
+        )
+        kept = _stored(row)
+        return answer if kept == answer else kept
+
+    async def forget_answers(self, *, now: float) -> int:
+        return await self._store.forget_answers(now=now)
+
+
+def _stored(row: AnswerRow) -> StoredAnswer:
+    return StoredAnswer(
+        principal=row.principal,
+        key=row.key,
+        fingerprint=row.fingerprint,
+        status=row.status,
+        body=row.body.encode(),
+        headers=tuple((str(n), str(v)) for n, v in json.loads(row.headers)),
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+    )

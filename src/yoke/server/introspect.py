@@ -1,0 +1,192 @@
+"""Answers to "why is my start waiting?" and "what is the scheduler doing?", from the kernel.
+
+`Executions` does not (yet) offer `why(start_id)` or a snapshot of its queue, so this module is
+the one place in the server that reads its private state (`_kernel`, `_local`, `_limits`,
+`_closing`); everything else goes through the public API. Counts of what runs come from the
+store's ledger, which is exact across processes; the queue and its order come from this
+process's kernel (the queue lives in one process, as the seed says).
+
+The "next picks" are a prediction of the order in which slots, as they free, go to the queued
+starts: the queue rule (priority, then the session with the fewest running, then arrival),
+skipping what a full per-session or per-workflow limit holds, counting each pick as running
+before the next. The global cap is left out: it says when, not who.
+
+This module must never change the scheduler's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from yoke.executions import Executions, Limits, Start, StartStatus
+from yoke.kernel import Item, Kernel
+
+GLOBAL = "global"
+
+
+def _kernel(ex: Executions) -> Kernel:
+    k: Kernel = ex._kernel
+    return k
+
+
+def _limits(ex: Executions) -> Limits:
+    lim: Limits = ex._limits
+    return lim
+
+
+def closing(ex: Executions) -> bool:
+    return bool(ex._closing)
+
+
+def _workflow_of(item: Item) -> str | None:
+    for key in item.keys:
+        if isinstance(key, tuple) and len(key) == 2 and key[0] == "workflow":
+            return str(key[1])
+    return None
+
+
+def _ledger_key(key: Hashable) -> str | None:
+    if key == GLOBAL:
+        return GLOBAL
+    if isinstance(key, tuple) and len(key) == 2:
+        kind, name = key
+        return f"session:{name}" if kind == "lane" else f"workflow:{name}"
+    return None
+
+
+def why(ex: Executions, start: Start, ledger: dict[str, int]) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "start_id": start.start_id,
+        "status": start.status.value,
+        "waiting": start.status is StartStatus.QUEUED,
+        "blocked_by": None,
+        "limit": None,
+        "running": None,
+        "ahead": None,
+    }
+    if start.status is not StartStatus.QUEUED:
+        text = {StartStatus.GRANTED: f"granted: execution {start.execution_id}"}.get(
+            start.status, f"{start.status.value.lower()}: {start.reason or 'no reason given'}"
+        )
+        return base | {"explanation": text}
+    k = _kernel(ex)
+    item = k.get(start.start_id)
+    if item is None:
+        return base | {"explanation": "queued in another server process; ask that one"}
+    lim = _limits(ex)
+    ahead = (start.position - 1) if start.position is not None else None
+    base["ahead"] = ahead
+    key = k.blocked_by(start.start_id)
+    if key is None:
+        text = (
+            (
+                "eligible now: it goes next when the dispatcher grants it or a slot held by "
+                "another process frees"
+            )
+            if not ahead
+            else (f"{ahead} queued start(s) of higher priority or earlier turn go first")
+        )
+        return base | {"explanation": text}
+    ledger_key = _ledger_key(key)
+    running = ledger.get(ledger_key, 0) if ledger_key else None
+    if key == GLOBAL:
+        name, cap = "max_running", lim.max_running
+    elif isinstance(key, tuple) and key[0] == "lane":
+        name, cap = "max_running_per_session", lim.max_running_per_session
+    else:
+        wf = key[1] if isinstance(key, tuple) else str(key)
+        name, cap = "max_running_per_workflow", lim.workflow_cap(str(wf))
+    what = f"{name}={cap}" if cap is not None else name
+    text = f"held by {what}: {running} running"
+    if ahead:
+        text += f"; {ahead} queued start(s) go before it"
+    return base | {"blocked_by": name, "limit": cap, "running": running, "explanation": text}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SessionCount:
+    session: str
+    running: int
+    queued: int
+
+
+def sessions(ex: Executions) -> list[SessionCount]:
+    stats = _kernel(ex).stats()
+    return [
+        SessionCount(session=str(name), running=s.running, queued=s.queued)
+        for name, s in stats.lanes.items()
+        if s.running or s.queued
+    ]
+
+
+def jain(values: Iterable[int]) -> float:
+    """Jain's fairness index, 1/n (one takes all) .. 1 (equal); 1 when nothing runs."""
+    xs = list(values)
+    square_sum = sum(x * x for x in xs)
+    if not xs or square_sum == 0:
+        return 1.0
+    return float(sum(xs)) ** 2 / (len(xs) * square_sum)
+
+
+def next_picks(ex: Executions, ledger: dict[str, int], n: int = 5) -> list[dict[str, Any]]:
+    k, lim = _kernel(ex), _limits(ex)
+    if not k.queued:
+        return []
+    queued: list[Item] = []
+    lane_running: dict[Hashable, int] = {}
+    for lane, s in k.stats().lanes.items():
+        lane_running[lane] = s.running
+        queued.extend(k.pending(lane))
+    counts = dict(ledger)
+    picks: list[dict[str, Any]] = []
+    while queued and len(picks) < n:
+        best: Item | None = None
+        best_key: tuple[int, int, int] | None = None
+        for item in queued:
+            wf = _workflow_of(item)
+            scap, wcap = lim.max_running_per_session, lim.workflow_cap(wf) if wf else None
+            if scap is not None and counts.get(f"session:{item.lane}", 0) >= scap:
+                continue
+            if wcap is not None and counts.get(f"workflow:{wf}", 0) >= wcap:
+                continue
+            key = (-item.priority, lane_running.get(item.lane, 0), item.seq)
+            if best_key is None or key < best_key:
+                best, best_key = item, key
+        if best is None:
+            break
+        queued.remove(best)
+        wf = _workflow_of(best)
+        lane_running[best.lane] = lane_running.get(best.lane, 0) + 1
+        for name in (GLOBAL, f"session:{best.lane}", f"workflow:{wf}"):
+            counts[name] = counts.get(name, 0) + 1
+        picks.append(
+            {
+                "start_id": str(best.id),
+                "session": str(best.lane),
+                "workflow": wf or "",
+                "priority": best.priority,
+            }
+        )
+    return picks
+
+
+def scheduler(ex: Executions, ledger: dict[str, int]) -> dict[str, Any]:
+    k, lim = _kernel(ex), _limits(ex)
+    per = sessions(ex)
+    running = ledger.get(GLOBAL, k.running)
+    return {
+        "running": running,
+        "queued": k.queued,
+        "max_running": lim.max_running,
+        "slots_free": None if lim.max_running is None else max(0, lim.max_running - running),
+        "ledger": {key: v for key, v in sorted(ledger.items()) if v},
+        "sessions": [
+            {"session": s.session, "running": s.running, "queued": s.queued}
+            for s in sorted(per, key=lambda s: (-s.queued, -s.running, s.session))
+        ],
+        "next_picks": next_picks(ex, ledger),
+        "fairness": jain(s.running for s in per),
+        "shutting_down": closing(ex),
+    }

@@ -1,0 +1,96 @@
+"""Prometheus metrics of one server, on a registry of its own (never the global default one, so
+two apps in one process, as in tests, count apart).
+
+Counted as they happen: `yoke_starts_total{outcome}` and `yoke_start_wait_seconds` (from a
+start's arrival to its grant). Read at scrape time from the scheduler, so they cannot drift:
+`yoke_executions_running`, `yoke_starts_queued`, `yoke_session_queued{session}` and
+`yoke_fairness_jain`. The per-session gauge keeps cardinality bounded: the `TOP_SESSIONS`
+deepest queues are labelled by name and the rest are summed under `session="_other"`, so a
+flood of one-off sessions cannot blow up the scraper's memory.
+
+This module must never change the scheduler's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import StrEnum
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from yoke.executions import Executions
+from yoke.server import introspect
+
+TOP_SESSIONS = 20
+OTHER = "_other"
+WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+
+
+class Outcome(StrEnum):
+    GRANTED = "granted"  # 201
+    QUEUED = "queued"  # 202
+    REJECTED = "rejected"  # 429: a limit is full and on_limit is reject (or max_queued)
+    REFUSED = "refused"  # 503: shutting down or standby
+    INVALID = "invalid"  # any other 4xx: unknown workflow, bad body, key reuse
+    REPLAYED = "replayed"  # an idempotent retry answered from the first answer
+
+
+class _SchedulerCollector(Collector):
+    def __init__(self, executions: Executions) -> None:
+        self._ex = executions
+
+    def collect(self) -> Iterator[Metric]:
+        per = introspect.sessions(self._ex)
+        running = sum(s.running for s in per)
+        queued = sum(s.queued for s in per)
+        yield GaugeMetricFamily(
+            "yoke_executions_running", "Executions running in this server process", value=running
+        )
+        yield GaugeMetricFamily(
+            "yoke_starts_queued", "Starts queued in this server process", value=queued
+        )
+        depth = GaugeMetricFamily(
+            "yoke_session_queued",
+            f"Queued starts per session (the {TOP_SESSIONS} deepest; the rest as {OTHER})",
+            labels=["session"],
+        )
+        ranked = sorted((s for s in per if s.queued), key=lambda s: (-s.queued, s.session))
+        for s in ranked[:TOP_SESSIONS]:
+            depth.add_metric([s.session], s.queued)
+        rest = sum(s.queued for s in ranked[TOP_SESSIONS:])
+        if rest:
+            depth.add_metric([OTHER], rest)
+        yield depth
+        yield GaugeMetricFamily(
+            "yoke_fairness_jain",
+            "Jain's fairness index over the running counts of sessions with work (1 = equal)",
+            value=introspect.jain(s.running for s in per),
+        )
+
+
+class Metrics:
+    def __init__(self, executions: Executions) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.starts = Counter(
+            "yoke_starts",
+            "Answers to start requests, by outcome",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in Outcome:
+            self.starts.labels(outcome.value)  # every series exists from the first scrape
+        self.wait = Histogram(
+            "yoke_start_wait_seconds",
+            "Seconds from a start's arrival to its grant",
+            buckets=WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_SchedulerCollector(executions))
+
+    def count(self, outcome: Outcome) -> None:
+        self.starts.labels(outcome.value).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,272 @@
+"""The shapes of the v1 API: request bodies (validated), answers (as plain dicts) and their schemas.
+
+Requests are pydantic models with `extra="forbid"` and strict types: a string is never taken for
+a number, unknown fields are refused, and every text is checked to be storable (no NUL, valid
+UTF-8, bounded length) so that no input can reach a database driver and fail there. Answers are
+built as dicts by the `*_json` functions (cheap on the hot path); the `*Out` models exist to
+describe them in `/openapi.json`, and the tests check answers against those schemas.
+
+This module must never call the scheduler: it only converts between JSON and yoke's values.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StringConstraints
+
+from yoke.errors import BadValue
+from yoke.executions import AuditEntry, Execution, Limits, Start
+
+INT_MAX = 2**31 - 1
+MAX_TEXT = 256
+
+
+def storable(text: str) -> str:
+    """Refuse what a database would refuse later: NUL and lone surrogates."""
+    if "\x00" in text:
+        raise ValueError("must not contain NUL characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text") from None
+    return text
+
+
+def check_text(value: str, what: str) -> str:
+    """The same rule for path and query parameters, as a `BadValue` (422)."""
+    if not value or len(value) > MAX_TEXT:
+        raise BadValue(f"{what} must be 1 to {MAX_TEXT} characters")
+    try:
+        return storable(value)
+    except ValueError as exc:
+        raise BadValue(f"{what} {exc}") from None
+
+
+Text = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_TEXT), AfterValidator(storable)
+]
+Priority = Annotated[int, Strict(), Field(ge=-INT_MAX, le=INT_MAX)]
+Count = Annotated[int, Strict(), Field(ge=0, le=INT_MAX)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StartIn(_Body):
+    workflow: Text
+    input: Any = None
+    session: Text | None = None
+    priority: Priority = 0
+
+
+class PriorityIn(_Body):
+    priority: Priority
+
+
+class RestartIn(_Body):
+    from_step: Text | None = None
+
+
+class LimitsIn(_Body):
+    """PUT replaces the whole object: a field left out is off (`on_limit` then `queue`)."""
+
+    max_running: Count | None = None
+    max_running_per_session: Count | None = None
+    max_running_per_workflow: Count | dict[Text, Count] | None = None
+    max_queued: Count | None = None
+    on_limit: Literal["queue", "reject"] = "queue"
+
+    def to_limits(self) -> Limits:
+        return Limits(
+            max_running=self.max_running,
+            max_running_per_session=self.max_running_per_session,
+            max_running_per_workflow=self.max_running_per_workflow,
+            max_queued=self.max_queued,
+            on_limit=self.on_limit,
+        )
+
+
+# -- answers -------------------------------------------------------------------------------------
+StartStatusName = Literal["QUEUED", "GRANTED", "REFUSED", "CANCELLED", "ABORTED"]
+ExecutionStatusName = Literal["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED"]
+
+
+class StartOut(BaseModel):
+    start_id: str
+    status: StartStatusName
+    workflow: str
+    session: str
+    priority: int
+    kind: Literal["start", "restart", "resume"]
+    execution_id: str | None
+    position: int | None = Field(description="1 = next; only while QUEUED in this server")
+    reason: str | None
+    source_execution_id: str | None
+    created_at: float
+    decided_at: float | None
+
+
+def start_json(s: Start) -> dict[str, Any]:
+    return {
+        "start_id": s.start_id,
+        "status": s.status.value,
+        "workflow": s.workflow,
+        "session": s.session,
+        "priority": s.priority,
+        "kind": s.kind.value,
+        "execution_id": s.execution_id,
+        "position": s.position,
+        "reason": s.reason,
+        "source_execution_id": s.source_execution_id,
+        "created_at": s.created_at,
+        "decided_at": s.decided_at,
+    }
+
+
+class Links(BaseModel):
+    self: str
+    restart: str | None
+    resume: str | None
+    parent: str | None
+
+
+class ExecutionOut(BaseModel):
+    execution_id: str
+    status: ExecutionStatusName
+    workflow: str
+    session: str
+    input: Any
+    output: Any
+    error: str | None
+    start_id: str | None
+    parent_id: str | None
+    restarted_from: str | None
+    resumed_from: str | None
+    created_at: float
+    finished_at: float | None
+    links: Links
+
+
+def execution_json(e: Execution) -> dict[str, Any]:
+    base = f"/v1/executions/{e.execution_id}"
+    top = e.parent_id is None
+    resumable = top and e.status.value in ("FAILED", "CANCELLED", "ABORTED")
+    return {
+        "execution_id": e.execution_id,
+        "status": e.status.value,
+        "workflow": e.workflow,
+        "session": e.session,
+        "input": e.input,
+        "output": e.output,
+        "error": e.error,
+        "start_id": e.start_id,
+        "parent_id": e.parent_id,
+        "restarted_from": e.restarted_from,
+        "resumed_from": e.resumed_from,
+        "created_at": e.created_at,
+        "finished_at": e.finished_at,
+        "links": {
+            "self": base,
+            "restart": f"{base}/restart" if top else None,
+            "resume": f"{base}/resume" if resumable else None,
+            "parent": f"/v1/executions/{e.parent_id}" if e.parent_id else None,
+        },
+    }
+
+
+class ExecutionPageOut(BaseModel):
+    items: list[ExecutionOut]
+    next_cursor: str | None
+
+
+class LimitsOut(BaseModel):
+    max_running: int | None
+    max_running_per_session: int | None
+    max_running_per_workflow: int | dict[str, int] | None
+    max_queued: int | None
+    on_limit: Literal["queue", "reject"]
+
+
+class AuditOut(BaseModel):
+    seq: int
+    kind: str
+    principal: str
+    tenant: str | None
+    roles: list[str]
+    subject: str | None
+    before: Any
+    after: Any
+    at: float
+
+
+def audit_json(a: AuditEntry) -> dict[str, Any]:
+    return {
+        "seq": a.seq,
+        "kind": a.kind,
+        "principal": a.principal,
+        "tenant": a.tenant,
+        "roles": list(a.roles),
+        "subject": a.subject,
+        "before": a.before,
+        "after": a.after,
+        "at": a.at,
+    }
+
+
+class AuditPageOut(BaseModel):
+    items: list[AuditOut]
+
+
+class WhyOut(BaseModel):
+    start_id: str
+    status: StartStatusName
+    waiting: bool
+    blocked_by: str | None = Field(
+        description="the limit that holds it: max_running, "
+        "max_running_per_session or max_running_per_workflow"
+    )
+    limit: int | None
+    running: int | None
+    ahead: int | None = Field(description="queued starts that go before it")
+    explanation: str
+
+
+class PickOut(BaseModel):
+    start_id: str
+    session: str
+    workflow: str
+    priority: int
+
+
+class SessionOut(BaseModel):
+    session: str
+    running: int
+    queued: int
+
+
+class SchedulerOut(BaseModel):
+    running: int
+    queued: int
+    max_running: int | None
+    slots_free: int | None
+    ledger: dict[str, int]
+    sessions: list[SessionOut]
+    next_picks: list[PickOut]
+    fairness: float
+    shutting_down: bool
+
+
+class EventOut(BaseModel):
+    stream: str
+    tenant: str
+    event_id: int
+
+
+class Problem(BaseModel):
+    type: str
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None

@@ -1,0 +1,98 @@
+"""`/v1/executions`: list and show executions, and restart, resume or cancel one.
+
+Restart and resume ask for a slot like a new start and answer like `POST /v1/starts` (201, 202,
+429, 503, `?wait=`, Idempotency-Key). A principal without OPERATOR or ADMIN sees only its
+tenant's executions: another tenant's are 404, and a list without `session` shows its tenant's.
+This module must never decide admission.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from yoke.errors import BadValue
+from yoke.executions import Execution, ExecutionStatus
+from yoke.server.auth import check_visible, owns, principal_of, privileged, tenant_of
+from yoke.server.models import RestartIn, check_text, execution_json
+from yoke.server.routes_starts import StartsRoutes
+from yoke.server.state import ServerState, json_response, parse, query_int, read_body
+
+STATUSES = {s.value for s in ExecutionStatus}
+
+
+class ExecutionsRoutes:
+    def __init__(self, state: ServerState, starts: StartsRoutes) -> None:
+        self.s = state
+        self.starts = starts
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/v1/executions", self.list, methods=["GET"]),
+            Route("/v1/executions/{execution_id}", self.show, methods=["GET"]),
+            Route("/v1/executions/{execution_id}/restart", self.restart, methods=["POST"]),
+            Route("/v1/executions/{execution_id}/resume", self.resume, methods=["POST"]),
+            Route("/v1/executions/{execution_id}/cancel", self.cancel, methods=["POST"]),
+        ]
+
+    async def _visible(self, request: Request) -> Execution:
+        execution_id = check_text(request.path_params["execution_id"], "execution_id")
+        ex = await self.s.executions.get_execution(execution_id)
+        check_visible(principal_of(request), ex.session, f"execution {execution_id}")
+        return ex
+
+    async def list(self, request: Request) -> Response:
+        p = principal_of(request)
+        q = request.query_params
+        status = q.get("status")
+        if status is not None and status.upper() not in STATUSES:
+            raise BadValue(f"status must be one of {', '.join(sorted(STATUSES))}")
+        session = check_text(q["session"], "session") if "session" in q else None
+        workflow = check_text(q["workflow"], "workflow") if "workflow" in q else None
+        cursor = q.get("cursor")
+        if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) < 19):
+            raise BadValue("cursor must be the next_cursor of an earlier page")
+        limit = query_int(request, "limit", default=100, low=1, high=1000)
+        if not privileged(p):
+            if session is None:
+                session = tenant_of(p)
+            elif not owns(p, session):  # another tenant's session: as if it had nothing
+                return json_response({"items": [], "next_cursor": None})
+        page = await self.s.executions.list(
+            status=status, session=session, workflow=workflow, limit=limit, cursor=cursor
+        )
+        return json_response(
+            {"items": [execution_json(e) for e in page.items], "next_cursor": page.next_cursor}
+        )
+
+    async def show(self, request: Request) -> Response:
+        return json_response(execution_json(await self._visible(request)))
+
+    async def restart(self, request: Request) -> Response:
+        async def answer() -> Response:
+            wait = self.starts.wait_of(request)
+            ex = await self._visible(request)
+            body = parse(RestartIn, await read_body(request), empty_ok=True)
+            start = await self.s.executions.restart(
+                ex.execution_id, body.from_step, principal=principal_of(request)
+            )
+            return await self.starts.start_answer(start, wait)
+
+        return await self.starts.counted(request, answer)
+
+    async def resume(self, request: Request) -> Response:
+        async def answer() -> Response:
+            wait = self.starts.wait_of(request)
+            ex = await self._visible(request)
+            raw = await read_body(request)
+            if raw.strip() and raw.strip() != b"{}":
+                raise BadValue("resume takes no body (or an empty JSON object)")
+            start = await self.s.executions.resume(ex.execution_id, principal=principal_of(request))
+            return await self.starts.start_answer(start, wait)
+
+        return await self.starts.counted(request, answer)
+
+    async def cancel(self, request: Request) -> Response:
+        ex = await self._visible(request)
+        return json_response(execution_json(await self.s.executions.cancel(ex.execution_id)))

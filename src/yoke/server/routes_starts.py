@@ -1,0 +1,145 @@
+"""`/v1/starts`: ask for a slot (201 granted, 202 queued, 429, 503), follow, re-prioritise,
+cancel, and ask why a start waits.
+
+`POST /v1/starts` and the restarts in `routes_executions` share `start_answer`, so every way to
+ask for a slot answers alike. Idempotency-Key requests go through the replayer, which keeps the
+first successful answer. This module must never decide admission: `app.executions` does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from yoke.errors import Conflict, ShuttingDown, YokeError
+from yoke.executions import ADMIN, OPERATOR, Start, StartStatus
+from yoke.server import introspect
+from yoke.server.auth import check_session, check_visible, need, principal_of, privileged
+from yoke.server.metrics import Outcome
+from yoke.server.models import PriorityIn, StartIn, check_text, start_json
+from yoke.server.state import ServerState, json_response, parse, query_float, read_body
+
+log = logging.getLogger("yoke.server")
+
+
+class StartsRoutes:
+    def __init__(self, state: ServerState) -> None:
+        self.s = state
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/v1/starts", self.create, methods=["POST"]),
+            Route("/v1/starts/{start_id}", self.show, methods=["GET"]),
+            Route("/v1/starts/{start_id}", self.reprioritize, methods=["PATCH"]),
+            Route("/v1/starts/{start_id}", self.cancel, methods=["DELETE"]),
+            Route("/v1/starts/{start_id}/why", self.why, methods=["GET"]),
+        ]
+
+    # -- shared with restart and resume ----------------------------------------------------
+    def wait_of(self, request: Request) -> float | None:
+        return query_float(request, "wait", low=0.0, high=self.s.max_wait)
+
+    async def start_answer(self, start: Start, wait: float | None) -> Response:
+        ex = self.s.executions
+        if start.status is StartStatus.QUEUED and wait:
+            start = await ex.wait_granted(start.start_id, timeout=wait)
+        if start.status is StartStatus.GRANTED:
+            if start.decided_at is not None:
+                self.s.metrics.wait.observe(max(0.0, start.decided_at - start.created_at))
+            self.s.metrics.count(Outcome.GRANTED)
+            return json_response(start_json(start), 201)
+        if start.status is StartStatus.QUEUED:
+            self.s.metrics.count(Outcome.QUEUED)
+            self.s.spawn_watcher(self._watch(start))
+            return json_response(
+                start_json(start), 202, headers={"Location": f"/v1/starts/{start.start_id}"}
+            )
+        if start.status is StartStatus.CANCELLED:
+            raise Conflict(f"start {start.start_id} was cancelled while waiting")
+        raise ShuttingDown(f"start {start.start_id} was refused: {start.reason or 'refused'}")
+
+    async def _watch(self, start: Start) -> None:
+        """Time a queued start's wait until its grant, for `yoke_start_wait_seconds`."""
+        try:
+            done = await self.s.executions.wait_granted(start.start_id)
+        except Exception as exc:  # a watcher must never take the server's TaskGroup down
+            log.warning("lost track of queued start %s: %s", start.start_id, exc)
+            return
+        if done.status is StartStatus.GRANTED and done.decided_at is not None:
+            self.s.metrics.wait.observe(max(0.0, done.decided_at - done.created_at))
+
+    async def counted(
+        self, request: Request, answer: Callable[[], Awaitable[Response]]
+    ) -> Response:
+        """Run `answer` under the Idempotency-Key replayer (if a key was sent) and count it."""
+        try:
+            response, replayed = await self.s.idempotent(request, answer)
+            if replayed:
+                self.s.metrics.count(Outcome.REPLAYED)
+            return response
+        except YokeError as exc:
+            self.s.metrics.count(
+                Outcome.REJECTED
+                if exc.status == 429
+                else Outcome.REFUSED
+                if exc.status == 503
+                else Outcome.INVALID
+            )
+            raise
+
+    # -- routes ------------------------------------------------------------------------------
+    async def create(self, request: Request) -> Response:
+        async def answer() -> Response:
+            p = principal_of(request)
+            wait = self.wait_of(request)
+            body = parse(StartIn, await read_body(request))
+            session = body.session
+            if session is not None:
+                check_session(p, session)
+            elif not privileged(p):
+                session = p.tenant or p.name
+            start = await self.s.executions.start(
+                body.workflow,
+                body.input,
+                session=session,
+                priority=body.priority,
+                idempotency_key=request.headers.get("idempotency-key"),
+                principal=p,
+            )
+            return await self.start_answer(start, wait)
+
+        return await self.counted(request, answer)
+
+    async def _visible(self, request: Request) -> Start:
+        start_id = check_text(request.path_params["start_id"], "start_id")
+        start = await self.s.executions.get(start_id)
+        check_visible(principal_of(request), start.session, f"start {start_id}")
+        return start
+
+    async def show(self, request: Request) -> Response:
+        wait = self.wait_of(request)
+        start = await self._visible(request)
+        if start.status is StartStatus.QUEUED and wait:
+            start = await self.s.executions.wait_granted(start.start_id, timeout=wait)
+        return json_response(start_json(start))
+
+    async def reprioritize(self, request: Request) -> Response:
+        p = principal_of(request)
+        need(p, OPERATOR, ADMIN)
+        start_id = check_text(request.path_params["start_id"], "start_id")
+        body = parse(PriorityIn, await read_body(request))
+        start = await self.s.executions.set_priority(start_id, body.priority, principal=p)
+        return json_response(start_json(start))
+
+    async def cancel(self, request: Request) -> Response:
+        start = await self._visible(request)
+        return json_response(start_json(await self.s.executions.cancel_start(start.start_id)))
+
+    async def why(self, request: Request) -> Response:
+        start = await self._visible(request)
+        ledger = await self.s.store().ledger()
+        return json_response(introspect.why(self.s.executions, start, ledger))

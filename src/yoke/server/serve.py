@@ -1,0 +1,112 @@
+"""`yoke serve`: load an app by `module:attribute`, check where it may listen, run uvicorn.
+
+Without a tokens file every caller is the local admin, so the server listens on loopback only
+and refuses any other address. SIGTERM (or Ctrl-C) shuts down as the seed says: the executions
+stop admitting and refuse their queued starts at once (so long-polls answer now), uvicorn stops
+accepting and finishes the requests in flight, and the lifespan then gives running executions
+`YOKE_EXECUTION_SHUTDOWN_TIMEOUT` to finish before aborting them. The process exits 0.
+
+This module must never hold API logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import sys
+from types import FrameType
+
+import uvicorn
+
+from yoke.app import App
+from yoke.errors import BadValue
+from yoke.server.asgi import Server
+
+
+def load_app(spec: str) -> App:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise BadValue(f"--app must be module:attribute (like examples.shop:app), got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as uvicorn does: apps next to where you stand
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BadValue(f"cannot import {module_name!r}: {exc}") from None
+    app = getattr(module, attr, None)
+    if not isinstance(app, App):
+        raise BadValue(f"{spec} is not a yoke.App (found {type(app).__name__})")
+    return app
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, server: Server) -> None:
+    if server.state.tokens is None and not is_loopback(host):
+        raise BadValue(
+            f"refusing to listen on {host}: without YOKE_TOKENS_FILE every caller "
+            "is an admin, so only loopback (127.0.0.1, ::1) is allowed"
+        )
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, told about SIGTERM first, and exiting 0 after a graceful stop (stock uvicorn
+    re-raises the signal after its shutdown, which ends the process with -15)."""
+
+    def __init__(self, config: uvicorn.Config, server: Server) -> None:
+        super().__init__(config)
+        self.yoke = server
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.yoke.state.begin_shutdown)
+
+
+def run(
+    spec: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    database_url: str | None = None,
+    log_level: str = "info",
+) -> None:
+    app = load_app(spec)
+    if database_url:
+        app.settings = app.settings.with_(database_url=database_url)
+    server = Server.from_env(app)
+    check_bind(host, server)
+    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    config = uvicorn.Config(
+        server,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_level=log_level,
+        timeout_graceful_shutdown=int(app.settings.execution_shutdown_timeout) + 5,
+        # A client that opened its connection but is slow to send (a burst of starts from one
+        # busy process) must not be cut off after uvicorn's default 5 s.
+        timeout_keep_alive=30,
+        access_log=False,
+    )
+    _Uvicorn(config, server).run()

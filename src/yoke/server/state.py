@@ -1,0 +1,166 @@
+"""What every route of one server shares, and the small helpers routes use to read a request.
+
+`ServerState` holds the `App`, its executions, the tokens, metrics and the idempotency replayer,
+and the server's own tasks (watchers that time each queued start's wait, the purge of expired
+idempotency keys), which live in the lifespan's TaskGroup. Request helpers turn bodies, query
+parameters and headers into values, raising `YokeError`s (400/422) that become problem JSON.
+
+This module must never decide a route's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from yoke.app import App
+from yoke.errors import BadValue, InvalidArgument, NotRunning, YokeError
+from yoke.executions import Executions
+from yoke.server.auth import TokenBook, principal_of
+from yoke.server.idempotency import Replayer, fingerprint
+from yoke.server.metrics import Metrics
+from yoke.store import Store
+
+M = TypeVar("M", bound=BaseModel)
+MAX_BODY = 1 << 20
+MAX_WATCHERS = 10_000
+
+
+class BadRequest(YokeError):
+    """The request is not even readable (malformed JSON, a body too large)."""
+
+    status = 400
+    title = "Bad request"
+
+
+class TooLarge(BadRequest):
+    status = 413
+    title = "Request body too large"
+
+
+@dataclass(eq=False)
+class ServerState:
+    app: App
+    tokens: TokenBook | None
+    metrics: Metrics
+    replayer: Replayer
+    max_wait: float = 60.0
+    tasks: asyncio.TaskGroup | None = None
+    watchers: set[asyncio.Task[None]] = field(default_factory=set)
+    shutdown_task: asyncio.Task[None] | None = None
+
+    @property
+    def executions(self) -> Executions:
+        return self.app.executions
+
+    def store(self) -> Store:
+        store = self.app.store
+        if store is None:
+            raise NotRunning("the server is not running yet")
+        return store
+
+    def spawn_watcher(self, coro: Coroutine[Any, Any, None]) -> None:
+        if self.tasks is None or len(self.watchers) >= MAX_WATCHERS:
+            coro.close()
+            return
+        task = self.tasks.create_task(coro)
+        self.watchers.add(task)
+        task.add_done_callback(self.watchers.discard)
+
+    async def idempotent(
+        self, request: Request, answer: Callable[[], Awaitable[Response]]
+    ) -> tuple[Response, bool]:
+        """`answer()`, or with an Idempotency-Key the kept first answer: (response, replayed)."""
+        key = request.headers.get("idempotency-key")
+        if key is None:
+            return await answer(), False
+        raw = await read_body(request)
+        return await self.replayer.run(
+            principal=principal_of(request).name,
+            key=key,
+            fp=fingerprint(request.method, request.url.path, raw),
+            now=self.app.clock.wall,
+            answer=answer,
+        )
+
+    def begin_shutdown(self) -> None:
+        """Start refusing at once (SIGTERM), before the HTTP server has drained its requests:
+        queued starts are refused and their long-polls answered now, not at the end."""
+        if self.tasks is not None and self.shutdown_task is None:
+            self.shutdown_task = self.tasks.create_task(self.app.shutdown())
+
+
+async def read_body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+        raise TooLarge(f"the body must be at most {MAX_BODY} bytes")
+    body = await request.body()
+    if len(body) > MAX_BODY:
+        raise TooLarge(f"the body must be at most {MAX_BODY} bytes")
+    return body
+
+
+def parse(model: type[M], raw: bytes, *, empty_ok: bool = False) -> M:
+    if not raw.strip() and empty_ok:
+        raw = b"{}"
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        if any(e["type"] == "json_invalid" for e in errors) or not raw.strip():
+            raise BadRequest("the body must be a JSON object") from None
+        raise Invalid(
+            [{"loc": [str(x) for x in e["loc"]], "msg": e["msg"]} for e in errors]
+        ) from None
+
+
+class Invalid(InvalidArgument):
+    """A body that is JSON but not the expected shape; `errors` names each field."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        where = "; ".join(f"{'.'.join(e['loc']) or 'body'}: {e['msg']}" for e in errors[:5])
+        super().__init__(f"invalid body: {where}")
+        self.errors = errors
+
+
+def query_float(request: Request, name: str, *, low: float, high: float) -> float | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadValue(f"query parameter {name} must be a number") from None
+    if not math.isfinite(value) or not low <= value <= high:
+        raise BadValue(f"query parameter {name} must be from {low:g} to {high:g}")
+    return value
+
+
+def query_int(request: Request, name: str, *, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadValue(f"query parameter {name} must be an integer") from None
+    if not low <= value <= high:
+        raise BadValue(f"query parameter {name} must be from {low} to {high}")
+    return value
+
+
+def json_response(
+    data: Any,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    return Response(text, status_code=status, headers=headers, media_type="application/json")

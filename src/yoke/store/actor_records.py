@@ -1,0 +1,160 @@
+"""The plain records of the actor verbs (seed 000): streams, queues, timers, workers.
+
+Values only, no behaviour: frozen keyword-only dataclasses that every backend returns alike.
+Event data travels as JSON text encoded by the caller, so a backend keeps exactly the bytes it
+was given. `yoke.actors` builds on these; this module must never import a driver or any part
+of yoke above the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+
+class QueueStatus(Enum):
+    """The states of an `actor_queues` row. A completed row is deleted, not kept."""
+
+    PENDING = "pending"  # waiting for its owner's claim (also: requeued, available_at later)
+    CLAIMED = "claimed"  # taken by a worker (`claimed_by`, `claim_epoch`): in flight
+    DEAD = "dead"  # dead letter: `max_attempts` reached; kept for inspection
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstanceRef:
+    """One actor instance: named by the key field of its events, per tenant and actor."""
+
+    tenant: str
+    actor: str
+    instance_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Target:
+    """One `actor_queues` row that an appended event fans out to."""
+
+    actor: str
+    instance_id: str
+    group_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewEvent:
+    """An event to append to `stream`, with the queue rows it fans out to (same transaction)."""
+
+    tenant: str
+    stream: str
+    data: str  # JSON text
+    targets: tuple[Target, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimedEvent:
+    """A queue row claimed by a worker; `epoch` is the owner epoch the claim was made under."""
+
+    queue_id: int
+    event_id: int
+    tenant: str
+    actor: str
+    instance_id: str
+    group_id: str
+    stream: str
+    data: str  # JSON text
+    attempts: int  # failed attempts before this claim
+    epoch: int
+    appended_at: float
+
+    @property
+    def ref(self) -> InstanceRef:
+        return InstanceRef(tenant=self.tenant, actor=self.actor, instance_id=self.instance_id)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Completion:
+    """A claim to finish (delete its row) under the owner epoch it was claimed with."""
+
+    queue_id: int
+    epoch: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstanceState:
+    state: str  # JSON text
+    version: int
+    worker_id: str | None
+    epoch: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstanceInfo:
+    tenant: str
+    actor: str
+    instance_id: str
+    state: str  # JSON text
+    version: int
+    worker_id: str | None
+    epoch: int
+    pending: int
+    in_flight: int
+    dead: int
+    created_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeadLetter:
+    queue_id: int
+    event_id: int
+    stream: str
+    group_id: str
+    data: str  # JSON text
+    attempts: int
+    error: str | None
+    dead_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QueueDepth:
+    tenant: str
+    actor: str
+    instance_id: str
+    depth: int  # pending + claimed rows
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkerRow:
+    worker_id: str
+    hostname: str
+    pid: int
+    started_at: float
+    heartbeat_at: float
+    stopped_at: float | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewTimer:
+    tenant: str
+    stream: str
+    data: str  # JSON text
+    fire_at_ms: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DueTimer:
+    timer_id: int
+    tenant: str
+    stream: str
+    data: str  # JSON text
+    fire_at_ms: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Takeover:
+    """What `claim_orphans` did: instances now owned by the caller, rows put back to pending."""
+
+    instances: int
+    requeued: int
+
+
+Route = Callable[[DueTimer], NewEvent]
+"""How a fired timer becomes an appended event (its fan-out is computed by the caller)."""

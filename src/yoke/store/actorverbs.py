@@ -1,0 +1,395 @@
+"""The actor verbs of the SQL store (seed 000), written once over named queries.
+
+`SqlStore` inherits these; `yoke.actors.protocol.ActorStore` is their contract. They decide
+which named queries (`queries.sql`, section "actors") run in which transaction and nothing
+else: `now`, ids, owners and epochs come from the caller, and the fan-out of an event (which
+instances it reaches) is computed by the caller too.
+
+Lock order (PostgreSQL): instance rows (in key order) before their queue rows. An append holds
+its instances FOR SHARE while it copies their owner and epoch into the new queue rows; a
+takeover locks instance rows FOR UPDATE, then rewrites their queue rows; claims and completions
+touch queue rows only (FOR UPDATE SKIP LOCKED). No cycle, so no deadlock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+from yoke.store.actor_records import (
+    ClaimedEvent,
+    Completion,
+    DeadLetter,
+    DueTimer,
+    InstanceInfo,
+    InstanceRef,
+    InstanceState,
+    NewEvent,
+    NewTimer,
+    QueueDepth,
+    Route,
+    Takeover,
+    WorkerRow,
+)
+
+if TYPE_CHECKING:
+    from yoke.store.sqlbase import Row, Tx
+
+
+def _ref(ref: InstanceRef) -> dict[str, Any]:
+    return {"tenant": ref.tenant, "actor": ref.actor, "instance_id": ref.instance_id}
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+class ActorSqlVerbs:
+    """Mixin: the `ActorStore` verbs for a store providing `_read`, `_write` and `dialect`."""
+
+    dialect: str
+
+    def _read(self) -> AbstractAsyncContextManager[Tx]:
+        raise NotImplementedError
+
+    def _write(self) -> AbstractAsyncContextManager[Tx]:
+        raise NotImplementedError
+
+    # -- stream and fan-out --------------------------------------------------------------------
+    async def append_events(
+        self, events: Sequence[NewEvent], *, owner: str | None, now: float
+    ) -> list[int]:
+        if not events:
+            return []
+        async with self._write() as tx:
+            return await self._append(tx, events, owner=owner, now=now)
+
+    async def _append(
+        self, tx: Tx, events: Sequence[NewEvent], *, owner: str | None, now: float
+    ) -> list[int]:
+        ids = [int(r["id"]) for r in await tx.all("alloc_event_ids", {"n": len(events)})]
+        rows = []
+        targets: list[dict[str, Any]] = []
+        instances: dict[tuple[str, str, str], None] = {}
+        for eid, e in zip(ids, events, strict=True):
+            rows.append({"event_id": eid, "tenant": e.tenant, "stream": e.stream, "data": e.data})
+            for t in e.targets:
+                targets.append(
+                    {
+                        "event_id": eid,
+                        "tenant": e.tenant,
+                        "actor": t.actor,
+                        "instance_id": t.instance_id,
+                        "group_id": t.group_id,
+                    }
+                )
+                instances[(e.tenant, t.actor, t.instance_id)] = None
+        await tx.run("insert_events", {"rows": json.dumps(rows), "now": now})
+        if targets:
+            keys = json.dumps(
+                [{"tenant": k[0], "actor": k[1], "instance_id": k[2]} for k in sorted(instances)]
+            )
+            await tx.run("insert_instances", {"rows": keys, "owner": owner, "now": now})
+            # Copies each instance's owner and epoch into its rows (and NOTIFYs on PostgreSQL).
+            await tx.all(
+                "insert_queue_rows", {"rows": json.dumps(targets), "keys": keys, "now": now}
+            )
+        return ids
+
+    # -- queue drain ---------------------------------------------------------------------------
+    async def claim_next(
+        self, worker_id: str, *, limit: int, now: float, after_tenant: str = ""
+    ) -> list[ClaimedEvent]:
+        async with self._write() as tx:
+            scan = {"worker_id": worker_id, "limit": limit}
+            tenants = [
+                str(r["tenant"])
+                for r in await tx.all("pending_tenants", {**scan, "after": after_tenant})
+            ]
+            if len(tenants) < limit and after_tenant:
+                seen = set(tenants)
+                more = await tx.all("pending_tenants", {**scan, "after": ""})
+                tenants += [str(r["tenant"]) for r in more if r["tenant"] not in seen]
+                tenants = tenants[:limit]
+            if not tenants:
+                return []
+            params = {
+                "worker_id": worker_id,
+                "now": now,
+                "tenants": json.dumps(tenants),
+                "quota": -(-limit // len(tenants)),
+            }
+            marked = [int(r["queue_id"]) for r in await tx.all("claim_mark", params)]
+            if not marked:
+                return []
+            # RETURNING cannot join the events on SQLite: read the claimed rows with them.
+            rows = await tx.all("claimed_rows", {"ids": json.dumps(marked), "id_list": marked})
+        return [_claimed(r) for r in rows]
+
+    async def complete(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
+        if not done:
+            return []
+        params = {
+            "worker_id": worker_id,
+            "ids": [c.queue_id for c in done],
+            "epochs": [c.epoch for c in done],
+            "done": json.dumps([[c.queue_id, c.epoch] for c in done]),
+        }
+        async with self._write() as tx:
+            rows = await tx.all("complete", params)
+        return sorted(int(r["queue_id"]) for r in rows)
+
+    async def requeue(
+        self, worker_id: str, done: Completion, *, available_at: float, error: str | None
+    ) -> bool:
+        async with self._write() as tx:
+            return (
+                await tx.run(
+                    "requeue",
+                    {
+                        "worker_id": worker_id,
+                        "queue_id": done.queue_id,
+                        "epoch": done.epoch,
+                        "available_at": available_at,
+                        "error": error,
+                    },
+                )
+                == 1
+            )
+
+    async def dead_letter(
+        self, worker_id: str, done: Completion, *, error: str | None, now: float
+    ) -> bool:
+        async with self._write() as tx:
+            return (
+                await tx.run(
+                    "dead_letter",
+                    {
+                        "worker_id": worker_id,
+                        "queue_id": done.queue_id,
+                        "epoch": done.epoch,
+                        "error": error,
+                        "now": now,
+                    },
+                )
+                == 1
+            )
+
+    async def list_active_groups(self, ref: InstanceRef) -> list[str]:
+        async with self._read() as tx:
+            rows = await tx.all("list_active_groups", _ref(ref))
+        return [str(r["group_id"]) for r in rows]
+
+    async def dead_letters(self, ref: InstanceRef, *, limit: int = 100) -> list[DeadLetter]:
+        async with self._read() as tx:
+            rows = await tx.all("dead_letters", {**_ref(ref), "limit": limit})
+        return [
+            DeadLetter(
+                queue_id=int(r["queue_id"]),
+                event_id=int(r["event_id"]),
+                stream=str(r["stream"]),
+                group_id=str(r["group_id"]),
+                data=str(r["data"]),
+                attempts=int(r["attempts"]),
+                error=None if r["error"] is None else str(r["error"]),
+                dead_at=float(r["dead_at"]),
+            )
+            for r in rows
+        ]
+
+    async def queue_depths(self, *, limit: int) -> list[QueueDepth]:
+        async with self._read() as tx:
+            rows = await tx.all("queue_depths", {"limit": limit})
+        return [
+            QueueDepth(
+                tenant=str(r["tenant"]),
+                actor=str(r["actor"]),
+                instance_id=str(r["instance_id"]),
+                depth=int(r["depth"]),
+            )
+            for r in rows
+        ]
+
+    # -- instances and state -------------------------------------------------------------------
+    async def get_state(self, ref: InstanceRef) -> InstanceState | None:
+        async with self._read() as tx:
+            r = await tx.one("get_state", _ref(ref))
+        if r is None:
+            return None
+        return InstanceState(
+            state=str(r["state"]),
+            version=int(r["version"]),
+            worker_id=None if r["worker_id"] is None else str(r["worker_id"]),
+            epoch=int(r["owner_epoch"]),
+        )
+
+    async def update_state(
+        self, ref: InstanceRef, *, state: str, expected_version: int, worker_id: str, epoch: int
+    ) -> bool:
+        async with self._write() as tx:
+            return (
+                await tx.run(
+                    "update_state",
+                    {
+                        **_ref(ref),
+                        "state": state,
+                        "expected_version": expected_version,
+                        "worker_id": worker_id,
+                        "epoch": epoch,
+                    },
+                )
+                == 1
+            )
+
+    async def get_instance(self, ref: InstanceRef) -> InstanceInfo | None:
+        async with self._read() as tx:
+            r = await tx.one("get_instance", _ref(ref))
+        return None if r is None else _instance(r)
+
+    async def list_instances(self, actor: str, *, limit: int = 100) -> list[InstanceInfo]:
+        async with self._read() as tx:
+            rows = await tx.all("list_instances", {"actor": actor, "limit": limit})
+        return [_instance(r) for r in rows]
+
+    # -- timers --------------------------------------------------------------------------------
+    async def schedule(self, timers: Sequence[NewTimer], *, now: float) -> list[int]:
+        if not timers:
+            return []
+        rows = json.dumps(
+            [
+                {"tenant": t.tenant, "stream": t.stream, "data": t.data, "fire_at_ms": t.fire_at_ms}
+                for t in timers
+            ]
+        )
+        async with self._write() as tx:
+            got = await tx.all("schedule_events", {"rows": rows, "now": now})
+            await tx.all("notify_schedule_change", {})
+        return sorted(int(r["timer_id"]) for r in got)
+
+    async def next_fire_at_ms(self) -> int | None:
+        async with self._read() as tx:
+            r = await tx.one("next_fire_at", {})
+        return None if r is None or r["fire_at_ms"] is None else int(r["fire_at_ms"])
+
+    async def fire_due_timers(
+        self, *, now_ms: int, limit: int, route: Route, owner: str | None, now: float
+    ) -> int:
+        async with self._write() as tx:
+            rows = await tx.all("take_due_timers", {"now_ms": now_ms, "limit": limit})
+            if not rows:
+                return 0
+            due = sorted(
+                (
+                    DueTimer(
+                        timer_id=int(r["timer_id"]),
+                        tenant=str(r["tenant"]),
+                        stream=str(r["stream"]),
+                        data=str(r["data"]),
+                        fire_at_ms=int(r["fire_at_ms"]),
+                    )
+                    for r in rows
+                ),
+                key=lambda t: (t.fire_at_ms, t.timer_id),
+            )
+            await self._append(tx, [route(t) for t in due], owner=owner, now=now)
+        return len(due)
+
+    # -- workers -------------------------------------------------------------------------------
+    async def register_worker(self, worker_id: str, *, hostname: str, pid: int, now: float) -> None:
+        async with self._write() as tx:
+            await tx.run(
+                "register_worker",
+                {"worker_id": worker_id, "hostname": hostname, "pid": pid, "now": now},
+            )
+            refs = await tx.all("lock_instances_of_worker", {"worker_id": worker_id})
+            await self._hand_over(tx, refs, worker_id)
+
+    async def worker_heartbeat(self, worker_id: str, *, now: float) -> bool:
+        async with self._write() as tx:
+            return await tx.run("worker_heartbeat", {"worker_id": worker_id, "now": now}) == 1
+
+    async def stop_worker(self, worker_id: str, *, now: float) -> int:
+        async with self._write() as tx:
+            await tx.run("mark_worker_stopped", {"worker_id": worker_id, "now": now})
+            refs = await tx.all("lock_instances_of_worker", {"worker_id": worker_id})
+            await self._hand_over(tx, refs, None)
+        return len(refs)
+
+    async def claim_orphans(self, worker_id: str, *, stale_before: float, now: float) -> Takeover:
+        async with self._write() as tx:
+            refs = await tx.all(
+                "lock_orphans", {"worker_id": worker_id, "stale_before": stale_before}
+            )
+            requeued = await self._hand_over(tx, refs, worker_id)
+        return Takeover(instances=len(refs), requeued=requeued)
+
+    async def _hand_over(self, tx: Tx, refs: list[Row], owner: str | None) -> int:
+        """New owner and epoch for `refs`; their claimed rows are pending again."""
+        if not refs:
+            return 0
+        rows = json.dumps(
+            [
+                {"tenant": r["tenant"], "actor": r["actor"], "instance_id": r["instance_id"]}
+                for r in refs
+            ]
+        )
+        await tx.run("set_owner", {"rows": rows, "owner": owner})
+        n = await tx.run("unclaim", {"rows": rows})
+        await tx.run("reown_queue_rows", {"rows": rows})
+        if n:
+            await tx.all("notify_actor_queue", {})
+        return n
+
+    async def list_workers(self) -> list[WorkerRow]:
+        async with self._read() as tx:
+            rows = await tx.all("list_workers", {})
+        return [
+            WorkerRow(
+                worker_id=str(r["worker_id"]),
+                hostname=str(r["hostname"]),
+                pid=int(r["pid"]),
+                started_at=float(r["started_at"]),
+                heartbeat_at=float(r["heartbeat_at"]),
+                stopped_at=_opt_float(r["stopped_at"]),
+            )
+            for r in rows
+        ]
+
+    async def listen_actor_wakeups(
+        self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
+    ) -> None:
+        return None
+
+
+def _claimed(r: Row) -> ClaimedEvent:
+    return ClaimedEvent(
+        queue_id=int(r["queue_id"]),
+        event_id=int(r["event_id"]),
+        tenant=str(r["tenant"]),
+        actor=str(r["actor"]),
+        instance_id=str(r["instance_id"]),
+        group_id=str(r["group_id"]),
+        stream=str(r["stream"]),
+        data=str(r["data"]),
+        attempts=int(r["attempts"]),
+        epoch=int(r["epoch"]),
+        appended_at=float(r["appended_at"]),
+    )
+
+
+def _instance(r: Row) -> InstanceInfo:
+    return InstanceInfo(
+        tenant=str(r["tenant"]),
+        actor=str(r["actor"]),
+        instance_id=str(r["instance_id"]),
+        state=str(r["state"]),
+        version=int(r["version"]),
+        worker_id=None if r["worker_id"] is None else str(r["worker_id"]),
+        epoch=int(r["owner_epoch"]),
+        pending=int(r["pending"]),
+        in_flight=int(r["in_flight"]),
+        dead=int(r["dead"]),
+        created_at=float(r["created_at"]),
+    )

@@ -1,0 +1,385 @@
+"""An in-memory `ActorStore`: the reference semantics of the actor verbs, for unit tests.
+
+It is what the SQL backends must do, written as plain Python over dicts, and it yields to the
+event loop in every verb so interleavings resemble a real store's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from yoke.store.actor_records import (
+    ClaimedEvent,
+    Completion,
+    DeadLetter,
+    DueTimer,
+    InstanceInfo,
+    InstanceRef,
+    InstanceState,
+    NewEvent,
+    NewTimer,
+    QueueDepth,
+    QueueStatus,
+    Route,
+    Takeover,
+    WorkerRow,
+)
+
+
+@dataclass
+class _Row:
+    queue_id: int
+    event_id: int
+    ref: InstanceRef
+    group_id: str
+    stream: str
+    data: str
+    appended_at: float
+    status: QueueStatus = QueueStatus.PENDING
+    attempts: int = 0
+    available_at: float = 0.0
+    claimed_by: str | None = None
+    claim_epoch: int = 0
+    error: str | None = None
+    dead_at: float | None = None
+
+
+@dataclass
+class _Instance:
+    ref: InstanceRef
+    worker_id: str | None
+    epoch: int = 1
+    state: str = "{}"
+    version: int = 0
+    created_at: float = 0.0
+
+
+@dataclass
+class MemoryActorStore:
+    rows: dict[int, _Row] = field(default_factory=dict)
+    instances: dict[InstanceRef, _Instance] = field(default_factory=dict)
+    timers: dict[int, NewTimer] = field(default_factory=dict)
+    workers: dict[str, WorkerRow] = field(default_factory=dict)
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def _count(self, verb: str) -> None:
+        self.calls[verb] = self.calls.get(verb, 0) + 1
+
+    async def append_events(
+        self, events: Sequence[NewEvent], *, owner: str | None, now: float
+    ) -> list[int]:
+        await asyncio.sleep(0)
+        self._count("append_events")
+        out = []
+        for e in events:
+            eid = next(self.ids)
+            out.append(eid)
+            for t in e.targets:
+                ref = InstanceRef(tenant=e.tenant, actor=t.actor, instance_id=t.instance_id)
+                if ref not in self.instances:
+                    self.instances[ref] = _Instance(ref, owner, created_at=now)
+                qid = next(self.ids)
+                self.rows[qid] = _Row(qid, eid, ref, t.group_id, e.stream, e.data, now)
+        return out
+
+    def _ours(self, r: _Row, worker_id: str) -> _Instance | None:
+        inst = self.instances[r.ref]
+        return inst if inst.worker_id == worker_id else None
+
+    async def claim_next(
+        self, worker_id: str, *, limit: int, now: float, after_tenant: str = ""
+    ) -> list[ClaimedEvent]:
+        await asyncio.sleep(0)
+        self._count("claim_next")
+        pending = [
+            r
+            for r in self.rows.values()
+            if r.status is QueueStatus.PENDING and self._ours(r, worker_id) is not None
+        ]
+        names = sorted({r.ref.tenant for r in pending})
+        tenants = [t for t in names if t > after_tenant] + [t for t in names if t <= after_tenant]
+        tenants = tenants[:limit]
+        if not tenants:
+            return []
+        quota = -(-limit // len(tenants))
+        taken: dict[str, int] = {}
+        out: list[ClaimedEvent] = []
+        for qid in sorted(self.rows):
+            r = self.rows[qid]
+            inst = self._ours(r, worker_id)
+            if inst is None or r.available_at > now or r.status is not QueueStatus.PENDING:
+                continue
+            if r.ref.tenant not in tenants or taken.get(r.ref.tenant, 0) >= quota:
+                continue
+            taken[r.ref.tenant] = taken.get(r.ref.tenant, 0) + 1
+            if True:
+                r.status, r.claimed_by, r.claim_epoch = QueueStatus.CLAIMED, worker_id, inst.epoch
+                out.append(
+                    ClaimedEvent(
+                        queue_id=qid,
+                        event_id=r.event_id,
+                        tenant=r.ref.tenant,
+                        actor=r.ref.actor,
+                        instance_id=r.ref.instance_id,
+                        group_id=r.group_id,
+                        stream=r.stream,
+                        data=r.data,
+                        attempts=r.attempts,
+                        epoch=inst.epoch,
+                        appended_at=r.appended_at,
+                    )
+                )
+        return out
+
+    def _fenced_row(self, worker_id: str, c: Completion) -> _Row | None:
+        r = self.rows.get(c.queue_id)
+        if r is None or r.status is not QueueStatus.CLAIMED:
+            return None
+        inst = self.instances[r.ref]
+        if (
+            r.claimed_by != worker_id
+            or r.claim_epoch != c.epoch
+            or inst.epoch != c.epoch
+            or inst.worker_id != worker_id
+        ):
+            return None
+        return r
+
+    async def complete(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
+        await asyncio.sleep(0)
+        self._count("complete")
+        out = []
+        for c in done:
+            if self._fenced_row(worker_id, c) is not None:
+                del self.rows[c.queue_id]
+                out.append(c.queue_id)
+        return out
+
+    async def requeue(
+        self, worker_id: str, done: Completion, *, available_at: float, error: str | None
+    ) -> bool:
+        await asyncio.sleep(0)
+        self._count("requeue")
+        r = self._fenced_row(worker_id, done)
+        if r is None:
+            return False
+        r.attempts += 1
+        r.available_at = available_at
+        r.error = error
+        return True
+
+    async def dead_letter(
+        self, worker_id: str, done: Completion, *, error: str | None, now: float
+    ) -> bool:
+        await asyncio.sleep(0)
+        r = self._fenced_row(worker_id, done)
+        if r is None:
+            return False
+        r.attempts += 1
+        r.status, r.error, r.dead_at = QueueStatus.DEAD, error, now
+        return True
+
+    async def list_active_groups(self, ref: InstanceRef) -> list[str]:
+        return sorted(
+            {
+                r.group_id
+                for r in self.rows.values()
+                if r.ref == ref and r.status is not QueueStatus.DEAD
+            }
+        )
+
+    async def dead_letters(self, ref: InstanceRef, *, limit: int = 100) -> list[DeadLetter]:
+        return [
+            DeadLetter(
+                queue_id=r.queue_id,
+                event_id=r.event_id,
+                stream=r.stream,
+                group_id=r.group_id,
+                data=r.data,
+                attempts=r.attempts,
+                error=r.error,
+                dead_at=r.dead_at or 0.0,
+            )
+            for r in self.rows.values()
+            if r.ref == ref and r.status is QueueStatus.DEAD
+        ][:limit]
+
+    async def queue_depths(self, *, limit: int) -> list[QueueDepth]:
+        depth: dict[InstanceRef, int] = {}
+        for r in self.rows.values():
+            if r.status is not QueueStatus.DEAD:
+                depth[r.ref] = depth.get(r.ref, 0) + 1
+        top = sorted(depth.items(), key=lambda kv: -kv[1])[:limit]
+        return [
+            QueueDepth(tenant=k.tenant, actor=k.actor, instance_id=k.instance_id, depth=v)
+            for k, v in top
+        ]
+
+    async def get_state(self, ref: InstanceRef) -> InstanceState | None:
+        await asyncio.sleep(0)
+        inst = self.instances.get(ref)
+        if inst is None:
+            return None
+        return InstanceState(
+            state=inst.state, version=inst.version, worker_id=inst.worker_id, epoch=inst.epoch
+        )
+
+    async def update_state(
+        self, ref: InstanceRef, *, state: str, expected_version: int, worker_id: str, epoch: int
+    ) -> bool:
+        await asyncio.sleep(0)
+        inst = self.instances.get(ref)
+        if (
+            inst is None
+            or inst.version != expected_version
+            or inst.worker_id != worker_id
+            or inst.epoch != epoch
+        ):
+            return False
+        inst.state, inst.version = state, inst.version + 1
+        return True
+
+    async def get_instance(self, ref: InstanceRef) -> InstanceInfo | None:
+        inst = self.instances.get(ref)
+        if inst is None:
+            return None
+        rows = [r for r in self.rows.values() if r.ref == ref]
+        return InstanceInfo(
+            tenant=ref.tenant,
+            actor=ref.actor,
+            instance_id=ref.instance_id,
+            state=inst.state,
+            version=inst.version,
+            worker_id=inst.worker_id,
+            epoch=inst.epoch,
+            pending=sum(r.status is QueueStatus.PENDING for r in rows),
+            in_flight=sum(r.status is QueueStatus.CLAIMED for r in rows),
+            dead=sum(r.status is QueueStatus.DEAD for r in rows),
+            created_at=inst.created_at,
+        )
+
+    async def list_instances(self, actor: str, *, limit: int = 100) -> list[InstanceInfo]:
+        out = []
+        for ref in sorted(self.instances, key=lambda r: (r.tenant, r.instance_id)):
+            if ref.actor == actor:
+                info = await self.get_instance(ref)
+                assert info is not None
+                out.append(info)
+        return out[:limit]
+
+    async def schedule(self, timers: Sequence[NewTimer], *, now: float) -> list[int]:
+        await asyncio.sleep(0)
+        out = []
+        for timer in timers:
+            tid = next(self.ids)
+            self.timers[tid] = timer
+            out.append(tid)
+        return out
+
+    async def next_fire_at_ms(self) -> int | None:
+        return min((t.fire_at_ms for t in self.timers.values()), default=None)
+
+    async def fire_due_timers(
+        self, *, now_ms: int, limit: int, route: Route, owner: str | None, now: float
+    ) -> int:
+        due = sorted(
+            (t.fire_at_ms, tid) for tid, t in self.timers.items() if t.fire_at_ms <= now_ms
+        )[:limit]
+        events = []
+        for _, tid in due:
+            t = self.timers.pop(tid)
+            events.append(
+                route(
+                    DueTimer(
+                        timer_id=tid,
+                        tenant=t.tenant,
+                        stream=t.stream,
+                        data=t.data,
+                        fire_at_ms=t.fire_at_ms,
+                    )
+                )
+            )
+        if events:
+            await self.append_events(events, owner=owner, now=now)
+        return len(events)
+
+    async def register_worker(self, worker_id: str, *, hostname: str, pid: int, now: float) -> None:
+        # A (re)start is a new incarnation: what an earlier one claimed is pending again.
+        for inst in self.instances.values():
+            if inst.worker_id == worker_id:
+                self._release(inst, worker_id)
+        self.workers[worker_id] = WorkerRow(
+            worker_id=worker_id,
+            hostname=hostname,
+            pid=pid,
+            started_at=now,
+            heartbeat_at=now,
+            stopped_at=None,
+        )
+
+    async def worker_heartbeat(self, worker_id: str, *, now: float) -> bool:
+        w = self.workers.get(worker_id)
+        if w is None or w.stopped_at is not None:
+            return False
+        self.workers[worker_id] = WorkerRow(
+            worker_id=worker_id,
+            hostname=w.hostname,
+            pid=w.pid,
+            started_at=w.started_at,
+            heartbeat_at=now,
+            stopped_at=None,
+        )
+        return True
+
+    def _release(self, inst: _Instance, owner: str | None) -> int:
+        inst.worker_id, inst.epoch = owner, inst.epoch + 1
+        n = 0
+        for r in self.rows.values():
+            if r.ref == inst.ref and r.status is QueueStatus.CLAIMED:
+                r.status, r.claimed_by = QueueStatus.PENDING, None
+                n += 1
+        return n
+
+    async def stop_worker(self, worker_id: str, *, now: float) -> int:
+        w = self.workers.get(worker_id)
+        if w is not None:
+            self.workers[worker_id] = WorkerRow(
+                worker_id=worker_id,
+                hostname=w.hostname,
+                pid=w.pid,
+                started_at=w.started_at,
+                heartbeat_at=w.heartbeat_at,
+                stopped_at=now,
+            )
+        n = 0
+        for inst in self.instances.values():
+            if inst.worker_id == worker_id:
+                self._release(inst, None)
+                n += 1
+        return n
+
+    async def claim_orphans(self, worker_id: str, *, stale_before: float, now: float) -> Takeover:
+        live = {
+            w.worker_id
+            for w in self.workers.values()
+            if w.stopped_at is None and w.heartbeat_at >= stale_before
+        }
+        n = requeued = 0
+        for inst in self.instances.values():
+            if inst.worker_id == worker_id or inst.worker_id in live:
+                continue
+            requeued += self._release(inst, worker_id)
+            n += 1
+        return Takeover(instances=n, requeued=requeued)
+
+    async def list_workers(self) -> list[WorkerRow]:
+        return sorted(self.workers.values(), key=lambda w: w.worker_id)
+
+    async def listen_actor_wakeups(
+        self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
+    ) -> None:
+        return None

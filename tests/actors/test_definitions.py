@@ -1,0 +1,116 @@
+"""Definitions: checked at definition time; routing (fan-out), groups, selectors, backoff."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from yoke.actors import ActorCtx, ActorRegistry, Backoff, Event, Queue
+from yoke.actors.definitions import SINGLETON, select_from_config
+from yoke.errors import BadType, BadValue
+from yoke.store.actor_records import Target
+
+
+async def noop(ctx: ActorCtx, event: Event) -> None:
+    return None
+
+
+def ev(i: int, data: Any) -> Event:
+    return Event(
+        id=i, event_id=i, stream="s", tenant="t", data=data, group_id="", attempt=1, appended_at=0.0
+    )
+
+
+def test_queue_checks() -> None:
+    assert Queue().mode == "fifo" and Queue().concurrency == 1
+    with pytest.raises(BadValue):
+        Queue(mode="lifo")  # type: ignore[arg-type]
+    with pytest.raises(BadValue):
+        Queue(concurrency=0)
+    with pytest.raises(BadType):
+        Queue(concurrency=True)
+    with pytest.raises(BadValue):
+        Queue(mode="custom")
+    with pytest.raises(BadValue):
+        Queue(select={"order_by": "data.x"})
+    with pytest.raises(BadType):
+        Queue(group_by=3)  # type: ignore[arg-type]
+    q = Queue(mode="custom", select={"order_by": "data.p", "desc": True})
+    assert callable(q.select)
+
+
+def test_group_of() -> None:
+    assert Queue().group_of({"a": 1}) == ""
+    assert Queue(group_by="line").group_of({"line": 7}) == "7"
+    assert Queue(group_by="a.b").group_of({"a": {"b": "x"}}) == "x"
+    assert Queue(group_by="line").group_of({}) == ""
+    assert Queue(group_by=lambda d: d["n"] % 2).group_of({"n": 3}) == "1"
+
+
+def test_backoff() -> None:
+    b = Backoff()
+    assert b.delay(1) == pytest.approx(0.1)
+    assert b.delay(2) == pytest.approx(0.2)
+    assert b.delay(9) == pytest.approx(25.6)
+    assert b.delay(10) == 30.0 and b.delay(10_000) == 30.0
+    assert not b.exhausted(10_000)
+    assert Backoff(max_attempts=3).exhausted(3)
+    with pytest.raises(BadValue):
+        Backoff(factor=0.5)
+    with pytest.raises(BadValue):
+        Backoff(max_attempts=0)
+
+
+def test_registry_routes_to_subscribers_by_key() -> None:
+    reg = ActorRegistry()
+    reg.actor(subscribe=["carts"], key="cart_id", queue=Queue(group_by="line"))(noop)
+    reg.actor("audit", subscribe=["carts", "orders"])(noop)
+    reg.actor("orders", subscribe=["orders"], key="order.id")(noop)
+    assert reg.route("carts", {"cart_id": 5, "line": "a"}) == (
+        Target(actor="noop", instance_id="5", group_id="a"),
+        Target(actor="audit", instance_id=SINGLETON, group_id=""),
+    )
+    # a missing key field: that actor gets nothing, the others still do
+    assert reg.route("carts", {"line": "a"}) == (
+        Target(actor="audit", instance_id=SINGLETON, group_id=""),
+    )
+    assert reg.route("orders", {"order": {"id": "o1"}})[1] == Target(
+        actor="orders", instance_id="o1", group_id=""
+    )
+    assert reg.route("nobody", {}) == ()
+    e = reg.new_event("carts", {"cart_id": 1}, tenant="acme")
+    assert json.loads(e.data) == {"cart_id": 1} and e.tenant == "acme"
+
+
+def test_registry_refuses_bad_definitions() -> None:
+    reg = ActorRegistry()
+    with pytest.raises(BadType):
+        reg.actor(subscribe="carts")
+    with pytest.raises(BadValue):
+        reg.actor(subscribe=[])
+
+    def not_async(ctx: ActorCtx, event: Event) -> None:
+        return None
+
+    with pytest.raises(BadType):
+        reg.actor(subscribe=["s"])(not_async)  # type: ignore[arg-type]
+    reg.actor(subscribe=["s"])(noop)
+    with pytest.raises(BadValue):
+        reg.actor(subscribe=["s"])(noop)
+    with pytest.raises(BadValue):
+        reg.new_event("s", {"x": float("nan")}, tenant="t")
+
+
+def test_select_from_config() -> None:
+    events = [ev(1, {"p": 2}), ev(2, {"p": 9}), ev(3, {}), ev(4, {"p": 9})]
+    assert select_from_config({"order_by": "data.p", "desc": True})(events) is events[1]
+    assert select_from_config({"order_by": "data.p"})(events) is events[0]
+    assert select_from_config({"order_by": "id", "desc": True})(events) is events[3]
+    assert select_from_config({"order_by": "data.zz"})(events) is events[0]
+    assert select_from_config({"order_by": "data.p"})([]) is None
+    with pytest.raises(BadValue):
+        select_from_config({"order_by": "nope"})
+    with pytest.raises(BadValue):
+        select_from_config({"order_by": "id", "limit": 1})

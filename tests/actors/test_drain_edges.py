@@ -1,0 +1,123 @@
+"""Edges of the drain: losing an instance mid-process(), a store that fails to load state,
+and the bound on instances kept in memory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from tests.actors.conftest import MakeRuntime, wait_for
+from tests.actors.memstore import MemoryActorStore
+from yoke.actors import ActorCtx, DrainConfig, Event, Fenced, QueueDrainScheduler
+from yoke.clock import SystemClock
+from yoke.errors import StoreUnavailable
+from yoke.store.actor_records import InstanceRef, InstanceState, NewEvent, Target
+
+
+async def test_a_worker_that_lost_its_instance_changes_nothing(
+    make_runtime: MakeRuntime,
+) -> None:
+    store = MemoryActorStore()
+    rt = make_runtime()
+    fenced = asyncio.Event()
+
+    @rt.actor(subscribe=["s"], key="k")
+    async def a(ctx: ActorCtx, event: Event) -> None:
+        # Another worker takes the instance over while this call runs (w1 looks stale to it).
+        await store.register_worker("w2", hostname="h", pid=2, now=rt.wall())
+        await store.claim_orphans("w2", stale_before=rt.wall() + 3600, now=rt.wall())
+        try:
+            await ctx.state.update(lambda s: {**s, "n": 1})
+        except Fenced:
+            fenced.set()
+            raise
+
+    async with rt.running(store):
+        await rt.append("s", {"k": "x"})
+        await wait_for(fenced)
+        drain = rt.drain
+        assert drain is not None
+        await drain.flush()
+        assert drain.stats().fenced >= 1
+    # The state was not written, and the event is the new owner's to process.
+    st = await store.get_state(InstanceRef(tenant="default", actor="a", instance_id="x"))
+    assert st is not None and st.state == "{}" and st.worker_id == "w2"
+    (again,) = await store.claim_next("w2", limit=5, now=rt.wall())
+    assert json.loads(again.data) == {"k": "x"} and again.attempts == 0
+
+
+class SlowToLoad(MemoryActorStore):
+    """get_state fails twice with StoreUnavailable, then works."""
+
+    failures = 2
+
+    async def get_state(self, ref: InstanceRef) -> InstanceState | None:
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailable("simulated")
+        return await super().get_state(ref)
+
+
+async def test_state_that_cannot_load_is_retried_without_an_attempt(
+    make_runtime: MakeRuntime,
+) -> None:
+    store = SlowToLoad()
+    rt = make_runtime()
+    seen: list[int] = []
+    done = asyncio.Event()
+
+    @rt.actor(subscribe=["s"], key="k")
+    async def a(ctx: ActorCtx, event: Event) -> None:
+        seen.append(event.attempt)
+        done.set()
+
+    async with rt.running(store):
+        await rt.append("s", {"k": "x"})
+        await wait_for(done)
+        stats = rt.drain_stats()
+        assert stats is not None and stats.errors == 0
+    assert seen == [1] and store.failures == 0
+
+
+async def test_resting_instances_are_bounded(make_runtime: MakeRuntime) -> None:
+    store = MemoryActorStore()
+    rt = make_runtime()
+    count = 0
+    done = asyncio.Event()
+
+    @rt.actor(subscribe=["s"], key="k")
+    async def a(ctx: ActorCtx, event: Event) -> None:
+        nonlocal count
+        count += 1
+        if count == 6:
+            done.set()
+
+    rt.attach(store)
+    drain = QueueDrainScheduler(
+        store=store,
+        registry=rt.registry,
+        host=rt,
+        worker_id="w1",
+        clock=SystemClock(),
+        config=DrainConfig(idle_instances=2, concurrency=1),
+    )
+    events = [
+        NewEvent(
+            tenant="t",
+            stream="s",
+            data="{}",
+            targets=(Target(actor="a", instance_id=str(i), group_id=""),),
+        )
+        for i in range(6)
+    ]
+    await store.append_events(events, owner="w1", now=rt.wall())
+    task = asyncio.create_task(drain.run())
+    try:
+        await wait_for(done)
+        await drain.flush()
+        assert drain.stats().instances <= 3  # two resting, at most one still finishing
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,137 @@
+"""The actor verbs of every `ActorStore` (the conformance part that needs no runtime)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from yoke.actors.protocol import ActorStore
+from yoke.store.actor_records import Completion, InstanceRef, NewEvent, Target
+
+
+def events(n: int, *, instances: int = 10) -> list[NewEvent]:
+    return [
+        NewEvent(
+            tenant="t",
+            stream="s",
+            data=json.dumps({"i": i}),
+            targets=(Target(actor="a", instance_id=str(i % instances), group_id=str(i % 3)),),
+        )
+        for i in range(n)
+    ]
+
+
+async def test_concurrent_claims_never_share_a_row(actor_store: ActorStore) -> None:
+    await actor_store.append_events(events(400), owner="w1", now=1.0)
+    batches = await asyncio.gather(
+        *(actor_store.claim_next("w1", limit=60, now=2.0) for _ in range(8))
+    )
+    ids = [c.queue_id for b in batches for c in b]
+    assert len(ids) == len(set(ids)) == 400
+    # Oldest first within each claim.
+    for b in batches:
+        assert [c.queue_id for c in b] == sorted(c.queue_id for c in b)
+    assert await actor_store.claim_next("w1", limit=10, now=2.0) == []
+    assert await actor_store.claim_next("w2", limit=10, now=2.0) == []
+
+
+async def test_append_fans_out_in_order_and_keeps_the_bytes(actor_store: ActorStore) -> None:
+    evs = events(5, instances=2)
+    ids = await actor_store.append_events(evs, owner=None, now=1.0)
+    assert ids == sorted(ids) and len(ids) == 5
+    info = await actor_store.get_instance(InstanceRef(tenant="t", actor="a", instance_id="0"))
+    assert info is not None and info.pending == 3 and info.worker_id is None
+    assert await actor_store.claim_next("w1", limit=10, now=2.0) == []  # no owner: no claim
+    got = await actor_store.claim_orphans("w1", stale_before=0.0, now=2.0)
+    assert got.instances == 2
+    claims = await actor_store.claim_next("w1", limit=10, now=2.0)
+    assert [json.loads(c.data)["i"] for c in claims] == [0, 1, 2, 3, 4]
+    assert [c.event_id for c in claims] == ids
+    groups = await actor_store.list_active_groups(
+        InstanceRef(tenant="t", actor="a", instance_id="0")
+    )
+    assert groups == ["0", "1", "2"]
+
+
+async def test_requeue_keeps_the_row_until_due_and_counts_attempts(
+    actor_store: ActorStore,
+) -> None:
+    await actor_store.append_events(events(1), owner="w1", now=1.0)
+    (c,) = await actor_store.claim_next("w1", limit=1, now=1.0)
+    done = Completion(queue_id=c.queue_id, epoch=c.epoch)
+    assert await actor_store.requeue("w1", done, available_at=100.0, error="boom")
+    # After a takeover the row is pending again, and claimable only once due.
+    await actor_store.register_worker("w1", hostname="h", pid=1, now=2.0)
+    assert await actor_store.claim_next("w1", limit=1, now=50.0) == []
+    (again,) = await actor_store.claim_next("w1", limit=1, now=100.0)
+    assert again.attempts == 1 and again.epoch == c.epoch + 1
+    ok = Completion(queue_id=again.queue_id, epoch=again.epoch)
+    assert await actor_store.dead_letter("w1", ok, error="still boom", now=101.0)
+    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
+    (dl,) = await actor_store.dead_letters(ref)
+    assert dl.attempts == 2 and dl.error == "still boom" and json.loads(dl.data) == {"i": 0}
+    assert await actor_store.complete("w1", [ok]) == []  # dead letters are not completed
+    assert await actor_store.queue_depths(limit=5) == []
+
+
+async def test_state_is_compare_and_set_under_the_owner(actor_store: ActorStore) -> None:
+    await actor_store.append_events(events(1), owner="w1", now=1.0)
+    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
+    st = await actor_store.get_state(ref)
+    assert st is not None and st.state == "{}" and st.version == 0 and st.worker_id == "w1"
+    e = st.epoch
+    assert await actor_store.update_state(
+        ref, state='{"n":1}', expected_version=0, worker_id="w1", epoch=e
+    )
+    assert not await actor_store.update_state(
+        ref, state='{"n":9}', expected_version=0, worker_id="w1", epoch=e
+    )
+    assert not await actor_store.update_state(
+        ref, state='{"n":9}', expected_version=1, worker_id="w2", epoch=st.epoch
+    )
+    st2 = await actor_store.get_state(ref)
+    assert st2 is not None and st2.state == '{"n":1}' and st2.version == 1
+
+
+async def test_stopped_worker_gives_its_instances_up(actor_store: ActorStore) -> None:
+    await actor_store.register_worker("w1", hostname="h", pid=1, now=1.0)
+    await actor_store.append_events(events(4, instances=2), owner="w1", now=1.0)
+    claims = await actor_store.claim_next("w1", limit=2, now=1.0)
+    assert await actor_store.stop_worker("w1", now=2.0) == 2
+    assert not await actor_store.worker_heartbeat("w1", now=3.0)
+    (w,) = await actor_store.list_workers()
+    assert w.stopped_at == 2.0
+    taken = await actor_store.claim_orphans("w2", stale_before=0.0, now=3.0)
+    assert taken.instances == 2 and taken.requeued == 0  # stop_worker already put them back
+    assert len(await actor_store.claim_next("w2", limit=10, now=3.0)) == 4
+    done = [Completion(queue_id=c.queue_id, epoch=c.epoch) for c in claims]
+    assert await actor_store.complete("w1", done) == []
+
+
+async def test_a_claim_is_shared_between_tenants(actor_store: ActorStore) -> None:
+    flood = [
+        NewEvent(
+            tenant="flood",
+            stream="s",
+            data="{}",
+            targets=(Target(actor="a", instance_id="x", group_id=""),),
+        )
+        for _ in range(300)
+    ]
+    light = [
+        NewEvent(
+            tenant="light",
+            stream="s",
+            data="{}",
+            targets=(Target(actor="a", instance_id="y", group_id=""),),
+        )
+        for _ in range(5)
+    ]
+    await actor_store.append_events(flood, owner="w1", now=1.0)
+    await actor_store.append_events(light, owner="w1", now=1.0)
+    got = await actor_store.claim_next("w1", limit=20, now=2.0)
+    assert [c.tenant for c in got].count("light") == 5  # not behind the 300 older ones
+    assert [c.tenant for c in got].count("flood") == 10  # its share: ceil(20 / 2)
+    # The cursor moves past a tenant; a claim after the last tenant wraps around.
+    got = await actor_store.claim_next("w1", limit=20, now=2.0, after_tenant="light")
+    assert {c.tenant for c in got} == {"flood"} and len(got) == 20

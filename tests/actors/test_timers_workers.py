@@ -1,0 +1,166 @@
+"""Timing logic with a fake clock: timer dispatch, heartbeats, takeover and fencing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from tests.actors.conftest import MakeRuntime, wait_for
+from tests.actors.memstore import MemoryActorStore
+from yoke.actors import ActorCtx, ActorRegistry, Event, Fenced, TimerDispatch, WorkerHeartbeat
+from yoke.actors.ctx import InstanceStateCell
+from yoke.actors.protocol import ActorStore
+from yoke.actors.timers import next_sleep
+from yoke.clock import ManualClock
+from yoke.store.actor_records import Completion, InstanceRef, NewEvent, NewTimer, Target
+
+
+def test_next_sleep() -> None:
+    assert next_sleep(100.0, None, 10.0) == 10.0
+    assert next_sleep(100.0, 100_250, 10.0) == 0.25
+    assert next_sleep(100.0, 99_000, 10.0) == 0.0
+    assert next_sleep(100.0, 900_000, 10.0) == 10.0
+
+
+async def _noop(ctx: ActorCtx, event: Event) -> None:
+    return None
+
+
+async def test_timers_fire_once_when_due(actor_store: ActorStore) -> None:
+    clock = ManualClock(wall_offset=1_700_000_000.0 + 1e6)
+    store = actor_store
+    reg = ActorRegistry()
+    reg.actor("remind", subscribe=["carts"], key="cart_id")(_noop)
+    fired: list[int] = []
+    t = TimerDispatch(
+        store=store,
+        registry=reg,
+        clock=clock,
+        owner=lambda: "w1",
+        on_fired=lambda: fired.append(1),
+        poll_interval=10.0,
+    )
+    now_ms = round(clock.wall() * 1000)
+    await store.schedule(
+        [
+            NewTimer(tenant="t", stream="carts", data=json.dumps({"cart_id": c}), fire_at_ms=ms)
+            for c, ms in ((1, now_ms + 5000), (2, now_ms + 2000))
+        ],
+        now=clock.wall(),
+    )
+    assert await t.fire_due() == 2.0  # sleeps until the earliest timer
+    assert await store.list_instances("remind") == []
+    clock.advance(2.0)
+    assert await t.fire_due() == 3.0
+    assert [i.instance_id for i in await store.list_instances("remind")] == ["2"]
+    clock.advance(3.0)
+    assert await t.fire_due() == 10.0  # nothing left: the backup poll
+    infos = await store.list_instances("remind")
+    assert [(i.instance_id, i.pending) for i in infos] == [("1", 1), ("2", 1)]
+    clock.advance(100.0)
+    await t.fire_due()
+    assert t.fired == 2 and len(fired) == 2
+    assert sum(i.pending for i in await store.list_instances("remind")) == 2
+    # Fired events' new instances belong to the firing worker.
+    assert {i.worker_id for i in infos} == {"w1"}
+
+
+async def test_heartbeat_takeover_and_fencing(actor_store: ActorStore) -> None:
+    clock = ManualClock()
+    store = actor_store
+    woke: list[str] = []
+    a = WorkerHeartbeat(
+        store=store,
+        worker_id="A",
+        clock=clock,
+        heartbeat_interval=15,
+        stale_after=60,
+        on_takeover=lambda: woke.append("A"),
+    )
+    b = WorkerHeartbeat(
+        store=store,
+        worker_id="B",
+        clock=clock,
+        heartbeat_interval=15,
+        stale_after=60,
+        on_takeover=lambda: woke.append("B"),
+    )
+    await a.boot()
+    target = (Target(actor="x", instance_id="i1", group_id=""),)
+    await store.append_events(
+        [NewEvent(tenant="t", stream="s", data="{}", targets=target)], owner="A", now=clock.wall()
+    )
+    (claim,) = await store.claim_next("A", limit=10, now=clock.wall())
+    await b.boot()
+    assert (await b.tick()).instances == 0  # A is alive: nothing to take
+    clock.advance(30)
+    await a.tick()
+    clock.advance(45)  # A last beat 45 s ago: not stale yet
+    assert (await b.tick()).instances == 0
+    clock.advance(16)  # now 61 s: stale
+    got = await b.tick()
+    assert got.instances == 1 and got.requeued == 1 and woke == ["B"]
+    # A's late completion is refused; B claims the event again under the new epoch.
+    done = Completion(queue_id=claim.queue_id, epoch=claim.epoch)
+    assert await store.complete("A", [done]) == []
+    assert not await store.requeue("A", done, available_at=0, error=None)
+    (again,) = await store.claim_next("B", limit=10, now=clock.wall())
+    assert again.queue_id == claim.queue_id and again.epoch == claim.epoch + 1
+    assert await store.claim_next("A", limit=10, now=clock.wall()) == []
+    # A's state writes are fenced too.
+    cell = InstanceStateCell(
+        store,
+        InstanceRef(tenant="t", actor="x", instance_id="i1"),
+        worker_id="A",
+        epoch=claim.epoch,
+    )
+    try:
+        await cell.update(lambda s: {**s, "n": 1})
+        raise AssertionError("a fenced update went through")
+    except Fenced:
+        pass
+    assert await store.complete("B", [Completion(queue_id=again.queue_id, epoch=again.epoch)]) == [
+        again.queue_id
+    ]
+
+
+async def test_stopping_a_worker_hands_its_instances_over(
+    actor_store: ActorStore, make_runtime: MakeRuntime
+) -> None:
+    first = make_runtime("first", shutdown_timeout=0.05)  # don't wait for the stuck call
+    second = make_runtime("second")
+    seen: list[str] = []
+    done = asyncio.Event()
+    gate = asyncio.Event()
+    stuck = asyncio.Event()
+
+    for rt in (first, second):
+
+        @rt.actor("a", subscribe=["s"], key="k")
+        async def a(ctx: ActorCtx, event: Event, rt_id: str = rt.worker_id) -> None:
+            if rt_id == "first":
+                stuck.set()
+                await gate.wait()  # never finishes in the first worker
+            seen.append(rt_id)
+            done.set()
+
+    async with first.running(actor_store):
+        await first.append("s", {"k": "one"})
+        await wait_for(stuck)
+    async with second.running(actor_store):
+        await wait_for(done)
+    assert seen == ["second"]
+
+
+async def test_an_error_in_the_block_comes_back_as_itself(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime()
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom, match="mine"):
+        async with rt.running(MemoryActorStore()):
+            raise Boom("mine")
+    assert rt.drain is None

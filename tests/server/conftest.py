@@ -1,0 +1,121 @@
+"""Fixtures of the server tests: an in-process server (lifespan entered) and httpx clients.
+
+`serve` builds a `Server` over a fresh SQLite database with a small app of test workflows and
+three tokens: an ADMIN, an OPERATOR and two plain tenants (acme, globex). Clients talk to it
+in process through `httpx.ASGITransport`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import yoke
+from yoke.executions import Limits, Principal
+from yoke.server import Server, TokenBook
+
+TOKENS = {
+    "admin": ("t-admin", Principal("root", roles=["ADMIN"], tenant=None)),
+    "operator": ("t-operator", Principal("ops", roles=["OPERATOR"], tenant=None)),
+    "acme": ("t-acme", Principal("acme-ci", tenant="acme")),
+    "globex": ("t-globex", Principal("globex-ci", tenant="globex")),
+}
+
+TOKENS_TOML = "\n".join(
+    f'[[tokens]]\ntoken = "{t}"\nprincipal = "{p.name}"\n'
+    + (f'tenant = "{p.tenant}"\n' if p.tenant else "")
+    + f"roles = {sorted(p.roles)!r}\n".replace("'", '"')
+    for t, p in TOKENS.values()
+)
+
+
+def make_app(database_url: str, limits: Limits | None = None) -> yoke.App:
+    app = yoke.App(database_url, limits=limits)
+    gate = asyncio.Event()
+
+    @app.workflow()
+    async def echo(ctx: yoke.Context, input: Any) -> Any:
+        return input
+
+    @app.workflow()
+    async def hold(ctx: yoke.Context, input: Any) -> Any:
+        # Runs until the test releases it (or it is cancelled): a slot that stays taken.
+        await gate.wait()
+        return "released"
+
+    @app.workflow()
+    async def steps(ctx: yoke.Context, input: Any) -> Any:
+        a = await ctx.step("a", lambda: 1)
+        b = await ctx.child("echo", {"x": a})
+        if isinstance(input, dict) and input.get("fail"):
+            raise RuntimeError("asked to fail")
+        return {"a": a, "b": b}
+
+    app.gate = gate  # type: ignore[attr-defined]
+    return app
+
+
+Client = Callable[[str], httpx.AsyncClient]
+
+
+@asynccontextmanager
+async def running(server: Server) -> AsyncIterator[Client]:
+    clients: list[httpx.AsyncClient] = []
+
+    def client(who: str) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {TOKENS[who][0]}"} if who in TOKENS else {}
+        c = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=server), base_url="http://yoke.test", headers=headers
+        )
+        clients.append(c)
+        return c
+
+    async with server.lifespan():
+        try:
+            yield client
+        finally:
+            app = server.app
+            app.gate.set()  # type: ignore[attr-defined]
+            for c in clients:
+                await c.aclose()
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/yoke.db"
+
+
+@pytest.fixture
+def tokens_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tokens.toml"
+    path.write_text(TOKENS_TOML)
+    return path
+
+
+Serve = Callable[..., Awaitable[tuple[Server, Client]]]
+
+
+@pytest.fixture
+async def serve(db_url: str, tokens_file: Path) -> AsyncIterator[Serve]:
+    """`server, client = await serve(limits=...)`; the lifespan is left at the end."""
+    stack: list[Any] = []
+
+    async def start(
+        limits: Limits | None = None, *, tokens: bool = True, retention: float = 3600.0
+    ) -> tuple[Server, Client]:
+        book = TokenBook.from_file(tokens_file) if tokens else None
+        server = Server(make_app(db_url, limits), tokens=book, retention=retention)
+        cm = running(server)
+        client = await cm.__aenter__()
+        stack.append(cm)
+        return server, client
+
+    yield start
+    for cm in reversed(stack):
+        await cm.__aexit__(None, None, None)
