@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.common import machine
 
-ORDER = ("fair", "kernel", "executions")
+ORDER = ("fair", "kernel", "executions", "server", "actors")
 HEADER = """# Benchmarks
 
 Written by `{command}` on {date}.

@@ -29,6 +29,7 @@ YOKE_TABLES = (
     "yoke_ledger",
     "yoke_control_log",
     "yoke_instances",
+    "yoke_idempotency",
 )
 
 
