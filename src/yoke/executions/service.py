@@ -11,6 +11,8 @@ State changes of the kernel happen between awaits, never across one: each `pop_n
 by a grant, a `requeue` or a `release` whatever the store answers.
 
 This module must never name a store backend, and never reads time but through its `Clock`.
+Reading (`reading`) and runtime changes (`control`) are mixed in from their own modules; the
+shared fields are in `state`.
 """
 
 from __future__ import annotations
@@ -20,43 +22,41 @@ import builtins
 import contextlib
 import functools
 import hashlib
-import inspect
 import json
-import logging
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Coroutine
+from typing import Any
 
-from yoke.clock import Clock
 from yoke.errors import (
     BadType,
     BadValue,
     Conflict,
-    Forbidden,
     IdempotencyConflict,
     LimitExceeded,
     NotFound,
-    NotRunning,
     ShuttingDown,
-    Vetoed,
     YokeError,
 )
 from yoke.executions import admission
-from yoke.executions.admission import Caps, DrainRate, make_kernel, slots_for
-from yoke.executions.context import Context, Registry, Workflow, run_workflow
+from yoke.executions.admission import Caps, make_kernel, slots_for
+from yoke.executions.context import Context, Workflow, run_workflow
+from yoke.executions.control import Control
 from yoke.executions.model import (
-    ADMIN,
-    OPERATOR,
-    AuditEntry,
-    Change,
     Execution,
     Limits,
-    Page,
     Principal,
     Start,
-    check_timeout,
     encode_json,
+)
+from yoke.executions.reading import Reading
+from yoke.executions.state import (
+    ExecutionsStats,
+    Local,
+    Reviewer,
+    Spawn,
+    T,
+    check_id,
+    log,
 )
 from yoke.kernel import Item
 from yoke.store import (
@@ -73,76 +73,11 @@ from yoke.store import (
     Store,
 )
 
-log = logging.getLogger("yoke.executions")
-T = TypeVar("T")
-
-Reviewer = Callable[[Change], "Awaitable[str | None] | str | None"]
-Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
+__all__ = ["Executions", "ExecutionsStats", "Reviewer", "Spawn"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ExecutionsStats:
-    """This process's scheduler: starts running and queued in its kernel, executions whose
-    task lives here, and starts still being logged or decided."""
-
-    running: int
-    queued: int
-    executions: int
-    in_flight: int
-
-
-@dataclass(eq=False)
-class _Local:
-    """A start logged by this process, until its execution ends (or it is refused)."""
-
-    row: StartRow
-    copy: StepCopy | None
-    item: Item | None = None
-    decided: asyncio.Event = field(default_factory=asyncio.Event)
-    answered: asyncio.Event = field(default_factory=asyncio.Event)
-    error: YokeError | None = None
-    task: asyncio.Task[None] | None = None
-    orphaned: bool = False  # its grant outlived a cancelled caller and settles by itself
-    started: bool = False
-    cancel_requested: bool = False
-
-
-class Executions:
-    def __init__(
-        self,
-        *,
-        registry: Registry,
-        clock: Clock,
-        limits: Limits,
-        reviewers: list[Reviewer],
-        slot_poll_interval: float = 1.0,
-    ) -> None:
-        self._registry = registry
-        self._clock = clock
-        self._limits = limits
-        self._reviewers = reviewers
-        self._poll = slot_poll_interval
-        self._store: Store | None = None
-        self._spawn: Spawn | None = None
-        self._instance_id = ""
-        self._kernel = make_kernel(limits)
-        self._caps = Caps(self._kernel, limits)
-        self._drain = DrainRate(clock)
-        self._local: dict[str, _Local] = {}
-        self._runs: dict[str, _Local] = {}  # by execution id, while its task lives
-        self._in_flight: set[asyncio.Future[Any]] = set()  # starts being logged and decided
-        self._wake = asyncio.Event()
-        self._closing = False
-        self._aborting = False
-
-    def __repr__(self) -> str:
-        k = self._kernel
-        state = "closing" if self._closing else ("running" if self._store else "stopped")
-        return (
-            f"Executions({state}, running={k.running}, queued={k.queued}, "
-            f"executions={len(self._runs)}, in_flight={len(self._in_flight)}, "
-            f"limits={self._limits})"
-        )
+class Executions(Reading, Control):
+    """`app.executions`: see the module header; reading and control live in their modules."""
 
     # -- lifecycle (called by App) -------------------------------------------------------------
     def attach(self, store: Store, *, instance_id: str, spawn: Spawn, limits: Limits) -> None:
@@ -156,10 +91,6 @@ class Executions:
     def detach(self) -> None:
         self._store = None
         self._spawn = None
-
-    def wake(self) -> None:
-        """A slot may have freed (here or in another process): let the dispatcher look."""
-        self._wake.set()
 
     async def run_dispatcher(self) -> None:
         """Service: grant the kernel's picks when woken, and on the backup poll."""
@@ -264,7 +195,7 @@ class Executions:
         return self._answer(fresh or row)
 
     async def _admit(self, row: StartRow, *, copy: StepCopy | None) -> Start:
-        local = _Local(row=row, copy=copy)
+        local = Local(row=row, copy=copy)
         self._local[row.start_id] = local
         try:
             return await self._decide(local)
@@ -274,7 +205,7 @@ class Executions:
         finally:
             local.answered.set()
 
-    async def _decide(self, local: _Local) -> Start:
+    async def _decide(self, local: Local) -> Start:
         row, k = local.row, self._kernel
         if self._closing:  # shutdown began while the start was being logged
             await self._give_up(local, StartStatus.REFUSED, "shutting down")
@@ -316,7 +247,7 @@ class Executions:
                 await local.decided.wait()  # another task's pump is granting it
         return self._answer(local.row)
 
-    async def _refuse_limit(self, local: _Local) -> LimitExceeded:
+    async def _refuse_limit(self, local: Local) -> LimitExceeded:
         retry = self._drain.retry_after(self._kernel.queued + 1, default=self._poll)
         reason = f"limit reached; retry in about {retry:.2f}s"
         await self._give_up(local, StartStatus.REFUSED, reason, forget_key=True)
@@ -325,7 +256,7 @@ class Executions:
         )
 
     async def _give_up(
-        self, local: _Local, status: StartStatus, reason: str, *, forget_key: bool = False
+        self, local: Local, status: StartStatus, reason: str, *, forget_key: bool = False
     ) -> None:
         self._local.pop(local.row.start_id, None)
         try:
@@ -382,7 +313,7 @@ class Executions:
             raise
         return self._apply(item, local, res)
 
-    def _apply(self, item: Item, local: _Local, res: GrantResult) -> GrantResult:
+    def _apply(self, item: Item, local: Local, res: GrantResult) -> GrantResult:
         if res.outcome is GrantOutcome.GRANTED:
             assert res.start is not None and res.execution is not None
             local.row = res.start
@@ -396,7 +327,7 @@ class Executions:
             local.decided.set()
         return res
 
-    def _settle_orphan(self, item: Item, local: _Local, fut: asyncio.Future[GrantResult]) -> None:
+    def _settle_orphan(self, item: Item, local: Local, fut: asyncio.Future[GrantResult]) -> None:
         res = None if fut.cancelled() or fut.exception() is not None else fut.result()
         if res is not None:
             self._apply(item, local, res)
@@ -432,81 +363,11 @@ class Executions:
                 if admission.is_running(item):
                     k.requeue(item.id)
 
-    # -- reading ----------------------------------------------------------------------------
-    async def get(self, start_id: str) -> Start:
-        row = await self._require().get_start(_id(start_id, "start_id"))
-        if row is None:
-            raise NotFound(f"no start {start_id}")
-        local = self._local.get(row.start_id)
-        return self._answer(local.row if local and row.status is StartStatus.QUEUED else row)
-
-    async def wait_granted(self, start_id: str, timeout: float | None = None) -> Start:
-        """Wait until the start is no longer QUEUED (or `timeout`); return it as it is then."""
-        timeout = check_timeout(timeout)
-        local = self._local.get(_id(start_id, "start_id"))
-        if local is not None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await local.decided.wait()
-            return await self.get(start_id)
-        return await self._poll_until(
-            lambda: self.get(start_id), lambda s: s.status is not StartStatus.QUEUED, timeout
-        )
-
-    async def get_execution(self, execution_id: str) -> Execution:
-        row = await self._require().get_execution(_id(execution_id, "execution_id"))
-        if row is None:
-            raise NotFound(f"no execution {execution_id}")
-        return _execution(row)
-
-    async def wait(self, execution_id: str, timeout: float | None = None) -> Execution:
-        """Wait until the execution has finished (or `timeout`); return it as it is then."""
-        timeout = check_timeout(timeout)
-        run = self._runs.get(_id(execution_id, "execution_id"))
-        if run is not None and run.task is not None:
-            await asyncio.wait([run.task], timeout=timeout)
-            return await self.get_execution(execution_id)
-        return await self._poll_until(
-            lambda: self.get_execution(execution_id), lambda e: e.status.finished, timeout
-        )
-
-    async def list(
-        self,
-        *,
-        status: ExecutionStatus | str | None = None,
-        session: str | None = None,
-        workflow: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> Page:
-        if isinstance(status, str):
-            try:
-                status = ExecutionStatus(status.upper())
-            except ValueError:
-                raise BadValue(f"unknown execution status {status!r}") from None
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise BadValue("limit must be an int from 1 to 1000")
-        before: int | None = None
-        if cursor is not None:
-            try:
-                before = int(cursor)
-            except (TypeError, ValueError):
-                raise BadValue(f"bad cursor {cursor!r}") from None
-        rows = await self._require().list_executions(
-            status=status, session=session, workflow=workflow, before_seq=before, limit=limit + 1
-        )
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return Page(
-            items=tuple(_execution(r) for r in rows),
-            next_cursor=str(rows[-1].seq) if more else None,
-        )
-
     # -- cancelling --------------------------------------------------------------------------
     async def cancel_start(self, start_id: str) -> Start:
         """Cancel a QUEUED start; `Conflict` once it was decided."""
         store = self._require()
-        start_id = _id(start_id, "start_id")
+        start_id = check_id(start_id, "start_id")
         before = await store.get_start(start_id)
         if before is None:
             raise NotFound(f"no start {start_id}")
@@ -579,7 +440,7 @@ class Executions:
         return await self._again(old, StartKind.RESUME, copy, None, priority, principal)
 
     async def _source(self, execution_id: str) -> ExecutionRow:
-        row = await self._require().get_execution(_id(execution_id, "execution_id"))
+        row = await self._require().get_execution(check_id(execution_id, "execution_id"))
         if row is None:
             raise NotFound(f"no execution {execution_id}")
         if row.parent_id is not None:
@@ -616,108 +477,13 @@ class Executions:
         )
         return await self._shielded(self._log_and_admit(self._require(), new, copy))
 
-    # -- runtime changes -------------------------------------------------------------------------
-    async def limits(self) -> Limits:
-        return self._limits
-
-    async def set_limits(self, limits: Limits, *, principal: Principal) -> Limits:
-        """Replace the limits (role ADMIN), after the reviewers; recorded in the control log."""
-        _need(principal, ADMIN)
-        if not isinstance(limits, Limits):
-            raise BadType("limits must be a yoke.Limits")
-        before = self._limits
-        await self._review(
-            Change(
-                kind="limits",
-                principal=principal,
-                subject=None,
-                before=before.to_json(),
-                after=limits.to_json(),
-            )
-        )
-        await self._audit("limits", principal, None, before.to_json(), limits.to_json())
-        self.apply_limits(limits)
-        return limits
-
-    def apply_limits(self, limits: Limits) -> None:
-        self._limits = limits
-        self._caps.apply(limits)
-        self.wake()  # a raised cap may let queued starts in
-
-    async def set_priority(self, start_id: str, priority: int, *, principal: Principal) -> Start:
-        """Change a QUEUED start's priority (role OPERATOR or ADMIN), after the reviewers."""
-        _need(principal, OPERATOR, ADMIN)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise BadType("priority must be an int")
-        store = self._require()
-        row = await store.get_start(_id(start_id, "start_id"))
-        if row is None:
-            raise NotFound(f"no start {start_id}")
-        if row.status is not StartStatus.QUEUED:
-            raise Conflict(f"start {start_id} is {row.status.name}, not QUEUED")
-        before, after = {"priority": row.priority}, {"priority": priority}
-        await self._review(
-            Change(
-                kind="priority", principal=principal, subject=start_id, before=before, after=after
-            )
-        )
-        new = await store.set_start_priority(start_id, priority)
-        if new is None or new.status is not StartStatus.QUEUED:
-            raise Conflict(f"start {start_id} was decided meanwhile")
-        local = self._local.get(start_id)
-        if local is not None:
-            local.row = new
-            self._kernel.reprioritize(start_id, priority)
-        await self._audit("priority", principal, start_id, before, after)
-        self.wake()
-        return self._answer(new)
-
-    async def audit(self, *, limit: int = 100, offset: int = 0) -> builtins.list[AuditEntry]:
-        rows = await self._require().control_log(limit=limit, offset=offset)
-        return [
-            AuditEntry(
-                seq=r.seq,
-                kind=r.kind,
-                principal=r.principal,
-                tenant=r.tenant,
-                roles=r.roles,
-                subject=r.subject,
-                at=r.at,
-                before=None if r.before is None else json.loads(r.before),
-                after=None if r.after is None else json.loads(r.after),
-            )
-            for r in rows
-        ]
-
-    async def _review(self, change: Change) -> None:
-        for reviewer in self._reviewers:
-            verdict = reviewer(change)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            if verdict is not None:
-                raise Vetoed(str(verdict))
-
-    async def _audit(
-        self, kind: str, principal: Principal, subject: str | None, before: Any, after: Any
-    ) -> None:
-        await self._require().append_control(
-            kind=kind,
-            principal=principal.name,
-            tenant=principal.tenant,
-            roles=sorted(principal.roles),
-            subject=subject,
-            before=json.dumps(before),
-            after=json.dumps(after),
-            now=self._clock.wall(),
-        )
-
     # -- running -------------------------------------------------------------------------------
-    def _launch(self, ex: ExecutionRow, local: _Local) -> None:
+    def _launch(self, ex: ExecutionRow, local: Local) -> None:
         assert self._spawn is not None
         self._runs[ex.execution_id] = local
         local.task = self._spawn(self._run(ex, local))
 
-    def _stop(self, run: _Local) -> None:
+    def _stop(self, run: Local) -> None:
         # A task cancelled before its first step would never run its `finally`, leaving the
         # row RUNNING and the slot taken: ask it to stop at its first step instead.
         if run.started:
@@ -726,7 +492,7 @@ class Executions:
         else:
             run.cancel_requested = True
 
-    async def _run(self, ex: ExecutionRow, local: _Local) -> None:
+    async def _run(self, ex: ExecutionRow, local: Local) -> None:
         local.started = True
         store = self._require()
         status, output = ExecutionStatus.FAILED, None
@@ -767,7 +533,7 @@ class Executions:
     async def _finish(
         self,
         ex: ExecutionRow,
-        local: _Local,
+        local: Local,
         status: ExecutionStatus,
         output: str | None,
         error: str | None,
@@ -820,99 +586,7 @@ class Executions:
     def _run_tasks(self) -> builtins.list[asyncio.Task[None]]:
         return [r.task for r in self._runs.values() if r.task is not None]
 
-    # -- helpers -------------------------------------------------------------------------------
-    def _require(self) -> Store:
-        if self._store is None:
-            raise NotRunning("executions need a running app: `async with app.running():`")
-        return self._store
-
-    def _check_open(self) -> None:
-        if self._closing:
-            raise ShuttingDown("shutting down: no new start is admitted")
-
-    def _answer(self, row: StartRow) -> Start:
-        position = None
-        local = self._local.get(row.start_id)
-        if row.status is StartStatus.QUEUED and local is not None and local.item is not None:
-            position = self._position(local.item)
-        return Start(
-            start_id=row.start_id,
-            status=row.status,
-            workflow=row.workflow,
-            session=row.session,
-            priority=row.priority,
-            kind=row.kind,
-            execution_id=row.execution_id,
-            position=position,
-            reason=row.reason,
-            source_execution_id=row.source_execution_id,
-            created_at=row.created_at,
-            decided_at=row.decided_at,
-        )
-
-    def _position(self, item: Item) -> int | None:
-        if not admission.is_queued(item):
-            return None
-        mine = (-item.priority, item.seq)
-        ahead = sum(
-            1
-            for other in self._local.values()
-            if other.item is not None
-            and other.item is not item
-            and admission.is_queued(other.item)
-            and (-other.item.priority, other.item.seq) < mine
-        )
-        return ahead + 1
-
-    async def _poll_until(
-        self, fetch: Callable[[], Awaitable[T]], done: Callable[[T], bool], timeout: float | None
-    ) -> T:
-        # For rows owned by another process: re-read with back-off until done or the deadline.
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        delay = 0.01
-        while True:
-            value = await fetch()
-            if done(value):
-                return value
-            if deadline is not None and loop.time() >= deadline:
-                return value
-            wait = delay if deadline is None else min(delay, max(0.0, deadline - loop.time()))
-            await asyncio.sleep(wait)
-            delay = min(delay * 2, 0.25)
-
 
 def _consume(task: asyncio.Future[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.info("a start whose caller went away ended with %r", task.exception())
-
-
-def _need(principal: Principal, *roles: str) -> None:
-    if not isinstance(principal, Principal):
-        raise Forbidden(f"this change needs a principal with role {' or '.join(roles)}")
-    if not principal.has_any(*roles):
-        raise Forbidden(f"{principal.name} lacks role {' or '.join(roles)}")
-
-
-def _id(value: object, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise BadType(f"{what} must be a non-empty str")
-    return value
-
-
-def _execution(r: ExecutionRow) -> Execution:
-    return Execution(
-        execution_id=r.execution_id,
-        status=r.status,
-        workflow=r.workflow,
-        session=r.session,
-        input=json.loads(r.input),
-        output=None if r.output is None else json.loads(r.output),
-        error=r.error,
-        start_id=r.start_id,
-        parent_id=r.parent_id,
-        restarted_from=r.restarted_from,
-        resumed_from=r.resumed_from,
-        created_at=r.created_at,
-        finished_at=r.finished_at,
-    )

@@ -1,10 +1,10 @@
 """Answers to "why is my start waiting?" and "what is the scheduler doing?", from the kernel.
 
 `Executions` does not (yet) offer `why(start_id)` or a snapshot of its queue, so this module is
-the one place in the server that reads its private state (`_kernel`, `_local`, `_limits`,
-`_closing`); everything else goes through the public API. Counts of what runs come from the
-store's ledger, which is exact across processes; the queue and its order come from this
-process's kernel (the queue lives in one process, as the seed says).
+the one place in the server that reads its private state (`_kernel`, `_limits`); everything else
+goes through the public API. Counts of what runs come from the store's ledger, which is exact
+across processes; the queue and its order come from this process's kernel (the queue lives in
+one process, as the seed says).
 
 The "next picks" are a prediction of the order in which slots, as they free, go to the queued
 starts: the queue rule (priority, then the session with the fewest running, then arrival),
@@ -37,7 +37,7 @@ def _limits(ex: Executions) -> Limits:
 
 
 def closing(ex: Executions) -> bool:
-    return bool(ex._closing)
+    return ex.closing
 
 
 def _workflow_of(item: Item) -> str | None:

@@ -1,0 +1,130 @@
+"""Runtime changes by role (seed 002 "Change limits while running"): limits need ADMIN, a
+queued start's priority needs OPERATOR; both pass the reviewers, which may veto, and are
+written to the control log with the principal, the time, before and after.
+
+This module must never grant or refuse a start; a raised limit only wakes the dispatcher.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import json
+from typing import Any
+
+from yoke.errors import (
+    BadType,
+    Conflict,
+    NotFound,
+    Vetoed,
+)
+from yoke.executions.model import (
+    ADMIN,
+    OPERATOR,
+    AuditEntry,
+    Change,
+    Limits,
+    Principal,
+    Start,
+)
+from yoke.executions.state import ExecutionsState, check_id, need
+from yoke.store import (
+    StartStatus,
+)
+
+
+class Control(ExecutionsState):
+    # -- runtime changes -------------------------------------------------------------------------
+    async def limits(self) -> Limits:
+        return self._limits
+
+    async def set_limits(self, limits: Limits, *, principal: Principal) -> Limits:
+        """Replace the limits (role ADMIN), after the reviewers; recorded in the control log."""
+        need(principal, ADMIN)
+        if not isinstance(limits, Limits):
+            raise BadType("limits must be a yoke.Limits")
+        before = self._limits
+        await self._review(
+            Change(
+                kind="limits",
+                principal=principal,
+                subject=None,
+                before=before.to_json(),
+                after=limits.to_json(),
+            )
+        )
+        await self._audit("limits", principal, None, before.to_json(), limits.to_json())
+        self.apply_limits(limits)
+        return limits
+
+    def apply_limits(self, limits: Limits) -> None:
+        self._limits = limits
+        self._caps.apply(limits)
+        self.wake()  # a raised cap may let queued starts in
+
+    async def set_priority(self, start_id: str, priority: int, *, principal: Principal) -> Start:
+        """Change a QUEUED start's priority (role OPERATOR or ADMIN), after the reviewers."""
+        need(principal, OPERATOR, ADMIN)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise BadType("priority must be an int")
+        store = self._require()
+        row = await store.get_start(check_id(start_id, "start_id"))
+        if row is None:
+            raise NotFound(f"no start {start_id}")
+        if row.status is not StartStatus.QUEUED:
+            raise Conflict(f"start {start_id} is {row.status.name}, not QUEUED")
+        before, after = {"priority": row.priority}, {"priority": priority}
+        await self._review(
+            Change(
+                kind="priority", principal=principal, subject=start_id, before=before, after=after
+            )
+        )
+        new = await store.set_start_priority(start_id, priority)
+        if new is None or new.status is not StartStatus.QUEUED:
+            raise Conflict(f"start {start_id} was decided meanwhile")
+        local = self._local.get(start_id)
+        if local is not None:
+            local.row = new
+            self._kernel.reprioritize(start_id, priority)
+        await self._audit("priority", principal, start_id, before, after)
+        self.wake()
+        return self._answer(new)
+
+    async def audit(self, *, limit: int = 100, offset: int = 0) -> builtins.list[AuditEntry]:
+        rows = await self._require().control_log(limit=limit, offset=offset)
+        return [
+            AuditEntry(
+                seq=r.seq,
+                kind=r.kind,
+                principal=r.principal,
+                tenant=r.tenant,
+                roles=r.roles,
+                subject=r.subject,
+                at=r.at,
+                before=None if r.before is None else json.loads(r.before),
+                after=None if r.after is None else json.loads(r.after),
+            )
+            for r in rows
+        ]
+
+    async def _review(self, change: Change) -> None:
+        for reviewer in self._reviewers:
+            verdict = reviewer(change)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+            if verdict is not None:
+                raise Vetoed(str(verdict))
+
+    async def _audit(
+        self, kind: str, principal: Principal, subject: str | None, before: Any, after: Any
+    ) -> None:
+        await self._require().append_control(
+            kind=kind,
+            principal=principal.name,
+            tenant=principal.tenant,
+            roles=sorted(principal.roles),
+            subject=subject,
+            before=json.dumps(before),
+            after=json.dumps(after),
+            now=self._clock.wall(),
+        )

@@ -1,0 +1,117 @@
+"""Reading starts and executions: `get`, `wait_granted`, `get_execution`, `wait`, `list`.
+
+A start or execution of this process is answered from memory where that is fresher (its queue
+position, the task to wait on); one of another process is read from the store, and waited for
+by polling with back-off. This module must never change a start or an execution.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from yoke.errors import (
+    BadValue,
+    NotFound,
+)
+from yoke.executions.model import (
+    Execution,
+    Page,
+    Start,
+    check_timeout,
+)
+from yoke.executions.state import ExecutionsState, T, check_id, execution_of
+from yoke.store import (
+    ExecutionStatus,
+    StartStatus,
+)
+
+
+class Reading(ExecutionsState):
+    # -- reading ----------------------------------------------------------------------------
+    async def get(self, start_id: str) -> Start:
+        row = await self._require().get_start(check_id(start_id, "start_id"))
+        if row is None:
+            raise NotFound(f"no start {start_id}")
+        local = self._local.get(row.start_id)
+        return self._answer(local.row if local and row.status is StartStatus.QUEUED else row)
+
+    async def wait_granted(self, start_id: str, timeout: float | None = None) -> Start:
+        """Wait until the start is no longer QUEUED (or `timeout`); return it as it is then."""
+        timeout = check_timeout(timeout)
+        local = self._local.get(check_id(start_id, "start_id"))
+        if local is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await local.decided.wait()
+            return await self.get(start_id)
+        return await self._poll_until(
+            lambda: self.get(start_id), lambda s: s.status is not StartStatus.QUEUED, timeout
+        )
+
+    async def get_execution(self, execution_id: str) -> Execution:
+        row = await self._require().get_execution(check_id(execution_id, "execution_id"))
+        if row is None:
+            raise NotFound(f"no execution {execution_id}")
+        return execution_of(row)
+
+    async def wait(self, execution_id: str, timeout: float | None = None) -> Execution:
+        """Wait until the execution has finished (or `timeout`); return it as it is then."""
+        timeout = check_timeout(timeout)
+        run = self._runs.get(check_id(execution_id, "execution_id"))
+        if run is not None and run.task is not None:
+            await asyncio.wait([run.task], timeout=timeout)
+            return await self.get_execution(execution_id)
+        return await self._poll_until(
+            lambda: self.get_execution(execution_id), lambda e: e.status.finished, timeout
+        )
+
+    async def list(
+        self,
+        *,
+        status: ExecutionStatus | str | None = None,
+        session: str | None = None,
+        workflow: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        if isinstance(status, str):
+            try:
+                status = ExecutionStatus(status.upper())
+            except ValueError:
+                raise BadValue(f"unknown execution status {status!r}") from None
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise BadValue("limit must be an int from 1 to 1000")
+        before: int | None = None
+        if cursor is not None:
+            try:
+                before = int(cursor)
+            except (TypeError, ValueError):
+                raise BadValue(f"bad cursor {cursor!r}") from None
+        rows = await self._require().list_executions(
+            status=status, session=session, workflow=workflow, before_seq=before, limit=limit + 1
+        )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Page(
+            items=tuple(execution_of(r) for r in rows),
+            next_cursor=str(rows[-1].seq) if more else None,
+        )
+
+    async def _poll_until(
+        self, fetch: Callable[[], Awaitable[T]], done: Callable[[T], bool], timeout: float | None
+    ) -> T:
+        # For rows owned by another process: re-read with back-off until done or the deadline.
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        delay = 0.01
+        while True:
+            value = await fetch()
+            if done(value):
+                return value
+            if deadline is not None and loop.time() >= deadline:
+                return value
+            wait = delay if deadline is None else min(delay, max(0.0, deadline - loop.time()))
+            await asyncio.sleep(wait)
+            delay = min(delay * 2, 0.25)
