@@ -291,8 +291,8 @@ async def main(quick: bool) -> None:
     print("## Actors: append, fan-out, drain, timers\n")
     print(
         f"{n:,} no-op events over {INSTANCES} instances (queue concurrency 1, FIFO), "
-        f"worker concurrency 64, batches of 256; {runs} runs, median (min-max); "
-        f"{machine()}.\n"
+        "worker concurrency 64, claims and completions in batches of up to 1,000; "
+        f"{runs} runs, median (min-max); {machine()}.\n"
     )
     ratio = "x PgQueuer drain, per run" if peer else ""
     print(f"| setup | drain events/s | {ratio} | appends events/s (batches of 1,000) |")

@@ -55,8 +55,8 @@ log = logging.getLogger("yoke.actors.drain")
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DrainConfig:
     concurrency: int = 64  # worker-wide cap on concurrent process() calls
-    batch_size: int = 256  # rows per claim and per completion statement, at most
-    prefetch: int = 1024  # claimed rows held here beyond the running ones, at most
+    batch_size: int = 1000  # rows per claim and per completion statement, at most
+    prefetch: int = 2048  # claimed rows held here beyond the running ones, at most
     poll_interval: float = 15.0  # backup poll for a missed NOTIFY (YOKE_NOTIFY_POLL_BACKUP_SECS)
     retry_store_after: float = 0.5  # first pause when the store is unavailable (doubles to 10 s)
     idle_instances: int = 10_000  # instances holding nothing whose state stays cached here

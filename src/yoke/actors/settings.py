@@ -8,8 +8,8 @@
 | `YOKE_WORKER_STALE_SECS` | 60 | a worker silent this long is stale; others take its instances |
 | `YOKE_NOTIFY_POLL_BACKUP_SECS` | 15 | drain backup poll when a NOTIFY was missed |
 | `YOKE_SCHEDULE_WAKE_POLL_SECS` | 10 | timer backup poll |
-| `YOKE_ACTOR_BATCH_SIZE` | 256 | rows per claim / completion statement |
-| `YOKE_ACTOR_PREFETCH` | 1024 | claimed rows held by a worker beyond the running ones |
+| `YOKE_ACTOR_BATCH_SIZE` | 1000 | rows per claim / completion statement |
+| `YOKE_ACTOR_PREFETCH` | 2048 | claimed rows held by a worker beyond the running ones |
 | `YOKE_WORKER_SHUTDOWN_TIMEOUT` | 10 | seconds running `process()` calls get at shutdown |
 
 This module only turns text into values: no database, no clock.
@@ -52,8 +52,8 @@ class ActorSettings:
     stale_after: float = 60.0
     poll_interval: float = 15.0
     timer_poll_interval: float = 10.0
-    batch_size: int = 256
-    prefetch: int = 1024
+    batch_size: int = 1000
+    prefetch: int = 2048
     shutdown_timeout: float = 10.0
 
     def __post_init__(self) -> None:
