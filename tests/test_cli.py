@@ -3,7 +3,9 @@ client verbs against a real `yoke serve` of the example shop; `yoke db upgrade`.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -167,3 +169,62 @@ def test_db_upgrade(tmp_path: Path) -> None:
     assert result.output.startswith("schema at version ")
     result = CliRunner().invoke(app, ["db", "upgrade", "--database-url", "mysql://x"])
     assert result.exit_code == 1
+
+
+WORKER_APP = """
+import yoke
+
+app = yoke.App()
+
+
+@app.actor(subscribe=["pings"], key="id")
+async def pinger(ctx, event):
+    await ctx.state.update(lambda s: {**s, "n": s.get("n", 0) + 1})
+"""
+
+
+def test_worker_command_runs_until_sigterm_and_deregisters(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    (tmp_path / "pingapp.py").write_text(WORKER_APP)
+    db = tmp_path / "w.db"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            *("-m", "yoke", "worker", "--app", "pingapp:app"),
+            "--database-url",
+            f"sqlite:///{db}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        row = None
+        while time.monotonic() < deadline and row is None:
+            if db.exists():
+                with (
+                    contextlib.suppress(sqlite3.OperationalError),
+                    contextlib.closing(sqlite3.connect(db)) as conn,
+                ):
+                    row = conn.execute("SELECT pid, stopped_at FROM runtime_workers").fetchone()
+            time.sleep(0.1)
+        assert row is not None, "the worker never registered"
+        assert row[0] == proc.pid and row[1] is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            stopped = conn.execute("SELECT stopped_at FROM runtime_workers").fetchone()
+        assert stopped is not None and stopped[0] is not None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def test_worker_command_refuses_a_bad_app() -> None:
+    result = CliRunner().invoke(app, ["worker", "--app", "no_such_module:app"])
+    assert result.exit_code == 2

@@ -84,6 +84,26 @@ def serve(
         raise typer.Exit(2) from None
 
 
+@app.command()
+def worker(
+    app_spec: str = typer.Option(..., "--app", help="The app to run, as module:attribute."),
+    database_url: str = typer.Option(None, "--database-url", help="Overrides YOKE_DATABASE_URL."),
+) -> None:
+    """Run an app's actor worker (drain, timers, heartbeat) and executions until SIGTERM."""
+    from yoke.app import run_worker
+    from yoke.errors import YokeError
+    from yoke.server.serve import load_app
+
+    try:
+        target = load_app(app_spec)
+        if database_url:
+            target.settings = target.settings.with_(database_url=database_url)
+        asyncio.run(run_worker(target))
+    except YokeError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+
+
 # -- client verbs ---------------------------------------------------------------------------------
 @contextmanager
 def _client(url: str, token: str | None) -> Iterator[Any]:
