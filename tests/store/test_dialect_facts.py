@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import _truncate
 from tests.store.test_conformance import new_execution, new_start
 from yoke.errors import StoreUnavailable
-from yoke.store import ExecutionStatus, GrantOutcome, Slot, sqlfiles
+from yoke.store import ExecutionStatus, GrantOutcome, NewStart, Slot, sqlfiles
 from yoke.store.postgres import PostgresStore
 from yoke.store.sqlite import SQLiteStore
 
@@ -57,6 +57,98 @@ async def test_sqlite_write_transactions_take_the_write_lock_at_begin(lite: SQLi
             other.execute("BEGIN IMMEDIATE")
     other.execute("BEGIN IMMEDIATE")
     other.execute("ROLLBACK")
+
+
+def _count_commits(store: SQLiteStore) -> list[str]:
+    seen: list[str] = []
+    store._db().set_trace_callback(
+        lambda sql: seen.append(sql) if sql.strip().upper() == "COMMIT" else None
+    )
+    return seen
+
+
+async def test_sqlite_writes_arriving_together_share_one_commit(lite: SQLiteStore) -> None:
+    commits = _count_commits(lite)
+    results = await asyncio.gather(*(lite.log_start(new_start()) for _ in range(50)))
+    assert all(created for _, created in results)
+    # Every write returned after its COMMIT, and far fewer COMMITs than writes ran.
+    other = sqlite3.connect(lite.path)
+    assert other.execute("SELECT count(*) FROM yoke_starts").fetchone() == (50,)
+    assert 1 <= len(commits) <= 5, commits
+
+
+async def test_sqlite_a_failed_write_rolls_back_only_itself(lite: SQLiteStore) -> None:
+    ids = [new_start() for _ in range(3)]
+
+    async def write(i: int) -> None:
+        async with lite._write() as tx:  # gathered: the 2nd and 3rd queue behind the 1st
+            await tx.one("insert_start", _start_params(ids[i]))
+            if i == 1:
+                raise RuntimeError("this write fails after its statement ran")
+
+    commits = _count_commits(lite)
+    outcomes = await asyncio.gather(*(write(i) for i in range(3)), return_exceptions=True)
+    assert isinstance(outcomes[1], RuntimeError) and outcomes[0] is None and outcomes[2] is None
+    assert len(commits) == 1  # one batch: the failure did not end it
+    assert await lite.get_start(ids[0].start_id) is not None
+    assert await lite.get_start(ids[1].start_id) is None
+    assert await lite.get_start(ids[2].start_id) is not None
+
+
+async def test_sqlite_a_read_sees_only_committed_writes(lite: SQLiteStore) -> None:
+    st = new_start()
+    other = sqlite3.connect(lite.path, isolation_level=None)
+    written = asyncio.Event()
+
+    async def writer() -> None:
+        async with lite._write() as tx:
+            await tx.one("insert_start", _start_params(st))
+            written.set()
+
+    async def reader() -> None:
+        await written.wait()
+        # The batch is still open (the writer waits for its commit); the read commits it
+        # first, so what it reads, every other connection can read too.
+        assert await lite.get_start(st.start_id) is not None
+        assert other.execute(
+            "SELECT count(*) FROM yoke_starts WHERE start_id = ?", (st.start_id,)
+        ).fetchone() == (1,)
+
+    await asyncio.gather(writer(), reader())
+
+
+async def test_sqlite_a_cancelled_writer_leaves_the_batch_whole(lite: SQLiteStore) -> None:
+    first, second = new_start(), new_start()
+    task = asyncio.ensure_future(lite.log_start(first))
+    other = asyncio.ensure_future(lite.log_start(second))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, other, return_exceptions=True)
+    assert (await other)[1] is True
+    # Whether the cancelled write got in before it was cancelled or not, the store works on.
+    _, created = await lite.log_start(new_start())
+    assert created
+    assert not lite._db().in_transaction
+
+
+def _start_params(st: NewStart) -> dict[str, object]:
+    return {
+        "start_id": st.start_id,
+        "kind": st.kind.value,
+        "workflow": st.workflow,
+        "session": st.session,
+        "priority": st.priority,
+        "input": st.input,
+        "fingerprint": st.fingerprint,
+        "principal": st.principal,
+        "idem_scope": st.principal or "",
+        "idempotency_key": st.idempotency_key,
+        "source_execution_id": st.source_execution_id,
+        "from_step": st.from_step,
+        "instance_id": st.instance_id,
+        "created_at": st.created_at,
+    }
 
 
 def test_sqlite_library_supports_upsert_returning() -> None:

@@ -14,8 +14,14 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
   bind limit); RETURNING may name only the modified table, so an actor claim marks its rows,
   then reads them with their events, inside the same IMMEDIATE transaction.
 - Bind limit: SQLITE_MAX_VARIABLE_NUMBER (32,766 since 3.32); no yoke query binds more than 16.
-- One connection on one dedicated thread per store: every blocking call runs there, off the
-  event loop, and an asyncio.Lock keeps the statements of one transaction together.
+- Group commit: the writes that arrive together share one BEGIN IMMEDIATE ... COMMIT, each in
+  its own SAVEPOINT (a failed write rolls back only itself), so one fsync makes a whole batch
+  durable. A write returns only after that COMMIT; a read first commits an open batch, so it
+  never sees a write that could still be lost.
+- One connection per store, used under an asyncio.Lock. BEGIN IMMEDIATE (which can wait for
+  another process) and COMMIT (which fsyncs) run on the store's own thread, off the event loop;
+  the statements inside a write run inline, since the batch holds the write lock and they
+  never wait; reads run on the thread.
 
 This module must never decide policy; it runs the verbs of `sqlbase.SqlStore`.
 """
@@ -23,6 +29,7 @@ This module must never decide policy; it runs the verbs of `sqlbase.SqlStore`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import sqlite3
@@ -33,7 +40,7 @@ from typing import Any, TypeVar
 
 from yoke.errors import BadValue, Conflict, StoreError, StoreUnavailable, YokeError
 from yoke.store import sqlfiles
-from yoke.store.sqlbase import Row, SqlStore
+from yoke.store.sqlbase import Row, SqlStore, Tx
 
 T = TypeVar("T")
 
@@ -128,30 +135,51 @@ def connect(path: str, *, busy_timeout: float) -> sqlite3.Connection:
     return conn
 
 
-class _Tx:
-    """Runs named queries on the store's thread. A write transaction's BEGIN IMMEDIATE travels
-    with its first statement (one thread hop fewer per transaction)."""
+class _ReadTx:
+    """A read: one statement in autocommit mode, run on the store's thread (a WAL reader can
+    still meet a brief busy wait, which must not stall the event loop)."""
 
-    def __init__(self, store: SQLiteStore, *, write: bool) -> None:
+    def __init__(self, store: SQLiteStore) -> None:
         self._store = store
         self._queries = sqlfiles.queries("sqlite")
-        self.begin_pending = write
-
-    def _fn(self, fn: Callable[[str, Mapping[str, Any]], T]) -> Callable[..., T]:
-        if not self.begin_pending:
-            return fn
-        self.begin_pending = False
-        return functools.partial(self._store._begun, fn)
 
     async def one(self, query: str, params: Mapping[str, Any]) -> Row | None:
-        rows = await self._store._call(self._fn(self._store._fetch), self._queries[query], params)
+        rows = await self._store._call(self._store._fetch, self._queries[query], params)
         return rows[0] if rows else None
 
     async def all(self, query: str, params: Mapping[str, Any]) -> list[Row]:
-        return await self._store._call(self._fn(self._store._fetch), self._queries[query], params)
+        return await self._store._call(self._store._fetch, self._queries[query], params)
 
     async def run(self, query: str, params: Mapping[str, Any]) -> int:
-        return await self._store._call(self._fn(self._store._execute), self._queries[query], params)
+        return await self._store._call(self._store._execute, self._queries[query], params)
+
+
+class _WriteTx(_ReadTx):
+    """The statements of a write, run inline on the event loop: the batch already holds the
+    database write lock, so they never wait for another connection, and they take
+    microseconds; only BEGIN and COMMIT (which can wait or fsync) go to the thread."""
+
+    async def one(self, query: str, params: Mapping[str, Any]) -> Row | None:
+        rows = self._store._inline(self._store._fetch, self._queries[query], params)
+        return rows[0] if rows else None
+
+    async def all(self, query: str, params: Mapping[str, Any]) -> list[Row]:
+        return self._store._inline(self._store._fetch, self._queries[query], params)
+
+    async def run(self, query: str, params: Mapping[str, Any]) -> int:
+        return self._store._inline(self._store._execute, self._queries[query], params)
+
+
+class _Batch:
+    """One BEGIN IMMEDIATE ... COMMIT that the writes arriving together share (group commit):
+    each write is a savepoint inside it, and one COMMIT, one fsync, makes them all durable.
+    A write returns only once `committed` is done, so no caller ever sees a result that a
+    failed COMMIT could take back."""
+
+    def __init__(self) -> None:
+        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.commit_scheduled = False
+        self.writes = 0
 
 
 class SQLiteStore(SqlStore):
@@ -163,6 +191,8 @@ class SQLiteStore(SqlStore):
         self._conn: sqlite3.Connection | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._lock = asyncio.Lock()
+        self._batch: _Batch | None = None
+        self._committers: set[asyncio.Task[None]] = set()
         self._version = 0
 
     def __repr__(self) -> str:
@@ -176,6 +206,10 @@ class SQLiteStore(SqlStore):
         self._version = await self._call(migrate, conn)
 
     async def close(self) -> None:
+        if self._batch is not None and self._conn is not None:
+            async with self._lock:
+                if self._batch is not None:
+                    await self._commit(self._batch)
         conn, self._conn = self._conn, None
         executor, self._executor = self._executor, None
         if executor is None:
@@ -191,10 +225,17 @@ class SQLiteStore(SqlStore):
         if self._executor is None:
             raise StoreUnavailable("the SQLite store is not open")
         loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
         try:
-            return await loop.run_in_executor(
-                self._executor, functools.partial(fn, *args, **kwargs)
-            )
+            try:
+                return await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                # The connection stays ours until the thread is done with it: a caller that
+                # went away must not let the next statement run beside this one.
+                await asyncio.wait([fut])
+                if not fut.cancelled():
+                    fut.exception()  # retrieved: the caller is gone, nobody else would
+                raise
         except sqlite3.Error as exc:
             raise translate(exc) from exc
         except OSError as exc:  # creating the database's directory
@@ -214,29 +255,100 @@ class SQLiteStore(SqlStore):
     def _exec_plain(self, sql: str) -> None:
         self._db().execute(sql)
 
-    def _begun(
-        self, fn: Callable[[str, Mapping[str, Any]], T], sql: str, params: Mapping[str, Any]
-    ) -> T:
-        self._db().execute("BEGIN IMMEDIATE")
-        return fn(sql, params)
-
     def _rollback(self) -> None:
         # Some errors (SQLITE_FULL, SQLITE_IOERR...) already rolled the transaction back.
         if self._db().in_transaction:
             self._db().execute("ROLLBACK")
 
+    def _inline(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+
     @asynccontextmanager
-    async def _tx(self, *, write: bool) -> AsyncIterator[_Tx]:
+    async def _single(self) -> AsyncIterator[Tx]:
+        # A one-statement write joins the open batch too: autocommit would cost it an fsync.
+        async with self._tx(write=True) as tx:
+            yield tx
+
+    @asynccontextmanager
+    async def _tx(self, *, write: bool) -> AsyncIterator[_ReadTx]:
+        if not write:
+            async with self._lock:
+                if self._batch is not None:  # a read sees committed writes only
+                    await self._commit(self._batch)
+                yield _ReadTx(self)
+            return
         async with self._lock:
-            tx = _Tx(self, write=write)
-            if not write:
-                # Every read verb is one statement: autocommit reads a consistent snapshot.
-                yield tx
-                return
+            batch = self._batch
+            if batch is None:
+                try:
+                    await self._call(self._exec_plain, "BEGIN IMMEDIATE")
+                except asyncio.CancelledError:
+                    self._inline(self._rollback)  # BEGIN may have finished on the thread
+                    raise
+                batch = self._batch = _Batch()
+            self._inline(self._exec_plain, "SAVEPOINT yoke_write")
+            batch.writes += 1
             try:
-                yield tx
+                yield _WriteTx(self)
             except BaseException:
-                await self._call(self._rollback)
+                self._undo_write(batch)
                 raise
-            if not tx.begin_pending:
-                await self._call(self._exec_plain, "COMMIT")
+            else:
+                self._inline(self._exec_plain, "RELEASE yoke_write")
+            finally:
+                self._commit_soon(batch)
+        # Outside the lock: the writes queued behind this one join the batch meanwhile.
+        await asyncio.shield(batch.committed)
+
+    def _undo_write(self, batch: _Batch) -> None:
+        """Roll back one write's savepoint; if SQLite already rolled back the whole
+        transaction (SQLITE_FULL, SQLITE_IOERR...), the batch fails as a whole."""
+        if self._db().in_transaction:
+            self._inline(self._exec_plain, "ROLLBACK TO yoke_write")
+            self._inline(self._exec_plain, "RELEASE yoke_write")
+            return
+        self._batch = None
+        _fail(batch, StoreError("SQLite rolled back the transaction after an error"))
+
+    def _commit_soon(self, batch: _Batch) -> None:
+        """Commit once the writers now waiting for the lock have joined (the lock is FIFO, so
+        the committer, queued behind them, commits all of them at once)."""
+        if batch.commit_scheduled or batch.committed.done():
+            return
+        batch.commit_scheduled = True
+        task = asyncio.get_running_loop().create_task(self._commit_when_free(batch))
+        self._committers.add(task)
+        task.add_done_callback(self._committers.discard)
+
+    async def _commit_when_free(self, batch: _Batch) -> None:
+        async with self._lock:
+            if self._batch is batch:
+                await self._commit(batch)
+
+    async def _commit(self, batch: _Batch) -> None:
+        self._batch = None
+        try:
+            await self._call(self._exec_plain, "COMMIT")
+        except YokeError as exc:
+            with contextlib.suppress(YokeError):
+                await self._call(self._rollback)
+            _fail(batch, exc)
+        except asyncio.CancelledError:
+            # `_call` waited for the thread, so the connection tells whether COMMIT ran.
+            if self._db().in_transaction:
+                self._inline(self._rollback)
+                _fail(batch, StoreError("the commit was interrupted; nothing was written"))
+            else:
+                batch.committed.set_result(None)
+            raise
+        else:
+            batch.committed.set_result(None)
+
+
+def _fail(batch: _Batch, exc: BaseException) -> None:
+    if not batch.committed.done():
+        batch.committed.set_exception(exc)
+        batch.committed.exception()  # retrieved here: a batch of cancelled writers logs nothing
