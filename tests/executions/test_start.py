@@ -293,3 +293,50 @@ async def test_a_start_whose_caller_is_cancelled_is_still_decided(database_url: 
     logged = count_rows(database_url, "yoke_starts")
     assert logged == count_rows(database_url, "yoke_starts", "status = 'GRANTED'")
     assert logged == count_rows(database_url, "yoke_executions", "status = 'SUCCEEDED'")
+
+
+async def test_concurrent_grants_and_finishes_share_store_transactions(database_url: str) -> None:
+    """64 starts at once reach the ledger in a few batches (group commit), not one by one,
+    and their finishes too; every slot is still counted exactly."""
+    gates = Gates()
+    app = make_app(database_url, gates, limits=Limits(max_running_per_session=40))
+    async with app.running():
+        store = app.store
+        assert store is not None
+        calls: dict[str, list[int]] = {"grant": [], "finish": []}
+        grant_starts, finish_executions = store.grant_starts, store.finish_executions
+
+        async def counted_grants(requests: Any, *, now: float) -> Any:
+            calls["grant"].append(len(requests))
+            return await grant_starts(requests, now=now)
+
+        async def counted_finishes(finishes: Any, *, now: float) -> Any:
+            calls["finish"].append(len(finishes))
+            return await finish_executions(finishes, now=now)
+
+        store.grant_starts = counted_grants  # type: ignore[method-assign]
+        store.finish_executions = counted_finishes  # type: ignore[method-assign]
+        starts = await asyncio.gather(
+            *(app.executions.start("hold", {"gate": "g"}, session=f"s{i % 2}") for i in range(64))
+        )
+        granted = [s for s in starts if s.status is StartStatus.GRANTED]
+        assert len(granted) == 64  # 32 per session, under the cap of 40
+        assert sum(calls["grant"]) == 64 and len(calls["grant"]) < 16, calls["grant"]
+        assert await store.ledger() == {
+            "global": 64,
+            "session:s0": 32,
+            "session:s1": 32,
+            "workflow:hold": 64,
+        }
+        gates.open("g")
+        await wait_until(lambda: _all_finished(app, granted))
+        assert sum(calls["finish"]) == 64 and len(calls["finish"]) < 16, calls["finish"]
+        assert await store.ledger() == {}
+
+
+async def _all_finished(app: yoke.App, starts: list[Any]) -> bool:
+    for s in starts:
+        ex = await app.executions.get_execution(s.execution_id)
+        if not ex.status.finished:
+            return False
+    return True

@@ -13,7 +13,9 @@ from yoke.app import open_store
 from yoke.errors import Conflict, StoreUnavailable
 from yoke.store import (
     ExecutionStatus,
+    Finish,
     GrantOutcome,
+    GrantRequest,
     NewExecution,
     NewStart,
     Slot,
@@ -182,6 +184,78 @@ async def test_finish_frees_the_slots_exactly_once(store: Store) -> None:
     assert ex.finished_at == 20  # slot_keys stay as history; the ledger says they are free
     with pytest.raises(ValueError, match="final status"):
         await store.finish_execution(eid, ExecutionStatus.RUNNING, output=None, error=None, now=1)
+
+
+def request(start_id: str, session: str, *, session_cap: int | None = 2) -> GrantRequest:
+    return GrantRequest(
+        start_id=start_id,
+        execution=new_execution(start_id, session=session),
+        slots=(
+            Slot(key="global", cap=None),
+            Slot(key=f"session:{session}", cap=session_cap),
+        ),
+    )
+
+
+async def test_grant_starts_decides_a_batch_in_order(store: Store) -> None:
+    s1 = [(await store.log_start(new_start(session="s1")))[0].start_id for _ in range(3)]
+    s2 = (await store.log_start(new_start(session="s2")))[0].start_id
+    gone = (await store.log_start(new_start(session="s1")))[0].start_id
+    await store.decide_start(gone, StartStatus.CANCELLED, reason="x", now=5)
+    batch = [
+        request(s1[0], "s1"),
+        request(gone, "s1"),
+        request(s1[1], "s1"),
+        request(s1[2], "s1"),  # the third of session s1, whose cap is 2
+        request(s2, "s2"),
+        request("no-such-start", "s2"),
+    ]
+    res = await store.grant_starts(batch, now=12.0)
+    assert [r.outcome for r in res] == [
+        GrantOutcome.GRANTED,
+        GrantOutcome.GONE,
+        GrantOutcome.GRANTED,
+        GrantOutcome.FULL,
+        GrantOutcome.GRANTED,
+        GrantOutcome.GONE,
+    ]
+    assert res[3].full_key == "session:s1" and res[5].start is None
+    assert res[1].start is not None and res[1].start.status is StartStatus.CANCELLED
+    assert await store.ledger() == {"global": 3, "session:s1": 2, "session:s2": 1}
+    third = await store.get_start(s1[2])
+    assert third is not None and third.status is StartStatus.QUEUED and third.execution_id is None
+    granted = {r.execution.execution_id for r in res if r.execution is not None}
+    assert {e.execution_id for e in await store.list_executions()} == granted
+    # A batch that cannot fit at all writes nothing.
+    again = await store.grant_starts([request(s1[2], "s1")], now=13.0)
+    assert again[0].outcome is GrantOutcome.FULL
+    assert await store.ledger() == {"global": 3, "session:s1": 2, "session:s2": 1}
+
+
+async def test_finish_executions_frees_each_key_by_its_count(store: Store) -> None:
+    starts = [(await store.log_start(new_start(session=s)))[0] for s in ("s1", "s1", "s2")]
+    res = await store.grant_starts(
+        [request(st.start_id, st.session, session_cap=None) for st in starts], now=12.0
+    )
+    eids = [r.execution.execution_id for r in res if r.execution is not None]
+    assert len(eids) == 3
+    assert await store.ledger() == {"global": 3, "session:s1": 2, "session:s2": 1}
+    done = await store.finish_executions(
+        [
+            Finish(execution_id=eids[0], status=ExecutionStatus.SUCCEEDED, output="1", error=None),
+            Finish(execution_id="unknown", status=ExecutionStatus.FAILED, output=None, error="x"),
+            Finish(execution_id=eids[2], status=ExecutionStatus.FAILED, output=None, error="e"),
+        ],
+        now=20.0,
+    )
+    assert done == [True, False, True]
+    assert await store.ledger() == {"global": 1, "session:s1": 1}
+    again = await store.finish_executions(
+        [Finish(execution_id=eids[0], status=ExecutionStatus.FAILED, output=None, error="x")],
+        now=21.0,
+    )
+    assert again == [False]
+    assert await store.ledger() == {"global": 1, "session:s1": 1}
 
 
 async def test_children_run_on_their_parents_slot(store: Store) -> None:

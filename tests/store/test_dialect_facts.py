@@ -16,7 +16,15 @@ import pytest
 from tests.conftest import _truncate
 from tests.store.test_conformance import new_execution, new_start
 from yoke.errors import StoreUnavailable
-from yoke.store import ExecutionStatus, GrantOutcome, NewStart, Slot, sqlfiles
+from yoke.store import (
+    ExecutionStatus,
+    GrantOutcome,
+    GrantRequest,
+    NewStart,
+    Slot,
+    StartStatus,
+    sqlfiles,
+)
 from yoke.store.postgres import PostgresStore
 from yoke.store.sqlite import SQLiteStore
 
@@ -220,6 +228,50 @@ async def test_postgres_grant_waits_for_the_locked_ledger_row(
         holder.rollback()
     res = await asyncio.wait_for(task, 10)
     assert res.outcome is GrantOutcome.GRANTED
+
+
+async def _wait_for_a_lock_wait(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as watcher:
+        for _ in range(500):
+            n = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if n and n[0] >= 1:
+                return
+            await asyncio.sleep(0.01)
+    pytest.fail("nothing ever waited for the ledger row lock")
+
+
+@pytest.mark.postgres
+async def test_postgres_a_batch_decides_on_the_locked_count_not_the_peek(
+    pg: PostgresStore, pg_url: str
+) -> None:
+    rows = [(await pg.log_start(new_start()))[0] for _ in range(2)]
+    with psycopg.connect(pg_url) as holder:
+        holder.execute("INSERT INTO yoke_ledger (key, running) VALUES ('global', 0)")
+        holder.commit()
+        holder.execute("SELECT * FROM yoke_ledger WHERE key = 'global' FOR UPDATE")
+        batch = [
+            GrantRequest(
+                start_id=r.start_id,
+                execution=new_execution(r.start_id),
+                slots=(Slot(key="global", cap=1),),
+            )
+            for r in rows
+        ]
+        task = asyncio.create_task(pg.grant_starts(batch, now=1))
+        await _wait_for_a_lock_wait(pg_url)  # it peeked 0 free of 1, and marked both
+        holder.execute("UPDATE yoke_ledger SET running = 1 WHERE key = 'global'")
+        holder.commit()  # another process took the slot meanwhile
+    res = await asyncio.wait_for(task, 10)
+    assert [r.outcome for r in res] == [GrantOutcome.FULL, GrantOutcome.FULL]
+    assert await pg.ledger() == {"global": 1}
+    assert await pg.list_executions() == []
+    for r in rows:
+        after = await pg.get_start(r.start_id)
+        assert after is not None and after.status is StartStatus.QUEUED
+        assert after.execution_id is None and after.decided_at is None
 
 
 @pytest.mark.postgres

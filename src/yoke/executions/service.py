@@ -1,10 +1,12 @@
 """`app.executions`: starts, admission, running executions, restarts, runtime changes, shutdown.
 
 Life of a start: it is validated (a bad one changes nothing), logged QUEUED in the store, offered
-to the kernel, and granted through the store's ledger (`grant_start`), which creates the
-execution id in the same transaction that takes the slot. A start that does not fit waits in
-the kernel (QUEUED) or is refused (`reject`, `max_queued`, shutdown). When a slot frees here,
-or another process frees one (NOTIFY, or the backup poll), `pump` grants the kernel's next picks.
+to the kernel, and granted through the store's ledger (`grant_starts`), which creates the
+execution id in the same transaction that takes the slot. Grants that arrive together share one
+transaction, and so do finishes (`batching.GroupCommit`): the ledger's hot rows are locked once
+per batch, not once per start. A start that does not fit waits in the kernel (QUEUED) or is
+refused (`reject`, `max_queued`, shutdown). When a slot frees here, or another process frees one
+(NOTIFY, or the backup poll), `pump` grants the kernel's next picks, all in one batch.
 Granted executions run as tasks of the app's TaskGroup; their slot frees when they end.
 
 State changes of the kernel happen between awaits, never across one: each `pop_next` is matched
@@ -20,12 +22,11 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import functools
 import hashlib
 import json
 import uuid
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, NamedTuple
 
 from yoke.errors import (
     BadType,
@@ -39,6 +40,7 @@ from yoke.errors import (
 )
 from yoke.executions import admission
 from yoke.executions.admission import Caps, make_kernel, slots_for
+from yoke.executions.batching import GroupCommit
 from yoke.executions.context import Context, Workflow, run_workflow
 from yoke.executions.control import Control
 from yoke.executions.model import (
@@ -62,7 +64,9 @@ from yoke.kernel import Item
 from yoke.store import (
     ExecutionRow,
     ExecutionStatus,
+    Finish,
     GrantOutcome,
+    GrantRequest,
     GrantResult,
     NewExecution,
     NewStart,
@@ -87,6 +91,8 @@ class Executions(Reading, Control):
         self._caps = Caps(self._kernel, limits)
         self._limits = limits
         self._wake = asyncio.Event()
+        self._granter: GroupCommit[_Pick, GrantResult] = GroupCommit(self._flush_grants)
+        self._finisher: GroupCommit[Finish, bool] = GroupCommit(self._flush_finishes)
 
     def detach(self) -> None:
         self._store = None
@@ -275,45 +281,65 @@ class Executions(Reading, Control):
             local.decided.set()
 
     async def _grant(self, item: Item) -> GrantResult:
-        """Try the ledger for a kernel pick. GRANTED spawns the execution; GONE releases it
-        from the kernel (cancelled or aborted elsewhere); FULL leaves it to the caller."""
+        """Try the ledger for a kernel pick, in the next batch of grants. The batch applies
+        GRANTED (the execution spawns) and GONE (released from the kernel); FULL is left to
+        the caller, or requeued by the batch if the caller went away meanwhile."""
+        pick = self._pick(item)
+        fut = self._granter.submit(pick)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            self._orphan(pick, fut)
+            raise
+
+    def _pick(self, item: Item) -> _Pick:
         local = self._local[str(item.id)]
         row = local.row
-        store = self._require()
-        # Shielded: if our caller is cancelled (a client went away), the transaction may still
-        # commit, and a committed grant must run, not leak its slot. The outcome is then
-        # applied when the transaction ends (`_settle_orphan`); the future is never dropped.
-        fut = asyncio.ensure_future(
-            store.grant_start(
-                row.start_id,
-                execution=NewExecution(
-                    execution_id=str(uuid.uuid4()),
-                    start_id=row.start_id,
-                    workflow=row.workflow,
-                    session=row.session,
-                    input=row.input,
-                    parent_id=None,
-                    restarted_from=row.source_execution_id
-                    if row.kind is StartKind.RESTART
-                    else None,
-                    resumed_from=row.source_execution_id if row.kind is StartKind.RESUME else None,
-                    instance_id=self._instance_id,
-                    created_at=self._clock.wall(),
-                ),
-                slots=slots_for(self._limits, session=row.session, workflow=row.workflow),
-                copy_steps=local.copy,
-                now=self._clock.wall(),
-            )
+        request = GrantRequest(
+            start_id=row.start_id,
+            execution=NewExecution(
+                execution_id=str(uuid.uuid4()),
+                start_id=row.start_id,
+                workflow=row.workflow,
+                session=row.session,
+                input=row.input,
+                parent_id=None,
+                restarted_from=row.source_execution_id if row.kind is StartKind.RESTART else None,
+                resumed_from=row.source_execution_id if row.kind is StartKind.RESUME else None,
+                instance_id=self._instance_id,
+                created_at=self._clock.wall(),
+            ),
+            slots=tuple(slots_for(self._limits, session=row.session, workflow=row.workflow)),
+            copy_steps=local.copy,
         )
-        try:
-            res = await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            local.orphaned = True
-            fut.add_done_callback(functools.partial(self._settle_orphan, item, local))
-            raise
-        return self._apply(item, local, res)
+        return _Pick(item, local, request)
 
-    def _apply(self, item: Item, local: Local, res: GrantResult) -> GrantResult:
+    def _orphan(self, pick: _Pick, fut: asyncio.Future[GrantResult]) -> None:
+        """The caller of a grant went away. A grant that commits must still run, not leak its
+        slot, and a FULL pick must get its place back: the batch does both for an orphan."""
+        if not fut.done():
+            pick.local.orphaned = True
+            return
+        res = None if fut.cancelled() or fut.exception() is not None else fut.result()
+        self._settle_orphan(pick.item, res)
+
+    async def _flush_grants(self, picks: Sequence[_Pick]) -> list[GrantResult]:
+        try:
+            results = await self._require().grant_starts(
+                [p.request for p in picks], now=self._clock.wall()
+            )
+        except BaseException:
+            for p in picks:
+                if p.local.orphaned:
+                    self._settle_orphan(p.item, None)
+            raise
+        for p, res in zip(picks, results, strict=True):
+            self._apply(p.item, p.local, res)
+            if p.local.orphaned:
+                self._settle_orphan(p.item, res)
+        return results
+
+    def _apply(self, item: Item, local: Local, res: GrantResult) -> None:
         if res.outcome is GrantOutcome.GRANTED:
             assert res.start is not None and res.execution is not None
             local.row = res.start
@@ -325,43 +351,41 @@ class Executions(Reading, Control):
             if res.start is not None:
                 local.row = res.start
             local.decided.set()
-        return res
 
-    def _settle_orphan(self, item: Item, local: Local, fut: asyncio.Future[GrantResult]) -> None:
-        res = None if fut.cancelled() or fut.exception() is not None else fut.result()
-        if res is not None:
-            self._apply(item, local, res)
+    def _settle_orphan(self, item: Item, res: GrantResult | None) -> None:
         if admission.is_running(item) and (res is None or res.outcome is GrantOutcome.FULL):
             self._kernel.requeue(item.id)  # it keeps its place; the dispatcher retries
         self.wake()
 
     async def _pump(self) -> None:
-        """Grant the kernel's picks until it has none or the ledger is full everywhere."""
+        """Grant the kernel's picks, all in one batch, until it has none left to give."""
         k = self._kernel
-        failed: list[Item] = []
+        picks: list[_Pick] = []
+        while not self._closing:
+            item = k.pop_next()
+            if item is None:
+                break
+            picks.append(self._pick(item))
+        if not picks:
+            return
+        futs = [self._granter.submit(p) for p in picks]
         try:
-            while not self._closing:
-                item = k.pop_next()
-                if item is None:
-                    break
-                try:
-                    res = await self._grant(item)
-                except BaseException:
-                    gone = self._local.get(str(item.id))
-                    if gone is None or not gone.orphaned:
-                        failed.append(item)
-                    raise
-                if res.outcome is GrantOutcome.FULL:
-                    # Held by another process. Keep it out of this round so the picks behind
-                    # it get their chance, then give it its place back; a full global key
-                    # holds every pick, so stop there.
-                    failed.append(item)
-                    if res.full_key == admission.GLOBAL_KEY:
-                        break
-        finally:
-            for item in failed:
-                if admission.is_running(item):
-                    k.requeue(item.id)
+            results = await asyncio.shield(asyncio.gather(*futs, return_exceptions=True))
+        except asyncio.CancelledError:
+            for p, fut in zip(picks, futs, strict=True):
+                self._orphan(p, fut)
+            raise
+        failure: BaseException | None = None
+        for p, res in zip(picks, results, strict=True):
+            if isinstance(res, BaseException):
+                failure = failure or res
+            elif res.outcome is not GrantOutcome.FULL:
+                continue
+            # Held by another process (or the store failed): it gets its place back.
+            if admission.is_running(p.item):
+                k.requeue(p.item.id)
+        if failure is not None:
+            raise failure
 
     # -- cancelling --------------------------------------------------------------------------
     async def cancel_start(self, start_id: str) -> Start:
@@ -486,6 +510,8 @@ class Executions(Reading, Control):
     def _stop(self, run: Local) -> None:
         # A task cancelled before its first step would never run its `finally`, leaving the
         # row RUNNING and the slot taken: ask it to stop at its first step instead.
+        if run.finishing:
+            return
         if run.started:
             assert run.task is not None
             run.task.cancel()
@@ -527,6 +553,9 @@ class Executions(Reading, Control):
         finally:
             await self._finish(ex, local, status, output, error)
 
+    async def _flush_finishes(self, finishes: Sequence[Finish]) -> list[bool]:
+        return await self._require().finish_executions(finishes, now=self._clock.wall())
+
     def _cancel_status(self) -> ExecutionStatus:
         return ExecutionStatus.ABORTED if self._aborting else ExecutionStatus.CANCELLED
 
@@ -538,12 +567,14 @@ class Executions(Reading, Control):
         output: str | None,
         error: str | None,
     ) -> None:
+        local.finishing = True
         try:
             for attempt in range(3):
                 try:
-                    await self._require().finish_execution(
-                        ex.execution_id, status, output=output, error=error, now=self._clock.wall()
+                    finish = Finish(
+                        execution_id=ex.execution_id, status=status, output=output, error=error
                     )
+                    await _to_the_end(self._finisher.submit(finish))
                     break
                 except YokeError as exc:
                     log.warning(
@@ -572,6 +603,7 @@ class Executions(Reading, Control):
             local = self._local.get(str(item.id))
             if local is not None:
                 await self._give_up(local, StartStatus.REFUSED, "shutting down")
+        await self._granter.idle()  # a grant in the store now still launches its execution
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while self._runs and loop.time() < deadline:
@@ -585,6 +617,24 @@ class Executions(Reading, Control):
 
     def _run_tasks(self) -> builtins.list[asyncio.Task[None]]:
         return [r.task for r in self._runs.values() if r.task is not None]
+
+
+class _Pick(NamedTuple):
+    """A kernel pick on its way to the ledger."""
+
+    item: Item
+    local: Local
+    request: GrantRequest
+
+
+async def _to_the_end(fut: asyncio.Future[T]) -> T:
+    """Await `fut` even through a cancel (re-raised once it is done): what it records must be
+    recorded before the caller lets go of its state."""
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        await asyncio.wait([fut])
+        raise
 
 
 def _consume(task: asyncio.Future[Any]) -> None:

@@ -76,6 +76,7 @@ class Local:
     orphaned: bool = False  # its grant outlived a cancelled caller and settles by itself
     started: bool = False
     cancel_requested: bool = False
+    finishing: bool = False  # its end is being recorded: a cancel must not cut that short
 
 
 class ExecutionsState:

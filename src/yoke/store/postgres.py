@@ -3,12 +3,14 @@
 Dialect facts (each has a test in tests/store/test_dialect_facts.py):
 - Isolation is READ COMMITTED (PostgreSQL's default, never raised): exactness comes from row
   locks, not from snapshots, so no transaction is ever retried for a serialization failure.
-- A grant locks the start row (SELECT ... FOR UPDATE), writes the execution, and last takes
-  one ledger row per limit key in one upsert, in sorted key order (INSERT ... ON CONFLICT DO
-  UPDATE locks the rows it increments), so the hot ledger rows stay locked for one statement
-  and the commit. Releases lock the same rows in the same order (a CTE ... ORDER BY key FOR
-  UPDATE): writers can wait for each other but never deadlock. Over a cap the transaction
-  rolls back: a slot is never over-granted, and a COUNT(*) is never trusted.
+- A batch of grants locks its start rows (the UPDATE that marks them GRANTED), writes the
+  executions, and last takes each ledger row once, by the batch's count, in sorted key order
+  (INSERT ... ON CONFLICT DO UPDATE locks the row it increments), so the hot ledger rows stay
+  locked for a few statements and the commit. Finishes release the same rows once per batch in
+  the same order: writers can wait for each other but never deadlock. A grant decides on the
+  counts it got under the lock (a lock-free peek only skips hopeless ones early); over a cap,
+  its own writes are undone in the same transaction: a slot is never over-granted, and a
+  COUNT(*) is never trusted.
 - Claims of actor events lock `actor_queues` rows FOR UPDATE SKIP LOCKED: concurrent claimers
   never wait for nor share a row (tests/actors/test_store_verbs.py). Starts need no claim,
   because the queue of starts lives in the process that logged them.

@@ -23,6 +23,8 @@ from yoke.store.records import (
     ControlRow,
     ExecutionRow,
     ExecutionStatus,
+    Finish,
+    GrantRequest,
     GrantResult,
     NewExecution,
     NewStart,
@@ -81,7 +83,18 @@ class Store(Protocol):
         now: float,
     ) -> GrantResult:
         """Take every slot and create the execution, atomically, if the start is still QUEUED
-        and no slot is at its cap; otherwise change nothing (FULL or GONE)."""
+        and no slot is at its cap; otherwise change nothing (FULL or GONE). NotFound if there
+        is no such start."""
+        ...
+
+    async def grant_starts(
+        self, requests: Sequence[GrantRequest], *, now: float
+    ) -> list[GrantResult]:
+        """`grant_start` for many starts in one transaction, one result per request in order.
+        Requests are decided in order: one is GRANTED if, after those granted before it, every
+        slot of it is below its cap, else FULL (and changes nothing); GONE if its start is no
+        longer QUEUED (`start` is None if there is no such start). The ledger rows are taken
+        once for the whole batch, so a hot row is locked once for many grants."""
         ...
 
     async def decide_start(
@@ -118,6 +131,10 @@ class Store(Protocol):
         now: float,
     ) -> bool:
         """Finish a RUNNING execution and free its slots; False if it was not RUNNING."""
+        ...
+
+    async def finish_executions(self, finishes: Sequence[Finish], *, now: float) -> list[bool]:
+        """`finish_execution` for many executions in one transaction, one answer each."""
         ...
 
     async def get_execution(self, execution_id: str) -> ExecutionRow | None: ...

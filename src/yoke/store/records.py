@@ -152,6 +152,26 @@ class GrantResult:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class GrantRequest:
+    """One start to grant in a batch (`Store.grant_starts`)."""
+
+    start_id: str
+    execution: NewExecution
+    slots: tuple[Slot, ...]
+    copy_steps: StepCopy | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finish:
+    """One execution to finish in a batch (`Store.finish_executions`)."""
+
+    execution_id: str
+    status: ExecutionStatus
+    output: str | None
+    error: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ControlRow:
     seq: int
     kind: str

@@ -25,7 +25,9 @@ from yoke.store.records import (
     ControlRow,
     ExecutionRow,
     ExecutionStatus,
+    Finish,
     GrantOutcome,
+    GrantRequest,
     GrantResult,
     NewExecution,
     NewStart,
@@ -47,13 +49,6 @@ class Tx(Protocol):
     async def all(self, query: str, params: Mapping[str, Any]) -> list[Row]: ...
 
     async def run(self, query: str, params: Mapping[str, Any]) -> int: ...
-
-
-class _Full(Exception):
-    """Raised inside a grant transaction to roll it back: a slot is at its cap."""
-
-    def __init__(self, key: str) -> None:
-        self.key = key
 
 
 class SqlStore(ActorSqlVerbs):
@@ -184,47 +179,85 @@ class SqlStore(ActorSqlVerbs):
         copy_steps: StepCopy | None,
         now: float,
     ) -> GrantResult:
-        ordered = sorted(slots, key=lambda s: s.key)
-        try:
-            async with self._write() as tx:
-                # Marking the start first locks its row and checks it is still QUEUED.
+        request = GrantRequest(
+            start_id=start_id, execution=execution, slots=tuple(slots), copy_steps=copy_steps
+        )
+        (res,) = await self.grant_starts([request], now=now)
+        if res.outcome is GrantOutcome.GONE and res.start is None:
+            raise NotFound(f"no start {start_id}")
+        return res
+
+    async def grant_starts(
+        self, requests: Sequence[GrantRequest], *, now: float
+    ) -> list[GrantResult]:
+        results: list[GrantResult | None] = [None] * len(requests)
+        async with self._write() as tx:
+            # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
+            # processes hold every slot, is answered FULL before anything is written for it.
+            capped = sorted({s.key for r in requests for s in r.slots if s.cap is not None})
+            seen: Counter[str] = Counter()
+            if capped:
+                rows = await tx.all("peek_slots", {"keys": self._array(capped)})
+                seen.update({str(r["key"]): int(r["running"]) for r in rows})
+            # Marking a start first locks its row and checks it is still QUEUED.
+            marked: list[tuple[int, Row, Row]] = []
+            for i, req in enumerate(requests):
+                full = _full_key(req.slots, seen)
+                if full is not None:
+                    results[i] = GrantResult(outcome=GrantOutcome.FULL, start=None, full_key=full)
+                    continue
+                ex_id = req.execution.execution_id
                 st = await tx.one(
-                    "mark_granted",
-                    {"start_id": start_id, "now": now, "execution_id": execution.execution_id},
+                    "mark_granted", {"start_id": req.start_id, "now": now, "execution_id": ex_id}
                 )
                 if st is None:
-                    current = await tx.one("get_start", {"start_id": start_id})
-                    if current is None:
-                        raise NotFound(f"no start {start_id}")
-                    return GrantResult(outcome=GrantOutcome.GONE, start=_start(current))
-                keys = [s.key for s in ordered]
-                ex = await tx.one("insert_execution", _new_execution(execution, json.dumps(keys)))
-                if copy_steps is not None:
+                    current = await tx.one("get_start", {"start_id": req.start_id})
+                    start = None if current is None else _start(current)
+                    results[i] = GrantResult(outcome=GrantOutcome.GONE, start=start)
+                    continue
+                seen.update(s.key for s in req.slots)
+                keys = json.dumps(sorted(s.key for s in req.slots))
+                ex = await tx.one("insert_execution", _new_execution(req.execution, keys))
+                assert ex is not None
+                if req.copy_steps is not None:
                     await tx.run(
                         "copy_steps",
                         {
-                            "new_id": execution.execution_id,
-                            "old_id": copy_steps.from_execution_id,
-                            "before": copy_steps.before_position,
+                            "new_id": ex_id,
+                            "old_id": req.copy_steps.from_execution_id,
+                            "before": req.copy_steps.before_position,
                         },
                     )
-                # The ledger rows are the hot ones: take them last, so they stay locked only
-                # for one statement and the commit. Increment first, check after: a count
-                # above its cap rolls the whole transaction back (nothing was granted).
-                if keys:
-                    taken = {
-                        str(r["key"]): int(r["running"])
-                        for r in await tx.all("take_slots", {"keys": self._array(keys)})
-                    }
-                    for slot in ordered:
-                        if slot.cap is not None and taken[slot.key] > slot.cap:
-                            raise _Full(slot.key)
-                assert ex is not None and st is not None
-                return GrantResult(
-                    outcome=GrantOutcome.GRANTED, start=_start(st), execution=_execution(ex)
-                )
-        except _Full as full:
-            return GrantResult(outcome=GrantOutcome.FULL, start=None, full_key=full.key)
+                marked.append((i, st, ex))
+            # The ledger rows are the hot ones: take them last, once per key for the whole
+            # batch, so they stay locked for a few statements and the commit. Increment
+            # first, decide after: the counts before the batch are the counts after minus it.
+            wanted = Counter(s.key for i, _, _ in marked for s in requests[i].slots)
+            running: dict[str, int] = {}
+            for key in sorted(wanted):
+                row = await tx.one("add_slot", {"key": key, "n": wanted[key]})
+                assert row is not None
+                running[key] = int(row["running"]) - wanted[key]
+            unfit: Counter[str] = Counter()
+            for i, st, ex in marked:
+                slots = requests[i].slots
+                full = _full_key(slots, running)
+                if full is None:
+                    running.update({s.key: running[s.key] + 1 for s in slots})
+                    results[i] = GrantResult(
+                        outcome=GrantOutcome.GRANTED, start=_start(st), execution=_execution(ex)
+                    )
+                    continue
+                # It does not fit: undo its mark, its execution and its share of the ledger.
+                unfit.update(s.key for s in slots)
+                ex_id = str(ex["execution_id"])
+                await tx.run("delete_steps_of", {"execution_id": ex_id})
+                await tx.run("delete_execution", {"execution_id": ex_id})
+                await tx.run("unmark_granted", {"start_id": requests[i].start_id})
+                results[i] = GrantResult(outcome=GrantOutcome.FULL, start=None, full_key=full)
+            for key in sorted(unfit):
+                await tx.run("release_slot", {"key": key, "n": unfit[key]})
+        return [r for r in results if r is not None]
 
     async def decide_start(
         self,
@@ -275,25 +308,36 @@ class SqlStore(ActorSqlVerbs):
         error: str | None,
         now: float,
     ) -> bool:
-        if status is ExecutionStatus.RUNNING:
+        finish = Finish(execution_id=execution_id, status=status, output=output, error=error)
+        (done,) = await self.finish_executions([finish], now=now)
+        return done
+
+    async def finish_executions(self, finishes: Sequence[Finish], *, now: float) -> list[bool]:
+        if any(f.status is ExecutionStatus.RUNNING for f in finishes):
             raise ValueError("finish_execution needs a final status")
+        done: dict[str, bool] = {}
+        freed: Counter[str] = Counter()
         async with self._write() as tx:
-            row = await tx.one(
-                "finish_execution",
-                {
-                    "execution_id": execution_id,
-                    "status": status.value,
-                    "output": output,
-                    "error": error,
-                    "now": now,
-                },
-            )
-            if row is None:
-                return False
-            keys = sorted(_keys(row["slot_keys"]))
-            if keys:
-                await tx.run("release_slots", {"keys": self._array(keys)})
-        return True
+            # Execution rows in id order, then the ledger rows once per key in key order.
+            for f in sorted(finishes, key=lambda f: f.execution_id):
+                row = await tx.one(
+                    "finish_execution",
+                    {
+                        "execution_id": f.execution_id,
+                        "status": f.status.value,
+                        "output": f.output,
+                        "error": f.error,
+                        "now": now,
+                    },
+                )
+                done[f.execution_id] = row is not None
+                if row is not None:
+                    freed.update(_keys(row["slot_keys"]))
+            for key in sorted(freed):
+                await tx.run("release_slot", {"key": key, "n": freed[key]})
+            if freed:
+                await self._notify(tx)
+        return [done[f.execution_id] for f in finishes]
 
     async def get_execution(self, execution_id: str) -> ExecutionRow | None:
         async with self._read() as tx:
@@ -428,6 +472,14 @@ class SqlStore(ActorSqlVerbs):
 
     async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
         return None
+
+
+def _full_key(slots: Sequence[Slot], running: Mapping[str, int]) -> str | None:
+    """The first key (in key order) whose count is at its cap, or None if every slot fits."""
+    for s in sorted(slots, key=lambda s: s.key):
+        if s.cap is not None and running.get(s.key, 0) >= s.cap:
+            return s.key
+    return None
 
 
 def _opt(value: Any) -> str | None:

@@ -17,25 +17,7 @@ SELECT * FROM yoke_starts WHERE idem_scope = %(idem_scope)s AND idempotency_key 
 -- name: get_start
 SELECT * FROM yoke_starts WHERE start_id = %(start_id)s;
 
--- name: take_slots
--- %(keys)s is a sorted text[]: rows are upserted, hence locked, in key order (no deadlock).
-INSERT INTO yoke_ledger (key, running)
-SELECT k, 1 FROM unnest(%(keys)s::text[]) WITH ORDINALITY AS t(k, o) ORDER BY o
-ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + 1
-RETURNING key, running;
 
--- name: release_slots
--- The CTE locks the rows in key order before the update touches them (no deadlock with a
--- grant, which locks in the same order).
--- NOTIFY rides along: it is delivered at commit, only if the slots really were freed.
-WITH locked AS (
-    SELECT key FROM yoke_ledger WHERE key = ANY(%(keys)s::text[]) ORDER BY key FOR UPDATE
-), released AS (
-    UPDATE yoke_ledger l SET running = l.running - 1 FROM locked WHERE l.key = locked.key
-    RETURNING 1
-)
-SELECT pg_notify('yoke_slot_freed', '') FROM (SELECT count(*) AS n FROM released) r
-WHERE r.n > 0;
 
 -- name: release_slot
 UPDATE yoke_ledger SET running = running - %(n)s WHERE key = %(key)s;
@@ -405,3 +387,22 @@ FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id
 WHERE q.tenant = r.tenant AND q.actor = r.actor AND q.instance_id = r.instance_id
     AND i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id
     AND q.status <> 'dead';
+
+-- name: add_slot
+-- A batch of grants takes each ledger row once, by the number of its grants; the caller
+-- runs these in key order, so rows are locked in key order (no deadlock).
+INSERT INTO yoke_ledger (key, running) VALUES (%(key)s, %(n)s)
+ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + %(n)s
+RETURNING running;
+-- name: unmark_granted
+-- A grant of a batch that did not fit: the start is QUEUED again, as if never picked.
+UPDATE yoke_starts SET status = 'QUEUED', execution_id = NULL, decided_at = NULL
+WHERE start_id = %(start_id)s AND status = 'GRANTED';
+-- name: delete_steps_of
+DELETE FROM yoke_steps WHERE execution_id = %(execution_id)s;
+-- name: delete_execution
+DELETE FROM yoke_executions WHERE execution_id = %(execution_id)s;
+-- name: peek_slots
+-- Counts without a lock: a batch skips the grants that cannot fit before writing anything
+-- (the locked increment after is what decides).
+SELECT key, running FROM yoke_ledger WHERE key = ANY(%(keys)s::text[]);

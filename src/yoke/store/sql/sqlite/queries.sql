@@ -17,16 +17,7 @@ SELECT * FROM yoke_starts WHERE idem_scope = :idem_scope AND idempotency_key = :
 -- name: get_start
 SELECT * FROM yoke_starts WHERE start_id = :start_id;
 
--- name: take_slots
--- :keys is a JSON array of ledger keys, sorted. `WHERE true` tells SQLite's parser that the
--- ON CONFLICT clause belongs to the INSERT, not to the SELECT.
-INSERT INTO yoke_ledger (key, running)
-SELECT value, 1 FROM json_each(:keys) WHERE true ORDER BY value
-ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + 1
-RETURNING key, running;
 
--- name: release_slots
-UPDATE yoke_ledger SET running = running - 1 WHERE key IN (SELECT value FROM json_each(:keys));
 
 -- name: release_slot
 UPDATE yoke_ledger SET running = running - :n WHERE key = :key;
@@ -387,3 +378,20 @@ WHERE status <> 'dead' AND (tenant, actor, instance_id) IN (
     SELECT json_extract(value, '$.tenant'), json_extract(value, '$.actor'),
         json_extract(value, '$.instance_id')
     FROM json_each(:rows));
+
+-- name: add_slot
+-- A batch of grants takes each ledger row once, by the number of its grants.
+INSERT INTO yoke_ledger (key, running) VALUES (:key, :n)
+ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + :n
+RETURNING running;
+-- name: unmark_granted
+-- A grant of a batch that did not fit: the start is QUEUED again, as if never picked.
+UPDATE yoke_starts SET status = 'QUEUED', execution_id = NULL, decided_at = NULL
+WHERE start_id = :start_id AND status = 'GRANTED';
+-- name: delete_steps_of
+DELETE FROM yoke_steps WHERE execution_id = :execution_id;
+-- name: delete_execution
+DELETE FROM yoke_executions WHERE execution_id = :execution_id;
+-- name: peek_slots
+-- Counts without a lock: a batch skips the grants that cannot fit before writing anything.
+SELECT key, running FROM yoke_ledger WHERE key IN (SELECT value FROM json_each(:keys));
