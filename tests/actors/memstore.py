@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from yoke.store.actor_records import (
+    ActorCounts,
     ClaimedEvent,
     Completion,
     DeadLetter,
@@ -383,3 +384,51 @@ class MemoryActorStore:
         self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
     ) -> None:
         return None
+
+    async def actor_counts(self, *, tenant: str | None) -> list[ActorCounts]:
+        counts: dict[str, dict[str, int]] = {}
+        for ref in self.instances:
+            if tenant is None or ref.tenant == tenant:
+                c = counts.setdefault(ref.actor, {})
+                c["instances"] = c.get("instances", 0) + 1
+        for r in self.rows.values():
+            if tenant is None or r.ref.tenant == tenant:
+                c = counts.setdefault(r.ref.actor, {})
+                c[r.status.value] = c.get(r.status.value, 0) + 1
+        return [
+            ActorCounts(
+                actor=actor,
+                instances=c.get("instances", 0),
+                pending=c.get(QueueStatus.PENDING.value, 0),
+                in_flight=c.get(QueueStatus.CLAIMED.value, 0),
+                dead=c.get(QueueStatus.DEAD.value, 0),
+            )
+            for actor, c in sorted(counts.items())
+        ]
+
+    async def instances_page(
+        self,
+        actor: str,
+        *,
+        tenant: str | None = None,
+        after: InstanceRef | None = None,
+        limit: int = 100,
+    ) -> list[InstanceInfo]:
+        start = None if after is None else (after.tenant, after.instance_id)
+        out = []
+        for ref in sorted(self.instances, key=lambda r: (r.tenant, r.instance_id)):
+            if ref.actor != actor or (tenant is not None and ref.tenant != tenant):
+                continue
+            if start is not None and (ref.tenant, ref.instance_id) <= start:
+                continue
+            info = await self.get_instance(ref)
+            assert info is not None
+            out.append(info)
+        return out[:limit]
+
+    async def owned_instances(self) -> dict[str, int]:
+        owned: dict[str, int] = {}
+        for inst in self.instances.values():
+            if inst.worker_id is not None:
+                owned[inst.worker_id] = owned.get(inst.worker_id, 0) + 1
+        return owned

@@ -14,9 +14,10 @@ from __future__ import annotations
 from yoke.actors.ctx import ActorCtx, Fenced, StateHandle
 from yoke.actors.definitions import ActorDef, ActorRegistry, Backoff, Event, Queue
 from yoke.actors.drain import DrainConfig, DrainStats, QueueDrainScheduler
+from yoke.actors.inspection import ActorInspector, InstanceView, WorkerStatus
 from yoke.actors.metrics import ActorMetrics
 from yoke.actors.protocol import ActorStore
-from yoke.actors.runtime import ActorRuntime, InstanceView
+from yoke.actors.runtime import ActorRuntime
 from yoke.actors.settings import ActorSettings
 from yoke.actors.timers import TimerDispatch
 from yoke.actors.workers import WorkerHeartbeat
@@ -28,6 +29,7 @@ timer_dispatch = TimerDispatch
 __all__ = [
     "ActorCtx",
     "ActorDef",
+    "ActorInspector",
     "ActorMetrics",
     "ActorRegistry",
     "ActorRuntime",
@@ -45,5 +47,6 @@ __all__ = [
     "StateHandle",
     "TimerDispatch",
     "WorkerHeartbeat",
+    "WorkerStatus",
     "timer_dispatch",
 ]

@@ -3,10 +3,12 @@
 `yoke_actor_process_total` and `yoke_actor_process_errors_total` count `process()` calls per
 actor; `yoke_queue_depth` is per instance, but only for the `depth_limit` deepest instances at
 each refresh (bounded cardinality: label sets of instances that drop out are removed);
-`yoke_runtime_workers` counts workers with a recent heartbeat. Without `prometheus_client`
-installed (or with `registry=None`) every method is a no-op, so the runtime never depends on
-it. The registry is the app's own, never the global default one: two apps in one process (as
-in tests) count apart.
+`yoke_runtime_workers` counts workers with a recent heartbeat. The two gauges are read from
+the store by `refresh()`, which a worker's heartbeat calls and the server's `/metrics` calls on
+every scrape (so a server without a worker, or between heartbeats, never shows stale gauges).
+Without `prometheus_client` installed (or with `registry=None`) every method is a no-op, so the
+runtime never depends on it. The registry is the app's own, never the global default one: two
+apps in one process (as in tests) count apart.
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from yoke.actors.inspection import WorkerStatus, worker_status
+from yoke.actors.protocol import ActorStore
 from yoke.store.actor_records import QueueDepth
 
 try:  # optional: metrics are a feature, not a requirement of the runtime
     import prometheus_client as _prom
 except ImportError:  # pragma: no cover - exercised only where prometheus_client is absent
     _prom = None  # type: ignore[assignment]
+
+DEPTH_LIMIT = 50  # yoke_queue_depth series at most: the deepest instances
 
 
 class ActorMetrics:
@@ -79,6 +85,22 @@ class ActorMetrics:
     def set_workers(self, n: int) -> None:
         if self.enabled:
             self._workers.set(n)
+
+    async def refresh(
+        self, store: ActorStore, *, now: float, stale_after: float, depth_limit: int = DEPTH_LIMIT
+    ) -> None:
+        """Read both gauges from the store (every worker's heartbeats, every instance's rows)."""
+        if not self.enabled:
+            return
+        workers = await store.list_workers()
+        live = [
+            w
+            for w in workers
+            if worker_status(w, now=now, stale_after=stale_after) is WorkerStatus.LIVE
+        ]
+        depths = await store.queue_depths(limit=depth_limit)
+        self.set_workers(len(live))
+        self.set_depths(depths)
 
     def __repr__(self) -> str:
         return f"ActorMetrics(enabled={self.enabled})"

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from yoke.store.actor_records import (
+    ActorCounts,
     ClaimedEvent,
     Completion,
     DeadLetter,
@@ -129,4 +130,26 @@ class ActorStore(Protocol):
     ) -> None:
         """Run until cancelled, calling back on NOTIFY (PostgreSQL). Returns at once on a
         backend without push notifications; callers keep a backup poll either way."""
+        ...
+
+    # -- inspection (the HTTP API; reads only) -------------------------------------------------
+    async def actor_counts(self, *, tenant: str | None) -> list[ActorCounts]:
+        """Per actor with instances (in `tenant`, or in all when None): how many instances,
+        and their queue rows by state. Counts every queue row: an inspection, not a hot path."""
+        ...
+
+    async def instances_page(
+        self,
+        actor: str,
+        *,
+        tenant: str | None = None,
+        after: InstanceRef | None = None,
+        limit: int = 100,
+    ) -> list[InstanceInfo]:
+        """Instances of `actor` (in `tenant`, or in all) ordered by (tenant, instance_id),
+        starting after `after` (its tenant and instance id; its actor is ignored)."""
+        ...
+
+    async def owned_instances(self) -> dict[str, int]:
+        """Worker id -> how many instances it owns (workers owning none are left out)."""
         ...

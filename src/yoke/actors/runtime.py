@@ -13,41 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from yoke.actors.ctx import fire_time
 from yoke.actors.definitions import ActorRegistry, Backoff, Process, Queue, encode
 from yoke.actors.drain import DrainConfig, DrainStats, QueueDrainScheduler
+from yoke.actors.inspection import DEAD_LETTERS_SHOWN, ActorInspector, InstanceView
 from yoke.actors.metrics import ActorMetrics, app_registry
 from yoke.actors.protocol import ActorStore
 from yoke.actors.settings import ActorSettings
 from yoke.actors.timers import TimerDispatch
 from yoke.actors.workers import WorkerHeartbeat
 from yoke.clock import Clock, SystemClock
-from yoke.errors import BadType, NotFound, NotRunning, YokeError
-from yoke.store.actor_records import DeadLetter, InstanceRef, NewTimer, WorkerRow
+from yoke.errors import BadType, NotRunning, YokeError
+from yoke.store.actor_records import NewTimer, WorkerRow
 
 log = logging.getLogger("yoke.actors")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class InstanceView:
-    """`GET /v1/actors/{name}/instances/{id}`: state, queue depth, in flight, dead letters."""
-
-    tenant: str
-    actor: str
-    instance_id: str
-    state: Any
-    version: int
-    worker_id: str | None
-    queue_depth: int  # pending + in flight
-    in_flight: int
-    dead: int
-    dead_letters: tuple[DeadLetter, ...]
 
 
 class ActorRuntime:
@@ -66,6 +49,13 @@ class ActorRuntime:
             metrics_registry if metrics_registry is not None else app_registry()
         )
         self._store: ActorStore | None = None
+        # What the HTTP API and the metrics scrape read (`GET /v1/actors`, `/v1/workers`...).
+        self.inspect = ActorInspector(
+            registry=self.registry,
+            store=self._require,
+            clock=self._clock,
+            stale_after=self.settings.stale_after,
+        )
         self._drain: QueueDrainScheduler | None = None
         self._timers: TimerDispatch | None = None
         self._heartbeat: WorkerHeartbeat | None = None
@@ -158,29 +148,25 @@ class ActorRuntime:
 
     # -- inspection --------------------------------------------------------------------------
     async def instance(
-        self, actor: str, instance_id: str, *, tenant: str = "default", dead_letters: int = 20
+        self,
+        actor: str,
+        instance_id: str,
+        *,
+        tenant: str = "default",
+        dead_letters: int = DEAD_LETTERS_SHOWN,
     ) -> InstanceView:
-        store = self._require()
-        ref = InstanceRef(tenant=tenant, actor=actor, instance_id=instance_id)
-        info = await store.get_instance(ref)
-        if info is None:
-            raise NotFound(f"no instance {instance_id!r} of actor {actor!r}")
-        dead = await store.dead_letters(ref, limit=dead_letters) if info.dead else []
-        return InstanceView(
-            tenant=tenant,
-            actor=actor,
-            instance_id=instance_id,
-            state=json.loads(info.state),
-            version=info.version,
-            worker_id=info.worker_id,
-            queue_depth=info.pending + info.in_flight,
-            in_flight=info.in_flight,
-            dead=info.dead,
-            dead_letters=tuple(dead),
+        return await self.inspect.instance(
+            actor, instance_id, tenant=tenant, dead_letters=dead_letters
         )
 
     async def workers(self) -> list[WorkerRow]:
         return await self._require().list_workers()
+
+    async def refresh_gauges(self) -> None:
+        """Read `yoke_queue_depth` and `yoke_runtime_workers` from the store now."""
+        await self.metrics.refresh(
+            self._require(), now=self._clock.wall(), stale_after=self.settings.stale_after
+        )
 
     def drain_stats(self) -> DrainStats | None:
         return None if self._drain is None else self._drain.stats()

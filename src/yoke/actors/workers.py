@@ -19,7 +19,7 @@ import os
 import socket
 from collections.abc import Callable
 
-from yoke.actors.metrics import ActorMetrics
+from yoke.actors.metrics import DEPTH_LIMIT, ActorMetrics
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
@@ -40,7 +40,7 @@ class WorkerHeartbeat:
         stale_after: float,
         on_takeover: Callable[[], None],
         metrics: ActorMetrics | None = None,
-        depth_limit: int = 50,
+        depth_limit: int = DEPTH_LIMIT,
     ) -> None:
         self._store = store
         self.worker_id = worker_id
@@ -87,15 +87,9 @@ class WorkerHeartbeat:
                 self.worker_id, hostname=socket.gethostname(), pid=os.getpid(), now=now
             )
         got = await self._claim(now)
-        if self._metrics.enabled:
-            stale_before = now - self._stale_after
-            live = [
-                w
-                for w in await self._store.list_workers()
-                if w.stopped_at is None and w.heartbeat_at >= stale_before
-            ]
-            self._metrics.set_workers(len(live))
-            self._metrics.set_depths(await self._store.queue_depths(limit=self._depth_limit))
+        await self._metrics.refresh(
+            self._store, now=now, stale_after=self._stale_after, depth_limit=self._depth_limit
+        )
         return got
 
     def poke(self) -> None:

@@ -33,6 +33,7 @@ from yoke.server.auth import Authenticate, TokenBook
 from yoke.server.idempotency import AnswerStore, MemoryAnswers, Replayer, StoreAnswers
 from yoke.server.metrics import Metrics
 from yoke.server.problems import LastResort, http_error_handler, yoke_error_handler
+from yoke.server.routes_actors import ActorsRoutes
 from yoke.server.routes_control import ControlRoutes
 from yoke.server.routes_executions import ExecutionsRoutes
 from yoke.server.routes_starts import StartsRoutes
@@ -71,13 +72,14 @@ class Server:
         self.state = ServerState(
             app=app,
             tokens=tokens,
-            metrics=Metrics(app.executions),
+            metrics=Metrics(app.executions, app.actors),
             replayer=Replayer(answers or MemoryAnswers(), retention=retention),
             max_wait=max_wait,
         )
         starts = StartsRoutes(self.state)
         routes = [
             *starts.routes(),
+            *ActorsRoutes(self.state).routes(),
             *ExecutionsRoutes(self.state, starts).routes(),
             *ControlRoutes(self.state).routes(),
             *StreamsRoutes(self.state).routes(),
@@ -147,7 +149,7 @@ class Server:
     # -- operational routes ---------------------------------------------------------------------
     async def _metrics(self, _: Request) -> Response:
         return Response(
-            self.state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
+            await self.state.metrics.scrape(), media_type="text/plain; version=0.0.4; charset=utf-8"
         )
 
     async def _healthz(self, _: Request) -> Response:

@@ -7,8 +7,9 @@ file may hold `token = "..."` or `token_sha256 = "<hex>"` (a hash, so the file n
 secret).
 
 Ownership: a principal without OPERATOR or ADMIN sees and touches only the starts and executions
-of its tenant, whose sessions are the tenant itself or `<tenant>/<anything>`; anything else is
-answered 404 as if absent, so a tenant cannot even learn another's ids exist.
+of its tenant, whose sessions are the tenant itself or `<tenant>/<anything>`, and the actor
+instances of its home tenant (`home_tenant`); anything else is answered 404 as if absent, so a
+tenant cannot even learn another's ids exist.
 
 With no tokens file every caller is the local admin; `serve` then binds loopback only. This
 module must never talk to the store or the scheduler: it only says who is asking.
@@ -153,6 +154,12 @@ def privileged(p: Principal) -> bool:
 
 def tenant_of(p: Principal) -> str:
     return p.tenant or p.name
+
+
+def home_tenant(p: Principal) -> str:
+    """The tenant of a principal's stream events and actor instances: its own, or `default` for
+    a privileged principal bound to none (the local admin, an operator)."""
+    return p.tenant or ("default" if privileged(p) else tenant_of(p))
 
 
 def owns(p: Principal, session: str) -> bool:

@@ -4,7 +4,11 @@ two apps in one process, as in tests, count apart).
 Counted as they happen: `yoke_starts_total{outcome}` and `yoke_start_wait_seconds` (from a
 start's arrival to its grant). Read at scrape time from the scheduler, so they cannot drift:
 `yoke_executions_running`, `yoke_starts_queued`, `yoke_session_queued{session}` and
-`yoke_fairness_jain`. The per-session gauge keeps cardinality bounded: the `TOP_SESSIONS`
+`yoke_fairness_jain`. The actor runtime's metrics (`yoke_actor_process_total`,
+`yoke_actor_process_errors_total`, `yoke_queue_depth`, `yoke_runtime_workers`) live on the
+app's own actor registry, which is registered into this one, so a scrape is one exposition and
+a metric defined twice fails at construction, not in the scraper; `scrape()` first reads the
+actor gauges from the store. The per-session gauge keeps cardinality bounded: the `TOP_SESSIONS`
 deepest queues are labelled by name and the rest are summed under `session="_other"`, so a
 flood of one-off sessions cannot blow up the scraper's memory.
 
@@ -13,6 +17,7 @@ This module must never change the scheduler's state.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from enum import StrEnum
 
@@ -20,8 +25,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from yoke.actors import ActorRuntime
+from yoke.errors import NotRunning, YokeError
 from yoke.executions import Executions
 from yoke.server import introspect
+
+log = logging.getLogger("yoke.server")
 
 TOP_SESSIONS = 20
 OTHER = "_other"
@@ -71,8 +80,9 @@ class _SchedulerCollector(Collector):
 
 
 class Metrics:
-    def __init__(self, executions: Executions) -> None:
+    def __init__(self, executions: Executions, actors: ActorRuntime | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._actors = actors
         self.starts = Counter(
             "yoke_starts",
             "Answers to start requests, by outcome",
@@ -88,9 +98,23 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_SchedulerCollector(executions))
+        if actors is not None and actors.metrics.registry is not None:
+            # A registry is a collector too; registering it checks its names against ours.
+            self.registry.register(actors.metrics.registry)
 
     def count(self, outcome: Outcome) -> None:
         self.starts.labels(outcome.value).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    async def scrape(self) -> bytes:
+        """`render()`, with the actor gauges read from the store first (when it is open)."""
+        if self._actors is not None:
+            try:
+                await self._actors.refresh_gauges()
+            except NotRunning:
+                pass  # before the lifespan: nothing stored to read yet
+            except YokeError as exc:  # a scrape still answers, with the last values read
+                log.warning("could not refresh the actor gauges: %s", exc)
+        return self.render()

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from yoke.server import models as m
+from yoke.server import models_actors as ma
 
 REF = "#/components/schemas/{model}"
 PROBLEM = "application/problem+json"
@@ -35,6 +36,10 @@ _MODELS: list[type[BaseModel]] = [
     m.WhyOut,
     m.SchedulerOut,
     m.EventOut,
+    ma.ActorListOut,
+    ma.InstancePageOut,
+    ma.InstanceOut,
+    ma.WorkerListOut,
     m.Problem,
 ]
 
@@ -320,6 +325,7 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        **_actor_paths(),
         "/metrics": {
             "get": {
                 "summary": "Prometheus metrics",
@@ -358,6 +364,67 @@ def _paths() -> dict[str, Any]:
                     },
                     "503": _errors()["503"],
                 },
+            }
+        },
+    }
+
+
+def _actor_paths() -> dict[str, Any]:
+    name, instance_id = _path_param("name"), _path_param("instance_id")
+    text = {"type": "string", "minLength": 1, "maxLength": m.MAX_TEXT}
+    tenant = _query(
+        "tenant",
+        text,
+        "one tenant; default: every tenant for OPERATOR or ADMIN, the caller's own for others "
+        "(who are shown nothing of another tenant)",
+    )
+    instance_tenant = _query(
+        "tenant",
+        text,
+        "the instance's tenant (ids are unique per tenant); default: the caller's own; another "
+        "tenant's instance is 404 without OPERATOR or ADMIN",
+    )
+    return {
+        "/v1/actors": {
+            "get": {
+                "summary": "The app's actors: subscriptions, queue settings, counts",
+                "operationId": "listActors",
+                "parameters": [tenant],
+                "responses": {"200": _json(ma.ActorListOut, "The actors"), **_errors(422)},
+            }
+        },
+        "/v1/actors/{name}/instances": {
+            "get": {
+                "summary": "Instances of an actor, by tenant and id",
+                "operationId": "listActorInstances",
+                "parameters": [
+                    name,
+                    tenant,
+                    _query(
+                        "limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"
+                    ),
+                    _query(
+                        "cursor",
+                        {"type": "string", "minLength": 1, "maxLength": ma.MAX_CURSOR},
+                        "next_cursor of the page before",
+                    ),
+                ],
+                "responses": {"200": _json(ma.InstancePageOut, "A page"), **_errors(404, 422)},
+            }
+        },
+        "/v1/actors/{name}/instances/{instance_id}": {
+            "get": {
+                "summary": "An instance: state, queue depth, in flight, dead letters, owner",
+                "operationId": "getActorInstance",
+                "parameters": [name, instance_id, instance_tenant],
+                "responses": {"200": _json(ma.InstanceOut, "The instance"), **_errors(404, 422)},
+            }
+        },
+        "/v1/workers": {
+            "get": {
+                "summary": "Actor workers: heartbeats, live or stale, instances owned (OPERATOR)",
+                "operationId": "listWorkers",
+                "responses": {"200": _json(ma.WorkerListOut, "The workers"), **_errors(403)},
             }
         },
     }

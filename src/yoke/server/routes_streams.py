@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from yoke.errors import BadValue
-from yoke.server.auth import principal_of, privileged, tenant_of
+from yoke.server.auth import home_tenant, principal_of
 from yoke.server.models import check_text
 from yoke.server.state import BadRequest, ServerState, json_response, read_body
 
@@ -38,7 +38,7 @@ class StreamsRoutes:
                 raise BadRequest("the body must be JSON (the event)") from None
             if not isinstance(data, dict):
                 raise BadValue("an event must be a JSON object")
-            tenant = p.tenant or ("default" if privileged(p) else tenant_of(p))
+            tenant = home_tenant(p)
             event_id = await self.s.app.append(stream, data, tenant=tenant)
             return json_response({"stream": stream, "tenant": tenant, "event_id": event_id}, 202)
 

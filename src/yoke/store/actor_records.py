@@ -158,3 +158,14 @@ class Takeover:
 
 Route = Callable[[DueTimer], NewEvent]
 """How a fired timer becomes an appended event (its fan-out is computed by the caller)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActorCounts:
+    """What one actor holds in the store (of one tenant, or of all): for `GET /v1/actors`."""
+
+    actor: str
+    instances: int
+    pending: int
+    in_flight: int  # claimed, not yet completed
+    dead: int

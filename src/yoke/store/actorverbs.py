@@ -19,6 +19,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from yoke.store.actor_records import (
+    ActorCounts,
     ClaimedEvent,
     Completion,
     DeadLetter,
@@ -361,6 +362,51 @@ class ActorSqlVerbs:
         self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
     ) -> None:
         return None
+
+    # -- inspection (the HTTP API) -------------------------------------------------------------
+    async def actor_counts(self, *, tenant: str | None) -> list[ActorCounts]:
+        async with self._read() as tx:
+            per_actor = await tx.all("actor_instance_counts", {"tenant": tenant})
+            per_status = await tx.all("actor_queue_counts", {"tenant": tenant})
+        counts: dict[str, dict[str, int]] = {}
+        for r in per_actor:
+            counts.setdefault(str(r["actor"]), {})["instances"] = int(r["instances"])
+        for r in per_status:
+            counts.setdefault(str(r["actor"]), {})[str(r["status"])] = int(r["n"])
+        return [
+            ActorCounts(
+                actor=actor,
+                instances=c.get("instances", 0),
+                pending=c.get("pending", 0),
+                in_flight=c.get("claimed", 0),
+                dead=c.get("dead", 0),
+            )
+            for actor, c in sorted(counts.items())
+        ]
+
+    async def instances_page(
+        self,
+        actor: str,
+        *,
+        tenant: str | None = None,
+        after: InstanceRef | None = None,
+        limit: int = 100,
+    ) -> list[InstanceInfo]:
+        params = {
+            "actor": actor,
+            "tenant": tenant,
+            "after_tenant": None if after is None else after.tenant,
+            "after_id": None if after is None else after.instance_id,
+            "limit": limit,
+        }
+        async with self._read() as tx:
+            rows = await tx.all("instances_page", params)
+        return [_instance(r) for r in rows]
+
+    async def owned_instances(self) -> dict[str, int]:
+        async with self._read() as tx:
+            rows = await tx.all("owned_instances", {})
+        return {str(r["worker_id"]): int(r["instances"]) for r in rows}
 
 
 def _claimed(r: Row) -> ClaimedEvent:

@@ -406,3 +406,38 @@ DELETE FROM yoke_executions WHERE execution_id = %(execution_id)s;
 -- Counts without a lock: a batch skips the grants that cannot fit before writing anything
 -- (the locked increment after is what decides).
 SELECT key, running FROM yoke_ledger WHERE key = ANY(%(keys)s::text[]);
+
+-- ===================================================================================
+-- actor inspection (the HTTP API): reads only. `tenant` NULL means every tenant.
+
+-- name: actor_instance_counts
+SELECT actor, count(*) AS instances FROM actor_instances
+WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
+GROUP BY actor;
+
+-- name: actor_queue_counts
+SELECT actor, status, count(*) AS n FROM actor_queues
+WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
+GROUP BY actor, status;
+
+-- name: instances_page
+-- Keyset paging on (tenant, instance_id): a page starts after the last row of the one before.
+SELECT i.tenant, i.actor, i.instance_id, i.state, i.version, i.worker_id, i.owner_epoch,
+    i.created_at,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'pending') AS pending,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'claimed') AS in_flight,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'dead') AS dead
+FROM actor_instances i
+WHERE i.actor = %(actor)s AND (%(tenant)s::text IS NULL OR i.tenant = %(tenant)s)
+    AND (%(after_tenant)s::text IS NULL
+        OR (i.tenant, i.instance_id) > (%(after_tenant)s::text, %(after_id)s::text))
+ORDER BY i.tenant, i.instance_id
+LIMIT %(limit)s;
+
+-- name: owned_instances
+SELECT worker_id, count(*) AS instances FROM actor_instances
+WHERE worker_id IS NOT NULL
+GROUP BY worker_id;
