@@ -2,14 +2,19 @@
 bare endpoint (`GET /healthz`: same process, same uvicorn, same middleware, no scheduler) served
 in the same run, so the ratio shows what admission costs over the HTTP stack itself.
 
-    .venv/bin/python -m bench.bench_server [--quick] [--runs N] [--database-url URL]
+    .venv/bin/python -m bench.bench_server [--quick] [--runs N] [--no-pg] [--rate R]
 
-Scenarios, each with 64 concurrent keep-alive clients: `granted` (no limits: every start is a
-201 and its execution runs and ends), and `queued` (one slot, held: every start is a 202 and
-waits). The load comes from a lean asyncio HTTP/1.1 client in this process, so the client costs
-little beside the server (both share this machine's cores). Each figure is the median of
-several runs (min-max). Results go to bench/results/server.json; a markdown section is printed.
-Traffic goes only to 127.0.0.1.
+Scenarios, on SQLite and on PostgreSQL (a fresh database for every server): `granted` (no
+limits: every start is a 201 and its execution runs and ends), and `queued` (one slot, held:
+every start is a 202 and waits). Throughput comes from 64 concurrent keep-alive clients, each
+sending its next request when the last is answered (closed loop: the server is saturated, so
+by Little's law latency is 64 / throughput). Latency is also measured unsaturated: requests
+sent at a fixed rate (`--rate`, default 500/s) over the same 64 connections, each timed from
+the moment it was due (open loop, so a request that waited for a busy connection counts its
+wait). The load comes from a lean asyncio HTTP/1.1 client in this process (it shares this
+machine's cores with the server). Each figure is the median of several runs (min-max).
+Results go to bench/results/server.json; a markdown section is printed. Traffic goes only to
+127.0.0.1.
 """
 
 from __future__ import annotations
@@ -25,14 +30,14 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import yoke
-from bench.common import machine
+from bench.common import fresh_databases, machine
 
 RESULTS = Path(__file__).resolve().parent / "results" / "server.json"
 CLIENTS = 64
@@ -86,6 +91,44 @@ async def load(port: int, request: bytes, total: int) -> dict[str, Any]:
     lat.sort()
     return {
         "rps": len(lat) / elapsed,
+        "p50_ms": 1000 * lat[len(lat) // 2],
+        "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+        "statuses": dict(statuses),
+    }
+
+
+async def paced(port: int, request: bytes, rate: float, seconds: float) -> dict[str, Any]:
+    """Open loop: request i is due at i / rate; its latency runs from then to its answer."""
+    idle: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+    for _ in range(CLIENTS):
+        idle.put_nowait(await asyncio.open_connection("127.0.0.1", port))
+    lat: list[float] = []
+    statuses: Counter[int] = Counter()
+
+    async def one(due: float) -> None:
+        reader, writer = await idle.get()
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        m = _LENGTH.search(head)
+        await reader.readexactly(int(m.group(1)) if m else 0)
+        lat.append(time.perf_counter() - due)
+        statuses[int(head[9:12])] += 1
+        idle.put_nowait((reader, writer))
+
+    total = int(rate * seconds)
+    tasks = []
+    t0 = time.perf_counter()
+    for i in range(total):
+        due = t0 + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(due)))
+    await asyncio.gather(*tasks)
+    while not idle.empty():
+        idle.get_nowait()[1].close()
+    lat.sort()
+    return {
         "p50_ms": 1000 * lat[len(lat) // 2],
         "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))],
         "statuses": dict(statuses),
@@ -177,12 +220,12 @@ async def in_process(database_url: str, scenario: str, n: int) -> float:
     return rate
 
 
-async def one_run(database_url: str, n: int) -> dict[str, dict[str, Any]]:
+async def one_run(urls: Callable[[], Awaitable[str]], n: int, rate: float) -> dict[str, Any]:
     bare = _request("GET", "/healthz")
     start = _request("POST", "/v1/starts", b'{"workflow":"noop","input":null}')
     out: dict[str, dict[str, Any]] = {}
     for scenario in ("granted", "queued"):
-        server = ServeProcess(database_url.format(scenario=scenario, t=time.time_ns()))
+        server = ServeProcess(await urls())
         try:
             await server.ready()
             if scenario == "queued":
@@ -192,10 +235,10 @@ async def one_run(database_url: str, n: int) -> dict[str, dict[str, Any]]:
             await load(server.port, start, n // 4)
             out[f"{scenario}_bare"] = await load(server.port, bare, n)
             out[scenario] = await load(server.port, start, n)
+            out[f"{scenario}_paced"] = await paced(server.port, start, rate, seconds=n / 1000)
         finally:
             server.stop()
-        url = database_url.format(scenario=f"local-{scenario}", t=time.time_ns())
-        out[f"{scenario}_local"] = {"rps": await in_process(url, scenario, n)}
+        out[f"{scenario}_local"] = {"rps": await in_process(await urls(), scenario, n)}
     return out
 
 
@@ -203,38 +246,16 @@ def _figure(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="small N, for a smoke run")
-    ap.add_argument("--runs", type=int, default=None)
-    ap.add_argument(
-        "--database-url",
-        default=None,
-        help="default: a fresh SQLite file per server in a temporary directory",
-    )
-    args = ap.parse_args()
-    n = 640 if args.quick else 2560
-    runs = args.runs or (3 if args.quick else 5)
-    with tempfile.TemporaryDirectory() as tmp:
-        url = args.database_url or f"sqlite:///{tmp}/{{scenario}}-{{t}}.db"
-        results = [await one_run(url, n) for _ in range(runs)]
-    doc: dict[str, Any] = {
-        "benchmark": "server",
-        "quick": args.quick,
-        "runs": runs,
-        "requests_per_run": n,
-        "clients": CLIENTS,
-        "machine": machine(),
-        "python": platform.python_version(),
-        "backend": "postgres" if args.database_url else "sqlite",
-        "scenarios": {},
-    }
+def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for scenario in ("granted", "queued"):
-        base, mine = f"{scenario}_bare", scenario
-        doc["scenarios"][scenario] = {
+        base, mine, paced_ = f"{scenario}_bare", scenario, f"{scenario}_paced"
+        out[scenario] = {
             "rps": _figure([r[mine]["rps"] for r in results]),
             "p50_ms": _figure([r[mine]["p50_ms"] for r in results]),
             "p99_ms": _figure([r[mine]["p99_ms"] for r in results]),
+            "paced_p50_ms": _figure([r[paced_]["p50_ms"] for r in results]),
+            "paced_p99_ms": _figure([r[paced_]["p99_ms"] for r in results]),
             "bare_rps": _figure([r[base]["rps"] for r in results]),
             "bare_p99_ms": _figure([r[base]["p99_ms"] for r in results]),
             "ratio": _figure([r[mine]["rps"] / r[base]["rps"] for r in results]),
@@ -243,10 +264,49 @@ async def main() -> None:
                 [r[mine]["rps"] / r[f"{scenario}_local"]["rps"] for r in results]
             ),
             "statuses": [r[mine]["statuses"] for r in results],
+            "paced_statuses": [r[paced_]["statuses"] for r in results],
         }
+    return out
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="small N, for a smoke run")
+    ap.add_argument("--runs", type=int, default=None)
+    ap.add_argument("--no-pg", action="store_true", help="SQLite only")
+    ap.add_argument("--rate", type=float, default=500.0, help="starts/s of the paced run")
+    args = ap.parse_args()
+    n = 640 if args.quick else 2560
+    runs = args.runs or (3 if args.quick else 5)
+    backends = ("sqlite",) if args.no_pg else ("sqlite", "postgres")
+    doc: dict[str, Any] = {
+        "benchmark": "server",
+        "quick": args.quick,
+        "runs": runs,
+        "requests_per_run": n,
+        "clients": CLIENTS,
+        "rate": args.rate,
+        "machine": machine(),
+        "python": platform.python_version(),
+        "http": _stack(),
+        "backends": {},
+    }
+    for backend in backends:
+        async with fresh_databases(backend) as urls:
+            results = [await one_run(urls, n, args.rate) for _ in range(runs)]
+        doc["backends"][backend] = summarize(results)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
     print(markdown(doc))
+
+
+def _stack() -> str:
+    """The HTTP parser and event loop uvicorn picks ("auto") in the server process."""
+    import importlib.util
+
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    return f"uvicorn {http} + {loop}"
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -256,23 +316,28 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [
         "## HTTP server: `POST /v1/starts` on uvicorn (`bench_server`)",
         "",
-        f"{doc['clients']} concurrent keep-alive clients on loopback, {doc['requests_per_run']:,} "
-        f"requests per scenario and run, {doc['runs']} runs, {doc['backend']} store. The bare "
-        "endpoint is `GET /healthz` of the same server process (same uvicorn and middleware, no "
-        "scheduler). In-process: the same starts by 64 tasks calling `app.executions.start` "
-        "with no HTTP, the ceiling the store allows. Targets: ratio >= 0.5, p99 < 20 ms.",
+        f"{doc['http']}. Throughput: {doc['clients']} concurrent keep-alive clients on "
+        f"loopback in a closed loop, {doc['requests_per_run']:,} requests per scenario and run, "
+        f"{doc['runs']} runs, a fresh database per server. Bare: `GET /healthz` of the same "
+        "server process (same uvicorn and middleware, no scheduler). In-process: the same "
+        "starts by 64 tasks calling `app.executions.start`, no HTTP. Paced: "
+        f"{doc['rate']:,.0f} starts/s sent at a fixed rate over the same connections, each "
+        "timed from when it was due. Targets: ratio >= 0.5, p99 < 20 ms.",
         "",
-        "| scenario | starts/s | p50 ms | p99 ms | bare req/s | ratio to bare "
-        "| in-process starts/s | HTTP / in-process |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| store | scenario | starts/s | ratio to bare | bare req/s | p50 / p99 ms saturated "
+        f"| p50 / p99 ms at {doc['rate']:,.0f}/s | in-process starts/s | HTTP / in-process |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    names = {"granted": "granted (201, no limits)", "queued": "queued (202, behind a full slot)"}
-    for name, s in doc["scenarios"].items():
-        lines.append(
-            f"| {names[name]} | {f(s['rps'])} | {f(s['p50_ms'], 1)} | "
-            f"{f(s['p99_ms'], 1)} | {f(s['bare_rps'])} | {f(s['ratio'], 2)} | "
-            f"{f(s['in_process_rps'])} | {f(s['ratio_to_in_process'], 2)} |"
-        )
+    names = {"granted": "granted (201)", "queued": "queued (202, behind a full slot)"}
+    for backend, scenarios in doc["backends"].items():
+        for name, s in scenarios.items():
+            lines.append(
+                f"| {backend} | {names[name]} | {f(s['rps'])} | {f(s['ratio'], 2)} | "
+                f"{f(s['bare_rps'])} | {s['p50_ms']['median']:.1f} / "
+                f"{s['p99_ms']['median']:.1f} | {s['paced_p50_ms']['median']:.1f} / "
+                f"{f(s['paced_p99_ms'], 1)} | {f(s['in_process_rps'])} | "
+                f"{f(s['ratio_to_in_process'], 2)} |"
+            )
     return "\n".join(lines)
 
 

@@ -92,6 +92,27 @@ async def test_log_start_is_queued_and_idempotent_per_principal(store: Store) ->
     assert await store.get_start("nope") is None
 
 
+async def test_log_starts_answers_each_start_of_a_batch(store: Store) -> None:
+    first, _ = await store.log_start(new_start(idempotency_key="old", principal="alice"))
+    batch = [
+        new_start(idempotency_key="new", principal="alice"),
+        new_start(idempotency_key="old", principal="alice", fingerprint="other"),
+        new_start(),
+        new_start(idempotency_key="new", principal="alice", fingerprint="second"),
+        new_start(idempotency_key="new", principal="bob", priority=3),
+    ]
+    out = await store.log_starts(batch)
+    assert [created for _, created in out] == [True, False, True, False, True]
+    assert out[1][0].start_id == first.start_id  # the key's first start, not this one
+    assert out[3][0].start_id == batch[0].start_id  # taken by the same batch
+    assert out[4][0].priority == 3 and out[4][0].principal == "bob"
+    for (row, created), new in zip(out, batch, strict=True):
+        if created:
+            assert row.start_id == new.start_id and row.status is StartStatus.QUEUED
+            assert await store.get_start(new.start_id) == row
+    assert await store.get_start(batch[3].start_id) is None
+
+
 async def test_grant_creates_execution_and_takes_every_slot(store: Store) -> None:
     row, _ = await store.log_start(new_start())
     outcome, eid = await grant(store, row.start_id)

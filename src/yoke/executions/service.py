@@ -2,9 +2,9 @@
 
 Life of a start: it is validated (a bad one changes nothing), logged QUEUED in the store, offered
 to the kernel, and granted through the store's ledger (`grant_starts`), which creates the
-execution id in the same transaction that takes the slot. Grants that arrive together share one
-transaction, and so do finishes (`batching.GroupCommit`): the ledger's hot rows are locked once
-per batch, not once per start. A start that does not fit waits in the kernel (QUEUED) or is
+execution id in the same transaction that takes the slot. Logs that arrive together share one
+transaction, and so do grants and finishes (`batching.GroupCommit`): one commit for many starts,
+and the ledger's hot rows locked once per batch, not once per start. A start that does not fit waits in the kernel (QUEUED) or is
 refused (`reject`, `max_queued`, shutdown). When a slot frees here, or another process frees one
 (NOTIFY, or the backup poll), `pump` grants the kernel's next picks, all in one batch.
 Granted executions run as tasks of the app's TaskGroup; their slot frees when they end.
@@ -91,6 +91,7 @@ class Executions(Reading, Control):
         self._caps = Caps(self._kernel, limits)
         self._limits = limits
         self._wake = asyncio.Event()
+        self._logger: GroupCommit[NewStart, tuple[StartRow, bool]] = GroupCommit(self._flush_logs)
         self._granter: GroupCommit[_Pick, GrantResult] = GroupCommit(self._flush_grants)
         self._finisher: GroupCommit[Finish, bool] = GroupCommit(self._flush_finishes)
 
@@ -124,7 +125,7 @@ class Executions(Reading, Control):
         idempotency_key: str | None = None,
         principal: Principal | None = None,
     ) -> Start:
-        store = self._require()
+        self._require()  # NotRunning before anything else
         name = self._registry.name_of(workflow)
         if session is not None and (not isinstance(session, str) or not session):
             raise BadType("session must be a non-empty str or None")
@@ -156,7 +157,7 @@ class Executions(Reading, Control):
             instance_id=self._instance_id,
             created_at=self._clock.wall(),
         )
-        return await self._shielded(self._log_and_admit(store, new, None))
+        return await self._shielded(self._log_and_admit(new, None))
 
     async def _shielded(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` to its end even if the caller is cancelled: a start that reached us is
@@ -179,8 +180,8 @@ class Executions(Reading, Control):
             in_flight=len(self._in_flight),
         )
 
-    async def _log_and_admit(self, store: Store, new: NewStart, copy: StepCopy | None) -> Start:
-        row, created = await store.log_start(new)
+    async def _log_and_admit(self, new: NewStart, copy: StepCopy | None) -> Start:
+        row, created = await asyncio.shield(self._logger.submit(new))
         if not created:
             if row.fingerprint != new.fingerprint:
                 raise IdempotencyConflict(
@@ -188,6 +189,9 @@ class Executions(Reading, Control):
                 )
             return await self._replay(row)
         return await self._admit(row, copy=copy)
+
+    async def _flush_logs(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
+        return await self._require().log_starts(starts)
 
     async def _replay(self, row: StartRow) -> Start:
         """A retry with a used idempotency key gets the first start's answer."""
@@ -499,7 +503,7 @@ class Executions(Reading, Control):
             instance_id=self._instance_id,
             created_at=self._clock.wall(),
         )
-        return await self._shielded(self._log_and_admit(self._require(), new, copy))
+        return await self._shielded(self._log_and_admit(new, copy))
 
     # -- running -------------------------------------------------------------------------------
     def _launch(self, ex: ExecutionRow, local: Local) -> None:

@@ -71,6 +71,10 @@ class Store(Protocol):
         record nothing and return the first start and False."""
         ...
 
+    async def log_starts(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
+        """`log_start` for many starts in one transaction, one answer each, in order."""
+        ...
+
     async def get_start(self, start_id: str) -> StartRow | None: ...
 
     async def grant_start(

@@ -137,33 +137,28 @@ class SqlStore(ActorSqlVerbs):
 
     # -- starts ------------------------------------------------------------------------------
     async def log_start(self, start: NewStart) -> tuple[StartRow, bool]:
-        params = {
-            "start_id": start.start_id,
-            "kind": start.kind.value,
-            "workflow": start.workflow,
-            "session": start.session,
-            "priority": start.priority,
-            "input": start.input,
-            "fingerprint": start.fingerprint,
-            "principal": start.principal,
-            "idem_scope": start.principal or "",
-            "idempotency_key": start.idempotency_key,
-            "source_execution_id": start.source_execution_id,
-            "from_step": start.from_step,
-            "instance_id": start.instance_id,
-            "created_at": start.created_at,
-        }
-        async with self._single() as tx:
-            row = await tx.one("insert_start", params)
-        if row is not None:
-            return _start(row), True
-        async with self._read() as tx:
-            # The conflicting row is committed (ON CONFLICT waited for it if it was not).
-            existing = await tx.one("get_start_by_key", params)
-        if existing is None:
-            # The only unique constraints are start_id (a fresh uuid) and the key.
-            raise Conflict(f"start {start.start_id} already exists")
-        return _start(existing), False
+        (logged,) = await self.log_starts([start])
+        return logged
+
+    async def log_starts(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
+        batch = [_new_start(s) for s in starts]
+        async with self._write() as tx:
+            rows = await tx.all("insert_starts_many", {"batch": json.dumps(batch)})
+            created = {str(r["start_id"]): _start(r) for r in rows}
+            out: list[tuple[StartRow, bool]] = []
+            for params in batch:
+                row = created.get(params["start_id"])
+                if row is not None:
+                    out.append((row, True))
+                    continue
+                # The key was taken: the start holding it is committed (ON CONFLICT waited
+                # for it) or was inserted by this very batch.
+                existing = await tx.one("get_start_by_key", params)
+                if existing is None:
+                    # The only unique constraints are start_id (a fresh uuid) and the key.
+                    raise Conflict(f"start {params['start_id']} already exists")
+                out.append((_start(existing), False))
+        return out
 
     async def get_start(self, start_id: str) -> StartRow | None:
         async with self._read() as tx:
@@ -195,69 +190,97 @@ class SqlStore(ActorSqlVerbs):
             # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
             # processes hold every slot, is answered FULL before anything is written for it.
             capped = sorted({s.key for r in requests for s in r.slots if s.cap is not None})
-            seen: Counter[str] = Counter()
+            peeked: dict[str, int] = {}
             if capped:
                 rows = await tx.all("peek_slots", {"keys": self._array(capped)})
-                seen.update({str(r["key"]): int(r["running"]) for r in rows})
-            # Marking a start first locks its row and checks it is still QUEUED.
-            marked: list[tuple[int, Row, Row]] = []
+                peeked = {str(r["key"]): int(r["running"]) for r in rows}
+            hopeful: list[int] = []
             for i, req in enumerate(requests):
-                full = _full_key(req.slots, seen)
-                if full is not None:
-                    results[i] = GrantResult(outcome=GrantOutcome.FULL, start=None, full_key=full)
-                    continue
-                ex_id = req.execution.execution_id
-                st = await tx.one(
-                    "mark_granted", {"start_id": req.start_id, "now": now, "execution_id": ex_id}
-                )
-                if st is None:
+                full = _full_key(req.slots, peeked)
+                if full is None:
+                    hopeful.append(i)
+                else:
+                    results[i] = _full(full)
+            # Marking the starts locks their rows and tells which are still QUEUED.
+            marks = [
+                {
+                    "start_id": requests[i].start_id,
+                    "execution_id": requests[i].execution.execution_id,
+                }
+                for i in hopeful
+            ]
+            marked: dict[str, Row] = {}
+            if marks:
+                rows = await tx.all("mark_granted_many", {"batch": json.dumps(marks), "now": now})
+                marked = {str(r["start_id"]): r for r in rows}
+            planned: list[int] = []
+            seen = Counter(peeked)
+            for i in hopeful:
+                req = requests[i]
+                if req.start_id not in marked:
                     current = await tx.one("get_start", {"start_id": req.start_id})
                     start = None if current is None else _start(current)
                     results[i] = GrantResult(outcome=GrantOutcome.GONE, start=start)
-                    continue
-                seen.update(s.key for s in req.slots)
-                keys = json.dumps(sorted(s.key for s in req.slots))
-                ex = await tx.one("insert_execution", _new_execution(req.execution, keys))
-                assert ex is not None
-                if req.copy_steps is not None:
-                    await tx.run(
-                        "copy_steps",
-                        {
-                            "new_id": ex_id,
-                            "old_id": req.copy_steps.from_execution_id,
-                            "before": req.copy_steps.before_position,
-                        },
-                    )
-                marked.append((i, st, ex))
+                elif (full := _full_key(req.slots, seen)) is not None:
+                    await tx.run("unmark_granted", {"start_id": req.start_id})
+                    results[i] = _full(full)
+                else:
+                    seen.update(s.key for s in req.slots)
+                    planned.append(i)
+            executions = await self._insert_executions(tx, [requests[i] for i in planned])
             # The ledger rows are the hot ones: take them last, once per key for the whole
-            # batch, so they stay locked for a few statements and the commit. Increment
+            # batch, so they stay locked for a statement or two and the commit. Increment
             # first, decide after: the counts before the batch are the counts after minus it.
-            wanted = Counter(s.key for i, _, _ in marked for s in requests[i].slots)
+            wanted = Counter(s.key for i in planned for s in requests[i].slots)
             running: dict[str, int] = {}
-            for key in sorted(wanted):
-                row = await tx.one("add_slot", {"key": key, "n": wanted[key]})
-                assert row is not None
-                running[key] = int(row["running"]) - wanted[key]
+            if wanted:
+                counts = json.dumps(dict(sorted(wanted.items())))
+                for r in await tx.all("add_slots", {"counts": counts}):
+                    running[str(r["key"])] = int(r["running"]) - wanted[str(r["key"])]
             unfit: Counter[str] = Counter()
-            for i, st, ex in marked:
-                slots = requests[i].slots
-                full = _full_key(slots, running)
+            for i in planned:
+                req = requests[i]
+                full = _full_key(req.slots, running)
                 if full is None:
-                    running.update({s.key: running[s.key] + 1 for s in slots})
+                    running.update({s.key: running[s.key] + 1 for s in req.slots})
                     results[i] = GrantResult(
-                        outcome=GrantOutcome.GRANTED, start=_start(st), execution=_execution(ex)
+                        outcome=GrantOutcome.GRANTED,
+                        start=_start(marked[req.start_id]),
+                        execution=_execution(executions[req.start_id]),
                     )
                     continue
-                # It does not fit: undo its mark, its execution and its share of the ledger.
-                unfit.update(s.key for s in slots)
-                ex_id = str(ex["execution_id"])
+                # Another process took the slot since the peek: undo this grant's writes.
+                unfit.update(s.key for s in req.slots)
+                ex_id = req.execution.execution_id
                 await tx.run("delete_steps_of", {"execution_id": ex_id})
                 await tx.run("delete_execution", {"execution_id": ex_id})
-                await tx.run("unmark_granted", {"start_id": requests[i].start_id})
-                results[i] = GrantResult(outcome=GrantOutcome.FULL, start=None, full_key=full)
-            for key in sorted(unfit):
-                await tx.run("release_slot", {"key": key, "n": unfit[key]})
+                await tx.run("unmark_granted", {"start_id": req.start_id})
+                results[i] = _full(full)
+            if unfit:
+                counts = json.dumps(dict(sorted(unfit.items())))
+                await tx.run("release_slots_many", {"counts": counts})
         return [r for r in results if r is not None]
+
+    async def _insert_executions(self, tx: Tx, requests: Sequence[GrantRequest]) -> dict[str, Row]:
+        """The executions of granted starts, in one statement: start_id -> execution row."""
+        if not requests:
+            return {}
+        new = [
+            _new_execution(r.execution, json.dumps(sorted(s.key for s in r.slots)))
+            for r in requests
+        ]
+        rows = await tx.all("insert_executions_many", {"batch": json.dumps(new)})
+        for r in requests:
+            if r.copy_steps is not None:
+                await tx.run(
+                    "copy_steps",
+                    {
+                        "new_id": r.execution.execution_id,
+                        "old_id": r.copy_steps.from_execution_id,
+                        "before": r.copy_steps.before_position,
+                    },
+                )
+        return {str(row["start_id"]): row for row in rows}
 
     async def decide_start(
         self,
@@ -315,29 +338,27 @@ class SqlStore(ActorSqlVerbs):
     async def finish_executions(self, finishes: Sequence[Finish], *, now: float) -> list[bool]:
         if any(f.status is ExecutionStatus.RUNNING for f in finishes):
             raise ValueError("finish_execution needs a final status")
-        done: dict[str, bool] = {}
+        batch = [
+            {
+                "execution_id": f.execution_id,
+                "status": f.status.value,
+                "output": f.output,
+                "error": f.error,
+            }
+            for f in finishes
+        ]
         freed: Counter[str] = Counter()
         async with self._write() as tx:
-            # Execution rows in id order, then the ledger rows once per key in key order.
-            for f in sorted(finishes, key=lambda f: f.execution_id):
-                row = await tx.one(
-                    "finish_execution",
-                    {
-                        "execution_id": f.execution_id,
-                        "status": f.status.value,
-                        "output": f.output,
-                        "error": f.error,
-                        "now": now,
-                    },
-                )
-                done[f.execution_id] = row is not None
-                if row is not None:
-                    freed.update(_keys(row["slot_keys"]))
-            for key in sorted(freed):
-                await tx.run("release_slot", {"key": key, "n": freed[key]})
+            # Execution rows first, then the ledger rows, each once per batch, in key order.
+            rows = await tx.all("finish_executions_many", {"batch": json.dumps(batch), "now": now})
+            for r in rows:
+                freed.update(_keys(r["slot_keys"]))
             if freed:
+                counts = json.dumps(dict(sorted(freed.items())))
+                await tx.run("release_slots_many", {"counts": counts})
                 await self._notify(tx)
-        return [done[f.execution_id] for f in finishes]
+        done = {str(r["execution_id"]) for r in rows}
+        return [f.execution_id in done for f in finishes]
 
     async def get_execution(self, execution_id: str) -> ExecutionRow | None:
         async with self._read() as tx:
@@ -474,6 +495,10 @@ class SqlStore(ActorSqlVerbs):
         return None
 
 
+def _full(key: str) -> GrantResult:
+    return GrantResult(outcome=GrantOutcome.FULL, start=None, full_key=key)
+
+
 def _full_key(slots: Sequence[Slot], running: Mapping[str, int]) -> str | None:
     """The first key (in key order) whose count is at its cap, or None if every slot fits."""
     for s in sorted(slots, key=lambda s: s.key):
@@ -511,6 +536,25 @@ def _start(r: Row) -> StartRow:
         created_at=float(r["created_at"]),
         decided_at=None if r["decided_at"] is None else float(r["decided_at"]),
     )
+
+
+def _new_start(s: NewStart) -> dict[str, Any]:
+    return {
+        "start_id": s.start_id,
+        "kind": s.kind.value,
+        "workflow": s.workflow,
+        "session": s.session,
+        "priority": s.priority,
+        "input": s.input,
+        "fingerprint": s.fingerprint,
+        "principal": s.principal,
+        "idem_scope": s.principal or "",
+        "idempotency_key": s.idempotency_key,
+        "source_execution_id": s.source_execution_id,
+        "from_step": s.from_step,
+        "instance_id": s.instance_id,
+        "created_at": s.created_at,
+    }
 
 
 def _new_execution(e: NewExecution, slot_keys: str | None) -> dict[str, Any]:

@@ -441,3 +441,61 @@ LIMIT %(limit)s;
 SELECT worker_id, count(*) AS instances FROM actor_instances
 WHERE worker_id IS NOT NULL
 GROUP BY worker_id;
+
+-- name: mark_granted_many
+-- %(batch)s is a JSON array of {"start_id", "execution_id"}; a start no longer QUEUED is
+-- skipped. Two processes never grant the same start, so the row order cannot deadlock.
+UPDATE yoke_starts s SET status = 'GRANTED', execution_id = b.execution_id,
+    decided_at = %(now)s
+FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, execution_id text)
+WHERE s.start_id = b.start_id AND s.status = 'QUEUED'
+RETURNING s.*;
+-- name: insert_executions_many
+INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
+    parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at)
+SELECT execution_id, start_id, workflow, session, input, 'RUNNING', parent_id,
+    restarted_from, resumed_from, slot_keys, instance_id, created_at
+FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, start_id text,
+    workflow text, session text, input text, parent_id text, restarted_from text,
+    resumed_from text, slot_keys text, instance_id text, created_at double precision)
+RETURNING *;
+-- name: add_slots
+-- %(counts)s is a JSON object {key: n}: each ledger row is taken once, by its count, and the
+-- rows are upserted, hence locked, in key order (no deadlock).
+INSERT INTO yoke_ledger (key, running)
+SELECT key, value::int FROM jsonb_each_text(%(counts)s::jsonb) ORDER BY key
+ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + EXCLUDED.running
+RETURNING key, running;
+-- name: release_slots_many
+-- The CTE locks the rows in key order before the update touches them (no deadlock with a
+-- grant, which locks in the same order).
+WITH c AS (
+    SELECT key, value::int AS n FROM jsonb_each_text(%(counts)s::jsonb)
+), locked AS (
+    SELECT l.key, c.n FROM yoke_ledger l JOIN c ON c.key = l.key ORDER BY l.key FOR UPDATE OF l
+)
+UPDATE yoke_ledger l SET running = l.running - locked.n FROM locked WHERE l.key = locked.key;
+-- name: finish_executions_many
+-- %(batch)s is a JSON array of {"execution_id", "status", "output", "error"}.
+UPDATE yoke_executions e
+SET status = b.status, output = b.output, error = b.error, finished_at = %(now)s
+FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, status text, output text,
+    error text)
+WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING'
+RETURNING e.execution_id, e.slot_keys;
+
+-- name: insert_starts_many
+-- %(batch)s is a JSON array of new starts; one whose idempotency key is taken is skipped
+-- (ON CONFLICT waits for an uncommitted holder of the key, then skips).
+INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
+    principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
+    instance_id, created_at)
+SELECT start_id, kind, workflow, session, priority, input, fingerprint, principal,
+    idem_scope, idempotency_key, source_execution_id, from_step, 'QUEUED', instance_id,
+    created_at
+FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, kind text, workflow text,
+    session text, priority bigint, input text, fingerprint text, principal text,
+    idem_scope text, idempotency_key text, source_execution_id text, from_step text,
+    instance_id text, created_at double precision)
+ON CONFLICT DO NOTHING
+RETURNING *;
