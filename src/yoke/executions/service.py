@@ -4,9 +4,10 @@ Life of a start: it is validated (a bad one changes nothing), logged QUEUED in t
 to the kernel, and granted through the store's ledger (`grant_starts`), which creates the
 execution id in the same transaction that takes the slot. Logs that arrive together share one
 transaction, and so do grants and finishes (`batching.GroupCommit`): one commit for many starts,
-and the ledger's hot rows locked once per batch, not once per start. A start that does not fit waits in the kernel (QUEUED) or is
-refused (`reject`, `max_queued`, shutdown). When a slot frees here, or another process frees one
-(NOTIFY, or the backup poll), `pump` grants the kernel's next picks, all in one batch.
+and the ledger's hot rows locked once per batch, not once per start. A start that does not
+fit waits in the kernel (QUEUED) or is refused (`reject`, `max_queued`, shutdown). When a slot
+frees here, or another process frees one (NOTIFY, or the backup poll), `pump` grants the
+kernel's next picks, all in one batch.
 Granted executions run as tasks of the app's TaskGroup; their slot frees when they end.
 
 State changes of the kernel happen between awaits, never across one: each `pop_next` is matched

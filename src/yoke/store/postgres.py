@@ -32,7 +32,8 @@ This module must never decide policy; it runs the verbs of `sqlbase.SqlStore`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+import json
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -119,6 +120,12 @@ class _Tx:
         async with self._conn.cursor() as cur:
             await cur.execute(self._queries[query], params)
             return cur.rowcount
+
+    async def many(
+        self, query: str, items: Sequence[Mapping[str, Any]], **common: Any
+    ) -> list[Row]:
+        # One statement for the batch: one round trip, whatever its size.
+        return await self.all(f"{query}_many", {"batch": json.dumps(items), **common})
 
 
 class PostgresStore(SqlStore):

@@ -50,6 +50,14 @@ class Tx(Protocol):
 
     async def run(self, query: str, params: Mapping[str, Any]) -> int: ...
 
+    async def many(
+        self, query: str, items: Sequence[Mapping[str, Any]], **common: Any
+    ) -> list[Row]:
+        """`query` once per item (with `common` added): the rows all of them return. A backend
+        may run it as one statement over the whole batch (`<query>_many`, which takes the items
+        as a JSON array `batch`), when a statement costs a round trip."""
+        ...
+
 
 class SqlStore(ActorSqlVerbs):
     """Base of the SQL backends: subclasses provide `_tx`, `open`, `close` and the dialect.
@@ -143,7 +151,7 @@ class SqlStore(ActorSqlVerbs):
     async def log_starts(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
         batch = [_new_start(s) for s in starts]
         async with self._write() as tx:
-            rows = await tx.all("insert_starts_many", {"batch": json.dumps(batch)})
+            rows = await tx.many("insert_start", batch)
             created = {str(r["start_id"]): _start(r) for r in rows}
             out: list[tuple[StartRow, bool]] = []
             for params in batch:
@@ -209,10 +217,8 @@ class SqlStore(ActorSqlVerbs):
                 }
                 for i in hopeful
             ]
-            marked: dict[str, Row] = {}
-            if marks:
-                rows = await tx.all("mark_granted_many", {"batch": json.dumps(marks), "now": now})
-                marked = {str(r["start_id"]): r for r in rows}
+            rows = await tx.many("mark_granted", marks, now=now) if marks else []
+            marked = {str(r["start_id"]): r for r in rows}
             planned: list[int] = []
             seen = Counter(peeked)
             for i in hopeful:
@@ -235,7 +241,7 @@ class SqlStore(ActorSqlVerbs):
             running: dict[str, int] = {}
             if wanted:
                 counts = json.dumps(dict(sorted(wanted.items())))
-                for r in await tx.all("add_slots", {"counts": counts}):
+                for r in await tx.all("add_slot_counts", {"counts": counts}):
                     running[str(r["key"])] = int(r["running"]) - wanted[str(r["key"])]
             unfit: Counter[str] = Counter()
             for i in planned:
@@ -258,7 +264,7 @@ class SqlStore(ActorSqlVerbs):
                 results[i] = _full(full)
             if unfit:
                 counts = json.dumps(dict(sorted(unfit.items())))
-                await tx.run("release_slots_many", {"counts": counts})
+                await tx.run("release_slot_counts", {"counts": counts})
         return [r for r in results if r is not None]
 
     async def _insert_executions(self, tx: Tx, requests: Sequence[GrantRequest]) -> dict[str, Row]:
@@ -269,7 +275,7 @@ class SqlStore(ActorSqlVerbs):
             _new_execution(r.execution, json.dumps(sorted(s.key for s in r.slots)))
             for r in requests
         ]
-        rows = await tx.all("insert_executions_many", {"batch": json.dumps(new)})
+        rows = await tx.many("insert_execution", new)
         for r in requests:
             if r.copy_steps is not None:
                 await tx.run(
@@ -350,12 +356,12 @@ class SqlStore(ActorSqlVerbs):
         freed: Counter[str] = Counter()
         async with self._write() as tx:
             # Execution rows first, then the ledger rows, each once per batch, in key order.
-            rows = await tx.all("finish_executions_many", {"batch": json.dumps(batch), "now": now})
+            rows = await tx.many("finish_execution", batch, now=now)
             for r in rows:
                 freed.update(_keys(r["slot_keys"]))
             if freed:
                 counts = json.dumps(dict(sorted(freed.items())))
-                await tx.run("release_slots_many", {"counts": counts})
+                await tx.run("release_slot_counts", {"counts": counts})
                 await self._notify(tx)
         done = {str(r["execution_id"]) for r in rows}
         return [f.execution_id in done for f in finishes]

@@ -1,15 +1,6 @@
 -- Named queries of the PostgreSQL backend. `-- name: x` starts query x; parameters are %(name)s.
 -- READ COMMITTED: rows that decide a grant are locked (FOR UPDATE / upsert), in key order.
 
--- name: insert_start
-INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
-    principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
-    instance_id, created_at)
-VALUES (%(start_id)s, %(kind)s, %(workflow)s, %(session)s, %(priority)s, %(input)s, %(fingerprint)s,
-    %(principal)s, %(idem_scope)s, %(idempotency_key)s, %(source_execution_id)s, %(from_step)s, 'QUEUED',
-    %(instance_id)s, %(created_at)s)
-ON CONFLICT DO NOTHING
-RETURNING *;
 
 -- name: get_start_by_key
 SELECT * FROM yoke_starts WHERE idem_scope = %(idem_scope)s AND idempotency_key = %(idempotency_key)s;
@@ -29,10 +20,6 @@ VALUES (%(execution_id)s, %(start_id)s, %(workflow)s, %(session)s, %(input)s, 'R
     %(parent_id)s, %(restarted_from)s, %(resumed_from)s, %(slot_keys)s, %(instance_id)s, %(created_at)s)
 RETURNING *;
 
--- name: mark_granted
-UPDATE yoke_starts SET status = 'GRANTED', execution_id = %(execution_id)s, decided_at = %(now)s
-WHERE start_id = %(start_id)s AND status = 'QUEUED'
-RETURNING *;
 
 -- name: copy_steps
 INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
@@ -51,11 +38,6 @@ UPDATE yoke_starts SET priority = %(priority)s
 WHERE start_id = %(start_id)s AND status = 'QUEUED'
 RETURNING *;
 
--- name: finish_execution
-UPDATE yoke_executions
-SET status = %(status)s, output = %(output)s, error = %(error)s, finished_at = %(now)s
-WHERE execution_id = %(execution_id)s AND status = 'RUNNING'
-RETURNING slot_keys;
 
 -- name: get_execution
 SELECT * FROM yoke_executions WHERE execution_id = %(execution_id)s;
@@ -450,7 +432,7 @@ UPDATE yoke_starts s SET status = 'GRANTED', execution_id = b.execution_id,
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, execution_id text)
 WHERE s.start_id = b.start_id AND s.status = 'QUEUED'
 RETURNING s.*;
--- name: insert_executions_many
+-- name: insert_execution_many
 INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
     parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at)
 SELECT execution_id, start_id, workflow, session, input, 'RUNNING', parent_id,
@@ -459,14 +441,14 @@ FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, start_id text,
     workflow text, session text, input text, parent_id text, restarted_from text,
     resumed_from text, slot_keys text, instance_id text, created_at double precision)
 RETURNING *;
--- name: add_slots
+-- name: add_slot_counts
 -- %(counts)s is a JSON object {key: n}: each ledger row is taken once, by its count, and the
 -- rows are upserted, hence locked, in key order (no deadlock).
 INSERT INTO yoke_ledger (key, running)
 SELECT key, value::int FROM jsonb_each_text(%(counts)s::jsonb) ORDER BY key
 ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + EXCLUDED.running
 RETURNING key, running;
--- name: release_slots_many
+-- name: release_slot_counts
 -- The CTE locks the rows in key order before the update touches them (no deadlock with a
 -- grant, which locks in the same order).
 WITH c AS (
@@ -475,7 +457,7 @@ WITH c AS (
     SELECT l.key, c.n FROM yoke_ledger l JOIN c ON c.key = l.key ORDER BY l.key FOR UPDATE OF l
 )
 UPDATE yoke_ledger l SET running = l.running - locked.n FROM locked WHERE l.key = locked.key;
--- name: finish_executions_many
+-- name: finish_execution_many
 -- %(batch)s is a JSON array of {"execution_id", "status", "output", "error"}.
 UPDATE yoke_executions e
 SET status = b.status, output = b.output, error = b.error, finished_at = %(now)s
@@ -484,7 +466,7 @@ FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, status text, o
 WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING'
 RETURNING e.execution_id, e.slot_keys;
 
--- name: insert_starts_many
+-- name: insert_start_many
 -- %(batch)s is a JSON array of new starts; one whose idempotency key is taken is skipped
 -- (ON CONFLICT waits for an uncommitted holder of the key, then skips).
 INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,

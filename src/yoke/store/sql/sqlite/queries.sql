@@ -55,7 +55,7 @@ RETURNING *;
 UPDATE yoke_executions
 SET status = :status, output = :output, error = :error, finished_at = :now
 WHERE execution_id = :execution_id AND status = 'RUNNING'
-RETURNING slot_keys;
+RETURNING execution_id, slot_keys;
 
 -- name: get_execution
 SELECT * FROM yoke_executions WHERE execution_id = :execution_id;
@@ -430,50 +430,13 @@ SELECT worker_id, count(*) AS instances FROM actor_instances
 WHERE worker_id IS NOT NULL
 GROUP BY worker_id;
 
--- name: mark_granted_many
--- :batch is a JSON array of {"start_id", "execution_id"}; a start no longer QUEUED is skipped.
-UPDATE yoke_starts SET status = 'GRANTED', execution_id = b.execution_id, decided_at = :now
-FROM (SELECT value ->> 'start_id' AS start_id, value ->> 'execution_id' AS execution_id
-      FROM json_each(:batch)) AS b
-WHERE yoke_starts.start_id = b.start_id AND yoke_starts.status = 'QUEUED'
-RETURNING *;
--- name: insert_executions_many
-INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
-    parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at)
-SELECT value ->> 'execution_id', value ->> 'start_id', value ->> 'workflow',
-    value ->> 'session', value ->> 'input', 'RUNNING', value ->> 'parent_id',
-    value ->> 'restarted_from', value ->> 'resumed_from', value ->> 'slot_keys',
-    value ->> 'instance_id', value ->> 'created_at'
-FROM json_each(:batch) WHERE true
-RETURNING *;
--- name: add_slots
+-- name: add_slot_counts
 -- :counts is a JSON object {key: n}: each ledger row is taken once, by its count.
 INSERT INTO yoke_ledger (key, running)
 SELECT key, value FROM json_each(:counts) WHERE true ORDER BY key
 ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + excluded.running
 RETURNING key, running;
--- name: release_slots_many
+-- name: release_slot_counts
 UPDATE yoke_ledger SET running = running - c.value
 FROM json_each(:counts) AS c WHERE yoke_ledger.key = c.key;
--- name: finish_executions_many
--- :batch is a JSON array of {"execution_id", "status", "output", "error"}.
-UPDATE yoke_executions
-SET status = b.status, output = b.output, error = b.error, finished_at = :now
-FROM (SELECT value ->> 'execution_id' AS execution_id, value ->> 'status' AS status,
-             value ->> 'output' AS output, value ->> 'error' AS error
-      FROM json_each(:batch)) AS b
-WHERE yoke_executions.execution_id = b.execution_id AND yoke_executions.status = 'RUNNING'
-RETURNING execution_id, slot_keys;
 
--- name: insert_starts_many
--- :batch is a JSON array of new starts; one whose idempotency key is taken is skipped.
-INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
-    principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
-    instance_id, created_at)
-SELECT value ->> 'start_id', value ->> 'kind', value ->> 'workflow', value ->> 'session',
-    value ->> 'priority', value ->> 'input', value ->> 'fingerprint', value ->> 'principal',
-    value ->> 'idem_scope', value ->> 'idempotency_key', value ->> 'source_execution_id',
-    value ->> 'from_step', 'QUEUED', value ->> 'instance_id', value ->> 'created_at'
-FROM json_each(:batch) WHERE true
-ON CONFLICT DO NOTHING
-RETURNING *;
