@@ -35,7 +35,7 @@ from yoke.executions.model import (
     Principal,
     Start,
 )
-from yoke.kernel import Item
+from yoke.kernel import Item, Kernel
 from yoke.store import (
     ExecutionRow,
     StartRow,
@@ -97,7 +97,7 @@ class ExecutionsState:
         self._store: Store | None = None
         self._spawn: Spawn | None = None
         self._instance_id = ""
-        self._kernel = make_kernel(limits)
+        self._kernel: Kernel = make_kernel(limits)
         self._caps = Caps(self._kernel, limits)
         self._drain = DrainRate(clock)
         self._local: dict[str, Local] = {}
@@ -120,6 +120,17 @@ class ExecutionsState:
     def closing(self) -> bool:
         """True once shutdown began: nothing new is admitted."""
         return self._closing
+
+    @property
+    def kernel(self) -> Kernel:
+        """This process's queue of starts and what it runs, for introspection (`why`, the
+        scheduler view). Read it; never change it: admission keeps it in step with the store."""
+        return self._kernel
+
+    @property
+    def current_limits(self) -> Limits:
+        """The limits in force in this process now (`limits()` reads the audited ones)."""
+        return self._limits
 
     def wake(self) -> None:
         """A slot may have freed (here or in another process): let the dispatcher look."""

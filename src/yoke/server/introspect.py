@@ -1,8 +1,7 @@
 """Answers to "why is my start waiting?" and "what is the scheduler doing?", from the kernel.
 
-`Executions` does not (yet) offer `why(start_id)` or a snapshot of its queue, so this module is
-the one place in the server that reads its private state (`_kernel`, `_limits`); everything else
-goes through the public API. Counts of what runs come from the store's ledger, which is exact
+The queue comes from `Executions.kernel`, read-only, and the limits from
+`Executions.current_limits`. Counts of what runs come from the store's ledger, which is exact
 across processes; the queue and its order come from this process's kernel (the queue lives in
 one process, as the seed says).
 
@@ -27,13 +26,11 @@ GLOBAL = "global"
 
 
 def _kernel(ex: Executions) -> Kernel:
-    k: Kernel = ex._kernel
-    return k
+    return ex.kernel
 
 
 def _limits(ex: Executions) -> Limits:
-    lim: Limits = ex._limits
-    return lim
+    return ex.current_limits
 
 
 def closing(ex: Executions) -> bool:
