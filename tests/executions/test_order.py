@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
+
 import pytest
 
 import yoke
@@ -131,3 +134,56 @@ async def test_a_session_cap_holds_only_that_session(database_url: str) -> None:
         assert (await ex.wait_granted(a2.start_id, 10)).status is StartStatus.GRANTED
         gates.open("a2")
         gates.open("b1")
+
+
+async def test_positions_follow_priority_then_arrival_through_random_changes(
+    database_url: str,
+) -> None:
+    """Every queued start's `position` is its rank by (priority desc, arrival) among the
+    queued starts, after random starts, priority changes, cancels and grants."""
+    rng = random.Random(7)
+    gates = Gates()
+    app = make_app(database_url, gates, limits=Limits(max_running=2))
+    async with app.running():
+        ex = app.executions
+        arrival: dict[str, int] = {}
+        priority: dict[str, int] = {}
+        queued: set[str] = set()
+        for n in range(60):
+            action = rng.random()
+            if action < 0.5 or not queued:
+                st = await ex.start("hold", {"gate": f"g{n}"}, priority=rng.randint(-2, 2))
+                arrival[st.start_id], priority[st.start_id] = n, st.priority
+                if st.status is StartStatus.QUEUED:
+                    queued.add(st.start_id)
+            elif action < 0.7:
+                sid = rng.choice(sorted(queued))
+                priority[sid] = rng.randint(-3, 3)
+                await ex.set_priority(sid, priority[sid], principal=OPERATOR)
+            elif action < 0.85:
+                sid = rng.choice(sorted(queued))
+                await ex.cancel_start(sid)
+                queued.discard(sid)
+            else:  # a running start ends: the next in line is granted
+                for name in gates.started:
+                    if not gates.gate(name).is_set():
+                        gates.open(name)
+                        break
+                before = len(queued)
+                await _until_granted(ex, queued, before)
+            expected = sorted(queued, key=lambda s: (-priority[s], arrival[s]))
+            got = {s: (await ex.get(s)).position for s in queued}
+            assert got == {s: i + 1 for i, s in enumerate(expected)}, n
+        for name in list(gates.gates):
+            gates.open(name)
+
+
+async def _until_granted(ex: yoke.executions.Executions, queued: set[str], before: int) -> None:
+    for _ in range(500):
+        for sid in list(queued):
+            if (await ex.get(sid)).status is not StartStatus.QUEUED:
+                queued.discard(sid)
+        if len(queued) < before or not queued:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no queued start was granted after a slot freed")

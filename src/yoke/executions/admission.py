@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Hashable
 
+from sortedcontainers import SortedList
+
 from yoke.clock import Clock
 from yoke.executions.model import Limits
 from yoke.kernel import Item, ItemState, Kernel
@@ -72,6 +74,38 @@ class Caps:
         if workflow not in self._workflows:
             self._workflows.add(workflow)
             self.kernel.set_cap(workflow_key(workflow), self.limits.workflow_cap(workflow))
+
+
+class QueueOrder:
+    """The queued starts of this process in answer order (higher priority first, then
+    arrival), so that `position` costs O(log n), not a scan of the queue. Call `sync` after
+    every kernel call that may change an item's state or priority."""
+
+    def __init__(self) -> None:
+        self._keys: SortedList[tuple[int, int]] = SortedList()
+        self._key_of: dict[Hashable, tuple[int, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def sync(self, item: Item) -> None:
+        key = (-item.priority, item.seq)
+        old = self._key_of.get(item.id)
+        if item.state is ItemState.QUEUED:
+            if old == key:
+                return
+            if old is not None:
+                self._keys.remove(old)
+            self._keys.add(key)
+            self._key_of[item.id] = key
+        elif old is not None:
+            self._keys.remove(old)
+            del self._key_of[item.id]
+
+    def position(self, item: Item) -> int | None:
+        """1 for the next in line; None if the item is not queued."""
+        key = self._key_of.get(item.id)
+        return None if key is None else self._keys.bisect_left(key) + 1
 
 
 def is_queued(item: Item) -> bool:

@@ -86,6 +86,8 @@ class Control(ExecutionsState):
         if local is not None:
             local.row = new
             self._kernel.reprioritize(start_id, priority)
+            if local.item is not None:
+                self._order.sync(local.item)
         await self._audit("priority", principal, start_id, before, after)
         self.wake()
         return self._answer(new)

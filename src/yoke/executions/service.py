@@ -40,7 +40,7 @@ from yoke.errors import (
     YokeError,
 )
 from yoke.executions import admission
-from yoke.executions.admission import Caps, make_kernel, slots_for
+from yoke.executions.admission import Caps, QueueOrder, make_kernel, slots_for
 from yoke.executions.batching import GroupCommit
 from yoke.executions.context import Context, Workflow, run_workflow
 from yoke.executions.control import Control
@@ -90,6 +90,7 @@ class Executions(Reading, Control):
         self._closing = self._aborting = False
         self._kernel = make_kernel(limits)
         self._caps = Caps(self._kernel, limits)
+        self._order = QueueOrder()
         self._limits = limits
         self._wake = asyncio.Event()
         self._logger: GroupCommit[NewStart, tuple[StartRow, bool]] = GroupCommit(self._flush_logs)
@@ -228,6 +229,7 @@ class Executions(Reading, Control):
             priority=row.priority,
             keys=(admission.workflow_key(row.workflow),),
         )
+        self._order.sync(item)
         local.item = item
         reject = self._limits.on_limit == "reject"
         if admission.is_running(item):
@@ -243,6 +245,7 @@ class Executions(Reading, Control):
                     k.release(item.id)
                     raise await self._refuse_limit(local)
                 k.requeue(item.id)  # another process holds the slot; wait for it
+                self._order.sync(item)
         else:
             # Queued behind others; a pump may still grant it now (e.g. a free session slot).
             try:
@@ -253,6 +256,7 @@ class Executions(Reading, Control):
                 over = self._limits.max_queued is not None and k.queued > self._limits.max_queued
                 if reject or over:
                     k.cancel(item.id)
+                    self._order.sync(item)
                     raise await self._refuse_limit(local)
             elif not local.decided.is_set():
                 await local.decided.wait()  # another task's pump is granting it
@@ -360,6 +364,7 @@ class Executions(Reading, Control):
     def _settle_orphan(self, item: Item, res: GrantResult | None) -> None:
         if admission.is_running(item) and (res is None or res.outcome is GrantOutcome.FULL):
             self._kernel.requeue(item.id)  # it keeps its place; the dispatcher retries
+            self._order.sync(item)
         self.wake()
 
     async def _pump(self) -> None:
@@ -370,6 +375,7 @@ class Executions(Reading, Control):
             item = k.pop_next()
             if item is None:
                 break
+            self._order.sync(item)
             picks.append(self._pick(item))
         if not picks:
             return
@@ -389,6 +395,7 @@ class Executions(Reading, Control):
             # Held by another process (or the store failed): it gets its place back.
             if admission.is_running(p.item):
                 k.requeue(p.item.id)
+                self._order.sync(p.item)
         if failure is not None:
             raise failure
 
@@ -411,6 +418,8 @@ class Executions(Reading, Control):
         local = self._local.pop(start_id, None)
         if local is not None:
             self._kernel.cancel(start_id)  # False if mid-grant: that grant then finds it GONE
+            if local.item is not None:
+                self._order.sync(local.item)
             local.row = row
             local.decided.set()
         return self._answer(row)
@@ -605,6 +614,7 @@ class Executions(Reading, Control):
             return
         self._closing = True
         for item in self._kernel.drain():
+            self._order.sync(item)
             local = self._local.get(str(item.id))
             if local is not None:
                 await self._give_up(local, StartStatus.REFUSED, "shutting down")

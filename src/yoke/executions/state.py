@@ -26,7 +26,7 @@ from yoke.errors import (
     YokeError,
 )
 from yoke.executions import admission
-from yoke.executions.admission import Caps, DrainRate, make_kernel
+from yoke.executions.admission import Caps, DrainRate, QueueOrder, make_kernel
 from yoke.executions.context import Registry
 from yoke.executions.model import (
     Change,
@@ -99,6 +99,7 @@ class ExecutionsState:
         self._instance_id = ""
         self._kernel: Kernel = make_kernel(limits)
         self._caps = Caps(self._kernel, limits)
+        self._order = QueueOrder()
         self._drain = DrainRate(clock)
         self._local: dict[str, Local] = {}
         self._runs: dict[str, Local] = {}  # by execution id, while its task lives
@@ -167,18 +168,7 @@ class ExecutionsState:
         )
 
     def _position(self, item: Item) -> int | None:
-        if not admission.is_queued(item):
-            return None
-        mine = (-item.priority, item.seq)
-        ahead = sum(
-            1
-            for other in self._local.values()
-            if other.item is not None
-            and other.item is not item
-            and admission.is_queued(other.item)
-            and (-other.item.priority, other.item.seq) < mine
-        )
-        return ahead + 1
+        return self._order.position(item)
 
 
 def need(principal: Principal, *roles: str) -> None:
