@@ -25,7 +25,6 @@ from yoke.errors import (
     ShuttingDown,
     YokeError,
 )
-from yoke.executions import admission
 from yoke.executions.admission import Caps, DrainRate, QueueOrder, make_kernel
 from yoke.executions.context import Registry
 from yoke.executions.model import (
