@@ -342,4 +342,9 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:  # the loop the server runs on (uvicorn picks uvloop too), for the client and ceiling
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+    else:
+        uvloop.run(main())
