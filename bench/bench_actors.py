@@ -1,13 +1,16 @@
 """Actors end to end: append + fan-out, claim, `process()`, complete; and timer lateness.
 
-1. Appends/s: `append_many` of 1,000 events per call (one transaction each), each fanning out
-   to one of 100 instances of a no-op actor, on PostgreSQL and SQLite.
+1. Appends/s: 1,000 events per call (one transaction each), as `App.append_many` does them,
+   each fanning out to one of 100 instances of a no-op actor, on PostgreSQL and SQLite.
 2. Drain/s: N no-op events appended beforehand; then fresh worker processes drain them. Drain =
    first claim -> last durable completion (worker start-up and its boot claim excluded, as in
    PEERS.md). One worker on PostgreSQL and on SQLite; two workers on PostgreSQL (each owns half
    of the 100 instances).
 3. Timer lateness: T timers due over a few seconds, fired by one worker into a stream; lateness
    = append time of the fired event - its due time, p50 and p99.
+4. Peers on the same PostgreSQL, each in its own fresh database, interleaved with yoke's runs:
+   PgQueuer (batch_size=100, its best here) and Procrastinate (worker concurrency=50, its best
+   in PEERS.md), N no-op jobs enqueued 1,000 per call, drained by one fresh worker process.
 
 Every figure: median (min-max) of several runs, a fresh database per run.
 Run: `.venv/bin/python -m bench.bench_actors [--quick]`; markdown on stdout, raw figures in
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -80,24 +84,21 @@ async def database(kind: str) -> AsyncIterator[str]:
 
 
 async def append_all(url: str, n: int, owners: list[str | None]) -> float:
-    """Append n events (1,000 per call) and return events/s; instance k is owned by
-    owners[k % len(owners)] (None: no owner yet)."""
+    """Append n events, 1,000 per call, and return events/s. Each call does what
+    `App.append_many` does (`registry.new_events`, then one `append_events` transaction) for
+    the owner of its instances: instance k belongs to owners[k % len(owners)] (None: no owner
+    yet), so with two workers each 1,000 events are two calls of 500."""
     store = open_actor_store(url)
     await store.open()
     try:
         rt, _ = runtime("bench-client")
         start = time.perf_counter()
         for base in range(0, n, 1000):
-            events = [
-                rt.registry.new_event("bench", {"k": i % INSTANCES}, tenant="t")
-                for i in range(base, min(n, base + 1000))
-            ]
-            by_owner: dict[str | None, list[Any]] = {}
-            for e in events:
-                k = int(json.loads(e.data)["k"])
-                by_owner.setdefault(owners[k % len(owners)], []).append(e)
-            for owner, part in by_owner.items():
-                await store.append_events(part, owner=owner, now=time.time())
+            batch = range(base, min(n, base + 1000))
+            for w, owner in enumerate(owners):
+                items = [{"k": i % INSTANCES} for i in batch if i % INSTANCES % len(owners) == w]
+                events = rt.registry.new_events("bench", items, tenant="t")
+                await store.append_events(events, owner=owner, now=time.time())
         return n / (time.perf_counter() - start)
     finally:
         await store.close()
@@ -232,6 +233,70 @@ async def pgqueuer_worker(url: str, expect: int) -> None:
     print(json.dumps({"t0": seen["t0"], "t1": t1}), flush=True)
 
 
+PROCRASTINATE_CONCURRENCY = 50  # its best drain in PEERS.md (50: 545/s, 10: 487/s, 1: 420/s)
+PROCRASTINATE_POOL = 20  # min(concurrency + 2, 20), as PEERS.md measured it
+
+
+def procrastinate_app(url: str) -> Any:
+    """A Procrastinate app with one no-op task `noop` on `url` (not yet opened)."""
+    import procrastinate  # type: ignore[import-not-found, unused-ignore]
+
+    # It warns that an app made in `__main__` may not find its tasks by import path; this
+    # bench names its one task, so that warning is noise on the worker's stderr.
+    logging.getLogger("procrastinate.blueprints").setLevel(logging.ERROR)
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(
+            conninfo=url, min_size=1, max_size=PROCRASTINATE_POOL
+        )
+    )
+
+    @app.task(name="noop")  # type: ignore[untyped-decorator, unused-ignore]
+    async def noop() -> None:
+        return None
+
+    return app
+
+
+async def procrastinate_run(n: int) -> tuple[float, float] | None:
+    """Procrastinate (worker concurrency=50, pool <= 20, LISTEN/NOTIFY on, jobs kept: its
+    defaults otherwise) on the same server: enqueue n no-op jobs 1,000 per `batch_defer_async`,
+    then one fresh worker process drains them."""
+    try:
+        import procrastinate  # noqa: F401
+    except ImportError:
+        return None
+    async with database("postgres") as url:
+        app = procrastinate_app(url)
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+            task = app.tasks["noop"]
+            start = time.perf_counter()
+            for base in range(0, n, 1000):
+                await task.batch_defer_async(*({} for _ in range(min(1000, n - base))))
+            enqueue = n / (time.perf_counter() - start)
+        r = await result(await spawn(url, "procrastinate", n, "procrastinate"))
+        return enqueue, n / (r["t1"] - r["t0"])
+
+
+async def procrastinate_worker(url: str, expect: int) -> None:
+    app = procrastinate_app(url)
+    async with app.open_async():
+        # wait=False: the worker returns once no job is left.
+        await app.run_worker_async(
+            concurrency=PROCRASTINATE_CONCURRENCY, wait=False, install_signal_handlers=False
+        )
+        # Drain = first claim -> last durable completion, as its own tables record them
+        # (procrastinate_events rows written by its triggers, stamped by the server's clock).
+        row = await app.connector.execute_query_one_async(
+            "SELECT extract(epoch FROM min(at) FILTER (WHERE type = 'started')) AS t0, "
+            "extract(epoch FROM max(at) FILTER (WHERE type = 'succeeded')) AS t1, "
+            "count(*) FILTER (WHERE type = 'succeeded') AS done FROM procrastinate_events"
+        )
+    if int(row["done"]) != expect:
+        raise RuntimeError(f"procrastinate finished {row['done']} jobs of {expect}")
+    print(json.dumps({"t0": float(row["t0"]), "t1": float(row["t1"])}), flush=True)
+
+
 async def worker_main(url: str, worker_id: str, expect: int, mode: str) -> None:
     rt, done = runtime(worker_id, expect, concurrency=64)
     store = open_actor_store(url)
@@ -261,6 +326,13 @@ SETUPS = (
 )
 
 
+def per_run(values: list[float], base: list[float]) -> str:
+    """Median (min-max) of value / base, run by run (both measured in the same round)."""
+    if not values or not base:
+        return "-"
+    return fig([v / b for v, b in zip(values, base, strict=False)]).fmt(digits=2)
+
+
 async def main(quick: bool) -> None:
     runs = 3
     n = 5_000 if quick else 20_000
@@ -268,22 +340,29 @@ async def main(quick: bool) -> None:
     figures: dict[str, Any] = {"n": n, "runs": runs, "instances": INSTANCES}
     drains: dict[str, list[float]] = {label: [] for label, _, _ in SETUPS}
     appends: dict[str, list[float]] = {label: [] for label, _, _ in SETUPS}
-    peer: list[tuple[float, float]] = []
-    # Interleaved (yoke, peer, yoke, peer...) so that both see the same load on this shared
+    peers: dict[str, list[tuple[float, float]]] = {"pgqueuer": [], "procrastinate": []}
+    # Interleaved (yoke, peers, yoke, peers...) so that all see the same load on this shared
     # machine; the ratio of each run to the peer's run beside it is the robust figure.
     for _ in range(runs):
         for label, kind, workers in SETUPS:
             rate_a, rate_d = await drain_run(kind, n, workers)
             appends[label].append(rate_a)
             drains[label].append(rate_d)
-        got = await pgqueuer_run(n)
-        if got is not None:
-            peer.append(got)
+        for name, run in (("pgqueuer", pgqueuer_run), ("procrastinate", procrastinate_run)):
+            got = await run(n)
+            if got is not None:
+                peers[name].append(got)
     for label, _, _ in SETUPS:
         figures[label] = {"drain_per_s": drains[label], "appends_per_s": appends[label]}
+    pgq = [d for _, d in peers["pgqueuer"]]
+    pro = [d for _, d in peers["procrastinate"]]
     figures["pgqueuer_batch100"] = {
-        "drain_per_s": [d for _, d in peer],
-        "enqueue_per_s": [e for e, _ in peer],
+        "drain_per_s": pgq,
+        "enqueue_per_s": [e for e, _ in peers["pgqueuer"]],
+    }
+    figures["procrastinate_c50"] = {
+        "drain_per_s": pro,
+        "enqueue_per_s": [e for e, _ in peers["procrastinate"]],
     }
     lateness = [await timer_run("postgres", timers, spread) for _ in range(runs)]
     figures["timers_postgres"] = lateness
@@ -294,23 +373,33 @@ async def main(quick: bool) -> None:
         "worker concurrency 64, claims and completions in batches of up to 1,000; "
         f"{runs} runs, median (min-max); {machine()}.\n"
     )
-    ratio = "x PgQueuer drain, per run" if peer else ""
-    print(f"| setup | drain events/s | {ratio} | appends events/s (batches of 1,000) |")
-    print("| --- | --- | --- | --- |")
+    print(
+        "| setup | drain events/s | x PgQueuer drain, per run | x Procrastinate drain, per run "
+        "| appends (peers: enqueues) per s, batches of 1,000 |"
+    )
+    print("| --- | --- | --- | --- | --- |")
     for label, _, workers in SETUPS:
         shown = fig(appends[label]).fmt() if workers == 1 else "-"
-        rel = (
-            fig([y / p for y, (_, p) in zip(drains[label], peer, strict=False)]).fmt(digits=2)
-            if peer
-            else "-"
+        print(
+            f"| {label} | {fig(drains[label]).fmt()} | {per_run(drains[label], pgq)} "
+            f"| {per_run(drains[label], pro)} | {shown} |"
         )
-        print(f"| {label} | {fig(drains[label]).fmt()} | {rel} | {shown} |")
-    if peer:
-        shown_d = fig([d for _, d in peer]).fmt()
-        shown_e = fig([e for e, _ in peer]).fmt()
-        print(f"| PgQueuer 1.6.0, batch_size=100, same server | {shown_d} | 1 | {shown_e} |")
-    else:
-        print("| PgQueuer | not installed (`pip install -e '.[bench]'`) | - | - |")
+    for name, row, drained in (
+        ("PgQueuer 1.6.0, batch_size=100, same server", "pgqueuer", pgq),
+        (
+            "Procrastinate 3.10.0, worker concurrency=50 (pool <= 20), same server",
+            "procrastinate",
+            pro,
+        ),
+    ):
+        if not drained:
+            print(f"| {name} | not installed (`pip install -e '.[bench]'`) | - | - | - |")
+            continue
+        enq = fig([e for e, _ in peers[row]]).fmt()
+        print(
+            f"| {name} | {fig(drained).fmt()} | {per_run(drained, pgq)} "
+            f"| {per_run(drained, pro)} | {enq} |"
+        )
     p50 = fig([x["p50_ms"] for x in lateness])
     p99 = fig([x["p99_ms"] for x in lateness])
     print(
@@ -320,8 +409,8 @@ async def main(quick: bool) -> None:
     )
     print(
         "Targets (issue 5): drain >= PgQueuer's best configuration on the same server "
-        "(PEERS.md: ~11,700 jobs/s on a quiet machine), appends >= 50,000/s batched, "
-        "timer p99 <= 20 ms."
+        "(PEERS.md: ~11,700 jobs/s on a quiet machine; Procrastinate ~500), appends >= "
+        "50,000/s batched, timer p99 <= 20 ms."
     )
     out = ROOT / "bench" / "results" / "actors.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -335,6 +424,8 @@ if __name__ == "__main__":
     args = parser.parse_args()
     if args.worker and args.worker[3] == "pgqueuer":
         asyncio.run(pgqueuer_worker(args.worker[0], int(args.worker[2])))
+    elif args.worker and args.worker[3] == "procrastinate":
+        asyncio.run(procrastinate_worker(args.worker[0], int(args.worker[2])))
     elif args.worker:
         url, wid, expect, mode = args.worker
         asyncio.run(worker_main(url, wid, int(expect), mode))

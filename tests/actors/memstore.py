@@ -24,7 +24,6 @@ from yoke.store.actor_records import (
     NewTimer,
     QueueDepth,
     QueueStatus,
-    Route,
     Takeover,
     WorkerRow,
 )
@@ -222,12 +221,24 @@ class MemoryActorStore:
 
     async def get_state(self, ref: InstanceRef) -> InstanceState | None:
         await asyncio.sleep(0)
+        self._count("get_state")
         inst = self.instances.get(ref)
         if inst is None:
             return None
         return InstanceState(
             state=inst.state, version=inst.version, worker_id=inst.worker_id, epoch=inst.epoch
         )
+
+    async def get_states(self, refs: Sequence[InstanceRef]) -> dict[InstanceRef, InstanceState]:
+        await asyncio.sleep(0)
+        self._count("get_states")
+        return {
+            ref: InstanceState(
+                state=inst.state, version=inst.version, worker_id=inst.worker_id, epoch=inst.epoch
+            )
+            for ref in refs
+            if (inst := self.instances.get(ref)) is not None
+        }
 
     async def update_state(
         self, ref: InstanceRef, *, state: str, expected_version: int, worker_id: str, epoch: int
@@ -284,29 +295,35 @@ class MemoryActorStore:
     async def next_fire_at_ms(self) -> int | None:
         return min((t.fire_at_ms for t in self.timers.values()), default=None)
 
-    async def fire_due_timers(
-        self, *, now_ms: int, limit: int, route: Route, owner: str | None, now: float
-    ) -> int:
-        due = sorted(
-            (t.fire_at_ms, tid) for tid, t in self.timers.items() if t.fire_at_ms <= now_ms
-        )[:limit]
-        events = []
-        for _, tid in due:
-            t = self.timers.pop(tid)
-            events.append(
-                route(
-                    DueTimer(
-                        timer_id=tid,
-                        tenant=t.tenant,
-                        stream=t.stream,
-                        data=t.data,
-                        fire_at_ms=t.fire_at_ms,
-                    )
-                )
+    async def upcoming_timers(
+        self, *, limit: int, after: tuple[int, int] | None = None
+    ) -> list[DueTimer]:
+        await asyncio.sleep(0)
+        self._count("upcoming_timers" if after is None else "upcoming_timers_after")
+        keys = sorted((t.fire_at_ms, tid) for tid, t in self.timers.items())
+        first = [k for k in keys if after is None or k > after][:limit]
+        return [
+            DueTimer(
+                timer_id=tid,
+                tenant=self.timers[tid].tenant,
+                stream=self.timers[tid].stream,
+                data=self.timers[tid].data,
+                fire_at_ms=ms,
             )
+            for ms, tid in first
+        ]
+
+    async def fire_timers(
+        self, fire: Sequence[tuple[int, NewEvent]], *, owner: str | None, now: float
+    ) -> list[int]:
+        await asyncio.sleep(0)
+        self._count("fire_timers")
+        fired = [tid for tid, _ in fire if self.timers.pop(tid, None) is not None]
+        kept = set(fired)
+        events = [e for tid, e in fire if tid in kept]
         if events:
             await self.append_events(events, owner=owner, now=now)
-        return len(events)
+        return sorted(fired)
 
     async def register_worker(self, worker_id: str, *, hostname: str, pid: int, now: float) -> None:
         # A (re)start is a new incarnation: what an earlier one claimed is pending again.

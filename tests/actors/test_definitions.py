@@ -84,6 +84,21 @@ def test_registry_routes_to_subscribers_by_key() -> None:
     assert json.loads(e.data) == {"cart_id": 1} and e.tenant == "acme"
 
 
+def test_new_events_is_new_event_for_each_item() -> None:
+    reg = ActorRegistry()
+    reg.actor(subscribe=["carts"], key="cart_id", queue=Queue(group_by="line"))(noop)
+    reg.actor("audit", subscribe=["carts"])(noop)
+    items = [{"cart_id": 1, "line": "a"}, {"line": "b"}, {"cart_id": {"x": 1}}, {"cart_id": 2}]
+    assert reg.new_events("carts", items, tenant="acme") == [
+        reg.new_event("carts", d, tenant="acme") for d in items
+    ]
+    assert reg.new_events("carts", [], tenant="acme") == []
+    with pytest.raises(BadType):
+        reg.new_events("", [], tenant="acme")
+    with pytest.raises(BadType):
+        reg.new_events("carts", [], tenant="")
+
+
 def test_registry_refuses_bad_definitions() -> None:
     reg = ActorRegistry()
     with pytest.raises(BadType):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Sequence
 
 from tests.actors.conftest import MakeRuntime, wait_for
 from tests.actors.memstore import MemoryActorStore
@@ -48,9 +49,17 @@ async def test_a_worker_that_lost_its_instance_changes_nothing(
 
 
 class SlowToLoad(MemoryActorStore):
-    """get_state fails twice with StoreUnavailable, then works."""
+    """The batched read of new instances' states fails, then get_state fails twice with
+    StoreUnavailable, then works."""
 
     failures = 2
+    batch_failures = 1
+
+    async def get_states(self, refs: Sequence[InstanceRef]) -> dict[InstanceRef, InstanceState]:
+        if self.batch_failures:
+            self.batch_failures -= 1
+            raise StoreUnavailable("simulated")
+        return await super().get_states(refs)
 
     async def get_state(self, ref: InstanceRef) -> InstanceState | None:
         if self.failures:
@@ -77,7 +86,34 @@ async def test_state_that_cannot_load_is_retried_without_an_attempt(
         await wait_for(done)
         stats = rt.drain_stats()
         assert stats is not None and stats.errors == 0
-    assert seen == [1] and store.failures == 0
+    assert seen == [1] and store.failures == 0 and store.batch_failures == 0
+
+
+async def test_the_states_of_new_instances_are_read_in_one_call(
+    make_runtime: MakeRuntime,
+) -> None:
+    store = MemoryActorStore()
+    rt = make_runtime()
+    count = 0
+    done = asyncio.Event()
+
+    @rt.actor(subscribe=["s"], key="k")
+    async def a(ctx: ActorCtx, event: Event) -> None:
+        nonlocal count
+        await ctx.state.update(lambda s: {**s, "n": s.get("n", 0) + 1})
+        count += 1
+        if count == 50:
+            done.set()
+
+    async with rt.running(store):
+        await rt.append_many("s", [{"k": i} for i in range(50)])
+        await wait_for(done)
+    # One read for the 50 instances the claim met, none of their own (a burst of new
+    # instances must not queue a read each in the store's pool).
+    assert store.calls.get("get_state", 0) == 0 and store.calls["get_states"] >= 1
+    for i in range(50):
+        st = await store.get_state(InstanceRef(tenant="default", actor="a", instance_id=str(i)))
+        assert st is not None and json.loads(st.state) == {"n": 1} and st.version == 1
 
 
 async def test_resting_instances_are_bounded(make_runtime: MakeRuntime) -> None:

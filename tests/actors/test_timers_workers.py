@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -13,7 +16,8 @@ from yoke.actors import ActorCtx, ActorRegistry, Event, Fenced, TimerDispatch, W
 from yoke.actors.ctx import InstanceStateCell
 from yoke.actors.protocol import ActorStore
 from yoke.actors.timers import next_sleep
-from yoke.clock import ManualClock
+from yoke.clock import ManualClock, SystemClock
+from yoke.errors import StoreUnavailable
 from yoke.store.actor_records import Completion, InstanceRef, NewEvent, NewTimer, Target
 
 
@@ -65,6 +69,142 @@ async def test_timers_fire_once_when_due(actor_store: ActorStore) -> None:
     assert sum(i.pending for i in await store.list_instances("remind")) == 2
     # Fired events' new instances belong to the firing worker.
     assert {i.worker_id for i in infos} == {"w1"}
+
+
+async def test_timers_are_read_ahead_and_fired_in_one_call_each() -> None:
+    clock = ManualClock(wall_offset=1_700_000_000.0)
+    store = MemoryActorStore()
+    reg = ActorRegistry()
+    reg.actor("remind", subscribe=["carts"], key="cart_id")(_noop)
+    t = TimerDispatch(
+        store=store,
+        registry=reg,
+        clock=clock,
+        owner=lambda: "w1",
+        on_fired=lambda: None,
+        poll_interval=10.0,
+    )
+    now_ms = round(clock.wall() * 1000)
+    await store.schedule(
+        [
+            NewTimer(tenant="t", stream="carts", data=json.dumps({"cart_id": c}), fire_at_ms=ms)
+            for c, ms in ((1, now_ms + 125), (2, now_ms + 125), (3, now_ms + 375))
+        ],
+        now=clock.wall(),
+    )
+    # (Times in binary fractions of a second: exact in floats, as the clock's are not.)
+    assert await t.fire_due() == 0.125
+    assert store.calls == {"upcoming_timers": 1}
+    clock.advance(0.125)
+    assert await t.fire_due() == 0.25
+    # The two timers due at the same ms went in one call; nothing was read again.
+    assert store.calls == {"upcoming_timers": 1, "fire_timers": 1, "append_events": 1}
+    # A timer scheduled meanwhile (it may come first) makes the next look read again.
+    await store.schedule(
+        [NewTimer(tenant="t", stream="carts", data='{"cart_id": 4}', fire_at_ms=now_ms + 250)],
+        now=clock.wall(),
+    )
+    t.wake()
+    assert await t.fire_due() == 0.125
+    assert store.calls["upcoming_timers"] == 2
+    clock.advance(0.25)
+    assert await t.fire_due() == 10.0  # 4 and 3 fired, nothing left: the backup poll
+    assert t.fired == 4 and await store.next_fire_at_ms() is None
+
+
+async def test_a_timer_fired_elsewhere_is_skipped_and_a_failed_fire_read_again() -> None:
+    clock = ManualClock(wall_offset=1_700_000_000.0)
+
+    class Failing(MemoryActorStore):
+        fail = 0
+
+        async def fire_timers(
+            self, fire: Sequence[tuple[int, NewEvent]], *, owner: str | None, now: float
+        ) -> list[int]:
+            if self.fail:
+                self.fail -= 1
+                raise StoreUnavailable("simulated")
+            return await super().fire_timers(fire, owner=owner, now=now)
+
+    store = Failing()
+    reg = ActorRegistry()
+    reg.actor("remind", subscribe=["carts"], key="cart_id")(_noop)
+    t = TimerDispatch(
+        store=store, registry=reg, clock=clock, owner=lambda: "w1", on_fired=lambda: None
+    )
+    at = round(clock.wall() * 1000) + 125
+
+    def timer(cart: int) -> NewTimer:
+        return NewTimer(
+            tenant="t", stream="carts", data=json.dumps({"cart_id": cart}), fire_at_ms=at
+        )
+
+    first, _ = await store.schedule([timer(1), timer(2)], now=clock.wall())
+    assert await t.fire_due() == 0.125  # both held here now
+    # Before they are due, another worker fires the first one.
+    route = (Target(actor="remind", instance_id="1", group_id=""),)
+    event = NewEvent(tenant="t", stream="carts", data='{"cart_id": 1}', targets=route)
+    assert await store.fire_timers([(first, event)], owner="w2", now=clock.wall()) == [first]
+    clock.advance(0.125)
+    await t.fire_due()
+    assert t.fired == 1  # only the second: the first was skipped, not fired twice
+    infos = await store.list_instances("remind")
+    assert [(i.instance_id, i.pending, i.worker_id) for i in infos] == [
+        ("1", 1, "w2"),
+        ("2", 1, "w1"),
+    ]
+    # A failed fire leaves its timers in the table and the next look reads them again.
+    await store.schedule([timer(3)], now=clock.wall())
+    t.wake()
+    store.fail = 1
+    with pytest.raises(StoreUnavailable):
+        await t.fire_due()
+    reads = store.calls["upcoming_timers"]
+    await t.fire_due()
+    assert t.fired == 2 and store.calls["upcoming_timers"] == reads + 2  # again, then empty
+    assert await store.next_fire_at_ms() is None
+
+
+async def test_a_running_dispatch_reads_the_next_page_ahead() -> None:
+    store = MemoryActorStore()
+    reg = ActorRegistry()
+    reg.actor("remind", subscribe=["carts"], key="cart_id")(_noop)
+    all_fired = asyncio.Event()
+    t: TimerDispatch | None = None
+
+    def on_fired() -> None:
+        assert t is not None
+        if t.fired == 24:
+            all_fired.set()
+
+    t = TimerDispatch(
+        store=store,
+        registry=reg,
+        clock=SystemClock(),
+        owner=lambda: "w1",
+        on_fired=on_fired,
+        batch_size=4,
+    )
+    start = round(time.time() * 1000) + 50
+    await store.schedule(
+        [
+            NewTimer(tenant="t", stream="carts", data=json.dumps({"cart_id": i}), fire_at_ms=ms)
+            for i, ms in enumerate(start + 10 * (i // 2) for i in range(24))
+        ],
+        now=time.time(),
+    )
+    task = asyncio.create_task(t.run())
+    try:
+        await wait_for(all_fired)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    # Pages after the first were read ahead while timers fired, each fired once and in order.
+    assert store.calls["upcoming_timers_after"] >= 1
+    claims = await store.claim_next("w1", limit=100, now=time.time() + 1)
+    assert [json.loads(c.data)["cart_id"] for c in claims] == list(range(24))
+    assert await store.next_fire_at_ms() is None
 
 
 async def test_heartbeat_takeover_and_fencing(actor_store: ActorStore) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from yoke.actors.definitions import encode
 from yoke.actors.protocol import ActorStore
 from yoke.errors import BadType, BadValue, Conflict
-from yoke.store.actor_records import InstanceRef
+from yoke.store.actor_records import InstanceRef, InstanceState
 
 
 class Fenced(Conflict):
@@ -61,6 +61,19 @@ class InstanceStateCell:
             if not self.loaded:
                 await self._reload()
 
+    def prime(self, row: InstanceState) -> None:
+        """Take a state read for several instances at once (the drain does that for the
+        instances a claim meets first), unless loaded already; a row that shows another owner
+        is left for `load()` to report."""
+        if not self.loaded and row.worker_id == self.worker_id and row.epoch == self.epoch:
+            self._set(row)
+
+    def _set(self, row: InstanceState) -> None:
+        value = json.loads(row.state)
+        self.state = value if isinstance(value, dict) else {}
+        self.version = row.version
+        self.loaded = True
+
     async def _reload(self) -> None:
         row = await self._store.get_state(self.ref)
         if row is None:
@@ -70,10 +83,7 @@ class InstanceStateCell:
                 f"instance {self.ref.actor}/{self.ref.instance_id} is owned by "
                 f"{row.worker_id} (epoch {row.epoch}), not this worker"
             )
-        value = json.loads(row.state)
-        self.state = value if isinstance(value, dict) else {}
-        self.version = row.version
-        self.loaded = True
+        self._set(row)
 
     async def update(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
         async with self._lock:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -209,23 +209,35 @@ class ActorRegistry:
 
     def route(self, stream: str, data: Any) -> tuple[Target, ...]:
         """The queue rows an event on `stream` fans out to (subscribers whose key is present)."""
-        out: list[Target] = []
-        for d in self._by_stream.get(stream, ()):
-            instance = d.instance_of(data)
-            if instance is not None:
-                out.append(
-                    Target(actor=d.name, instance_id=instance, group_id=d.queue.group_of(data))
-                )
-        return tuple(out)
+        return _route(self._by_stream.get(stream, ()), data)
 
     def new_event(self, stream: str, data: Any, *, tenant: str) -> NewEvent:
+        (event,) = self.new_events(stream, (data,), tenant=tenant)
+        return event
+
+    def new_events(self, stream: str, items: Iterable[Any], *, tenant: str) -> list[NewEvent]:
+        """The events to append for `items` on one stream and tenant, with their fan-out (the
+        batch path of `append_many`: the checks and the subscriber lookup are made once)."""
         if not isinstance(stream, str) or not stream:
             raise BadType("stream must be a non-empty str")
         if not isinstance(tenant, str) or not tenant:
             raise BadType("tenant must be a non-empty str")
-        return NewEvent(
-            tenant=tenant, stream=stream, data=encode(data), targets=self.route(stream, data)
-        )
+        subscribers = self._by_stream.get(stream, ())
+        return [
+            NewEvent(
+                tenant=tenant, stream=stream, data=encode(data), targets=_route(subscribers, data)
+            )
+            for data in items
+        ]
+
+
+def _route(subscribers: Sequence[ActorDef], data: Any) -> tuple[Target, ...]:
+    out: list[Target] = []
+    for d in subscribers:
+        instance = d.instance_of(data)
+        if instance is not None:
+            out.append(Target(actor=d.name, instance_id=instance, group_id=d.queue.group_of(data)))
+    return tuple(out)
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)  # built once: hot path
@@ -240,6 +252,8 @@ def encode(data: Any) -> str:
 
 def _field(data: Any, path: str) -> Any:
     """`a.b.c` into nested mappings; None when any step is missing."""
+    if type(data) is dict and "." not in path:
+        return data.get(path)  # the common case, once per event and subscriber: no split
     cur = data
     for part in path.split("."):
         if not isinstance(cur, Mapping) or part not in cur:

@@ -14,10 +14,11 @@ Durability: rows are claimed in batches (`claim_next`, `FOR UPDATE SKIP LOCKED` 
 up to a local prefetch window, and completions are written in batches by one flusher that
 takes whatever finished while its previous statement ran (group commit). A completion is
 therefore durable a moment after its slot is reused: a crash in between re-runs that event
-(at-least-once, like every queue that acknowledges after the work). A throw requeues the event
-in the store with its backoff (attempts and `available_at`, so a takeover honours them) while
-it keeps its group slot, so a retried event keeps its place and nothing of its group overtakes
-it; after `max_attempts` it becomes a dead letter.
+(at-least-once, like every queue that acknowledges after the work). The states of the
+instances a claim meets for the first time are read in one query too, before their events
+start. A throw requeues the event in the store with its backoff (attempts and `available_at`,
+so a takeover honours them) while it keeps its group slot, so a retried event keeps its place
+and nothing of its group overtakes it; after `max_attempts` it becomes a dead letter.
 
 Kernel state changes happen between awaits, never across one. The drain is event-driven: new
 rows (`wake()`: an append here, a NOTIFY, boot), a freed slot, a due retry; the backup poll
@@ -245,7 +246,9 @@ class QueueDrainScheduler:
                         self._tenant_cursor = max(
                             (r.tenant for r in rows if r.tenant > cursor), default=""
                         )
-                        self._accept(rows)
+                        fresh = self._accept(rows)
+                        if fresh:
+                            await self._load_states(fresh)
                         self._pump()
                     if not self._more:
                         break
@@ -256,7 +259,10 @@ class QueueDrainScheduler:
                 pause = min(pause * 2, 10.0)
                 self._wake.set()
 
-    def _accept(self, rows: list[ClaimedEvent]) -> None:
+    def _accept(self, rows: list[ClaimedEvent]) -> list[_Instance]:
+        """Hold the claimed rows here. Returns the instances new here: their events wait (not
+        dirty yet) until `_load_states` has read their states."""
+        fresh: dict[_Instance, None] = {}
         for row in rows:
             held = self._jobs.get(row.queue_id)
             if held is not None:
@@ -275,7 +281,27 @@ class QueueDrainScheduler:
                 k.set_lane_cap(g, inst.cap)
             inst.groups[g] = n + 1
             k.push(row.queue_id, g, seq=row.queue_id, payload=job)
-            self._dirty[inst] = None
+            if inst.cell.loaded:
+                self._dirty[inst] = None
+            else:
+                fresh[inst] = None
+        return list(fresh)
+
+    async def _load_states(self, fresh: list[_Instance]) -> None:
+        """One read for the states of the instances a claim met first, instead of one per
+        instance from the runners: a burst of new instances would otherwise queue that many
+        reads in the store's pool ahead of everything else (the timer loop's firings too)."""
+        try:
+            states = await self._store.get_states([inst.ref for inst in fresh])
+        except YokeError as exc:  # each runner loads (and retries) its own instance instead
+            log.warning("loading the states of %d instances failed: %s", len(fresh), exc)
+            states = {}
+        for inst in fresh:
+            row = states.get(inst.ref)
+            if row is not None:
+                inst.cell.prime(row)
+            if not inst.lost:
+                self._dirty[inst] = None
 
     def _instance_for(self, row: ClaimedEvent) -> _Instance | None:
         ref = row.ref

@@ -7,8 +7,9 @@ verbs. Contract of every verb:
 * Fencing: a claim records the owner epoch of its instance. `complete`, `requeue`,
   `dead_letter` and `update_state` take that epoch and change nothing unless the caller still
   owns the instance under the same epoch; a worker that lost its instances can change nothing.
-* Exactly once: `fire_due_timers` appends each due timer and deletes it in one transaction,
-  with row locks skipped by concurrent callers (PostgreSQL) or one writer at a time (SQLite).
+* Exactly once: `fire_timers` appends each timer's event and deletes the timer in one
+  transaction, skipping timers already fired or locked by a concurrent caller (PostgreSQL) or
+  with one writer at a time (SQLite).
 * Errors are `YokeError`s only (`StoreUnavailable` when the database cannot be reached).
 """
 
@@ -22,13 +23,13 @@ from yoke.store.actor_records import (
     ClaimedEvent,
     Completion,
     DeadLetter,
+    DueTimer,
     InstanceInfo,
     InstanceRef,
     InstanceState,
     NewEvent,
     NewTimer,
     QueueDepth,
-    Route,
     Takeover,
     WorkerRow,
 )
@@ -81,6 +82,10 @@ class ActorStore(Protocol):
     # -- instances and state -------------------------------------------------------------------
     async def get_state(self, ref: InstanceRef) -> InstanceState | None: ...
 
+    async def get_states(self, refs: Sequence[InstanceRef]) -> dict[InstanceRef, InstanceState]:
+        """The states of several instances in one read; unknown instances are left out."""
+        ...
+
     async def update_state(
         self, ref: InstanceRef, *, state: str, expected_version: int, worker_id: str, epoch: int
     ) -> bool:
@@ -98,10 +103,20 @@ class ActorStore(Protocol):
 
     async def next_fire_at_ms(self) -> int | None: ...
 
-    async def fire_due_timers(
-        self, *, now_ms: int, limit: int, route: Route, owner: str | None, now: float
-    ) -> int:
-        """Append every due timer (up to `limit`) into its stream and delete it, exactly once."""
+    async def upcoming_timers(
+        self, *, limit: int, after: tuple[int, int] | None = None
+    ) -> list[DueTimer]:
+        """The earliest `limit` timers not fired yet (due or not), by (fire_at_ms, timer_id);
+        with `after`, only those that come after that (fire_at_ms, timer_id)."""
+        ...
+
+    async def fire_timers(
+        self, fire: Sequence[tuple[int, NewEvent]], *, owner: str | None, now: float
+    ) -> list[int]:
+        """Fire timers: for each (timer id, its routed event) whose timer is still pending,
+        append the event (created instances owned by `owner`) and delete the timer, all in one
+        transaction, in the order given. Timers fired already, or being fired by a concurrent
+        caller, are skipped. Returns the ids of the timers this call fired."""
         ...
 
     # -- workers -------------------------------------------------------------------------------

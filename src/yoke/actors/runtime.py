@@ -107,7 +107,7 @@ class ActorRuntime:
     ) -> list[int]:
         """Append many events to one stream in one transaction (the fast path)."""
         store = self._require()
-        events = [self.registry.new_event(stream, data, tenant=tenant) for data in items]
+        events = self.registry.new_events(stream, items, tenant=tenant)
         if not events:
             return []
         owner = self.worker_id if self._drain is not None else None

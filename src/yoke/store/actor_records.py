@@ -8,7 +8,6 @@ of yoke above the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -154,10 +153,6 @@ class Takeover:
 
     instances: int
     requeued: int
-
-
-Route = Callable[[DueTimer], NewEvent]
-"""How a fired timer becomes an appended event (its fan-out is computed by the caller)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

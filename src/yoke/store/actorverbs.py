@@ -5,6 +5,12 @@ which named queries (`queries.sql`, section "actors") run in which transaction a
 else: `now`, ids, owners and epochs come from the caller, and the fan-out of an event (which
 instances it reaches) is computed by the caller too.
 
+An append (and a timer firing, which is an append that deletes its timers) is one statement on
+PostgreSQL (`append_events`: one round trip, its own transaction) and a few statements in one
+IMMEDIATE transaction on SQLite, whose statements write one table each. PostgreSQL falls back
+to SQLite's steps when its statement meets an instance created by a concurrent append (see the
+guard in `append_events`); the dialect test is the one place these verbs look at the backend.
+
 Lock order (PostgreSQL): instance rows (in key order) before their queue rows. An append holds
 its instances FOR SHARE while it copies their owner and epoch into the new queue rows; a
 takeover locks instance rows FOR UPDATE, then rewrites their queue rows; claims and completions
@@ -18,6 +24,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
+from yoke.errors import Conflict
 from yoke.store.actor_records import (
     ActorCounts,
     ClaimedEvent,
@@ -30,13 +37,50 @@ from yoke.store.actor_records import (
     NewEvent,
     NewTimer,
     QueueDepth,
-    Route,
     Takeover,
     WorkerRow,
 )
 
 if TYPE_CHECKING:
     from yoke.store.sqlbase import Row, Tx
+
+
+def _columns(
+    events: Sequence[NewEvent], timer_ids: Sequence[int], owner: str | None, now: float
+) -> dict[str, Any]:
+    """The parameters of PostgreSQL's append_events: the batch as parallel arrays, targets
+    naming their event and their instance by position."""
+    tenants, streams, datas = [], [], []
+    t_event: list[int] = []
+    t_key: list[int] = []
+    t_group: list[str] = []
+    keys: dict[tuple[str, str, str], int] = {}
+    for n, e in enumerate(events, 1):
+        tenants.append(e.tenant)
+        streams.append(e.stream)
+        datas.append(e.data)
+        for t in e.targets:
+            key = (e.tenant, t.actor, t.instance_id)
+            k = keys.get(key)
+            if k is None:
+                k = keys[key] = len(keys) + 1
+            t_event.append(n)
+            t_key.append(k)
+            t_group.append(t.group_id)
+    return {
+        "tenants": tenants,
+        "streams": streams,
+        "datas": datas,
+        "timers": list(timer_ids),
+        "t_event": t_event,
+        "t_key": t_key,
+        "t_group": t_group,
+        "k_tenant": [k[0] for k in keys],
+        "k_actor": [k[1] for k in keys],
+        "k_instance": [k[2] for k in keys],
+        "owner": owner,
+        "now": now,
+    }
 
 
 def _ref(ref: InstanceRef) -> dict[str, Any]:
@@ -48,14 +92,21 @@ def _opt_float(v: Any) -> float | None:
 
 
 class ActorSqlVerbs:
-    """Mixin: the `ActorStore` verbs for a store providing `_read`, `_write` and `dialect`."""
+    """Mixin: the `ActorStore` verbs for a store providing `_read`, `_write`, `_single` (one
+    statement, its own transaction) and `dialect`."""
 
     dialect: str
+    # A dialect fact: whether an append of a batch can be one statement (`append_events`,
+    # writing events and queue rows at once); a SQLite statement writes one table only.
+    one_statement_append: bool = False
 
     def _read(self) -> AbstractAsyncContextManager[Tx]:
         raise NotImplementedError
 
     def _write(self) -> AbstractAsyncContextManager[Tx]:
+        raise NotImplementedError
+
+    def _single(self) -> AbstractAsyncContextManager[Tx]:
         raise NotImplementedError
 
     # -- stream and fan-out --------------------------------------------------------------------
@@ -64,40 +115,75 @@ class ActorSqlVerbs:
     ) -> list[int]:
         if not events:
             return []
-        async with self._write() as tx:
-            return await self._append(tx, events, owner=owner, now=now)
+        ids, _ = await self._append(events, (), owner=owner, now=now)
+        return ids
 
     async def _append(
-        self, tx: Tx, events: Sequence[NewEvent], *, owner: str | None, now: float
-    ) -> list[int]:
+        self,
+        events: Sequence[NewEvent],
+        timer_ids: Sequence[int],
+        *,
+        owner: str | None,
+        now: float,
+    ) -> tuple[list[int], list[int]]:
+        """Append `events` in one transaction; with `timer_ids` (one per event) only the events
+        whose timer this call deletes. Returns the event ids written and the timers fired."""
+        if self.one_statement_append:
+            # One statement (append_events): one round trip, no BEGIN/COMMIT.
+            try:
+                async with self._single() as tx:
+                    row = await tx.one("append_events", _columns(events, timer_ids, owner, now))
+            except Conflict:
+                pass  # its guard: an instance was created concurrently; go step by step
+            else:
+                assert row is not None
+                return list(row["event_ids"] or ()), list(row["fired"] or ())
+        async with self._write() as tx:
+            return await self._append_steps(tx, events, timer_ids, owner=owner, now=now)
+
+    async def _append_steps(
+        self,
+        tx: Tx,
+        events: Sequence[NewEvent],
+        timer_ids: Sequence[int],
+        *,
+        owner: str | None,
+        now: float,
+    ) -> tuple[list[int], list[int]]:
+        fired: list[int] = []
+        if timer_ids:
+            taken = await tx.all(
+                "take_timers", {"ids": json.dumps(list(timer_ids)), "id_list": list(timer_ids)}
+            )
+            fired = sorted(int(r["timer_id"]) for r in taken)
+            keep = set(fired)
+            events = [e for e, t in zip(events, timer_ids, strict=True) if t in keep]
+            if not events:
+                return [], []
         ids = [int(r["id"]) for r in await tx.all("alloc_event_ids", {"n": len(events)})]
-        rows = []
-        targets: list[dict[str, Any]] = []
-        instances: dict[tuple[str, str, str], None] = {}
+        # Compact JSON rows (arrays, not objects); a target names its instance by position.
+        rows: list[list[Any]] = []
+        targets: list[list[Any]] = []
+        keys: dict[tuple[str, str, str], int] = {}
         for eid, e in zip(ids, events, strict=True):
-            rows.append({"event_id": eid, "tenant": e.tenant, "stream": e.stream, "data": e.data})
+            rows.append([eid, e.tenant, e.stream, e.data])
             for t in e.targets:
-                targets.append(
-                    {
-                        "event_id": eid,
-                        "tenant": e.tenant,
-                        "actor": t.actor,
-                        "instance_id": t.instance_id,
-                        "group_id": t.group_id,
-                    }
-                )
-                instances[(e.tenant, t.actor, t.instance_id)] = None
+                key = (e.tenant, t.actor, t.instance_id)
+                pos = keys.get(key)
+                if pos is None:
+                    pos = keys[key] = len(keys)
+                targets.append([eid, pos, t.group_id])
         await tx.run("insert_events", {"rows": json.dumps(rows), "now": now})
         if targets:
-            keys = json.dumps(
-                [{"tenant": k[0], "actor": k[1], "instance_id": k[2]} for k in sorted(instances)]
-            )
-            await tx.run("insert_instances", {"rows": keys, "owner": owner, "now": now})
+            listed = json.dumps(list(keys))
+            # insert_instances waits for any concurrent creator of the same instances, so the
+            # next statement (a new snapshot) reads every one of them.
+            await tx.run("insert_instances", {"rows": listed, "owner": owner, "now": now})
             # Copies each instance's owner and epoch into its rows (and NOTIFYs on PostgreSQL).
             await tx.all(
-                "insert_queue_rows", {"rows": json.dumps(targets), "keys": keys, "now": now}
+                "insert_queue_rows", {"rows": json.dumps(targets), "keys": listed, "now": now}
             )
-        return ids
+        return ids, fired
 
     # -- queue drain ---------------------------------------------------------------------------
     async def claim_next(
@@ -226,6 +312,24 @@ class ActorSqlVerbs:
             epoch=int(r["owner_epoch"]),
         )
 
+    async def get_states(self, refs: Sequence[InstanceRef]) -> dict[InstanceRef, InstanceState]:
+        if not refs:
+            return {}
+        rows = json.dumps([_ref(ref) for ref in refs])
+        async with self._read() as tx:
+            got = await tx.all("get_states", {"rows": rows})
+        return {
+            InstanceRef(
+                tenant=str(r["tenant"]), actor=str(r["actor"]), instance_id=str(r["instance_id"])
+            ): InstanceState(
+                state=str(r["state"]),
+                version=int(r["version"]),
+                worker_id=None if r["worker_id"] is None else str(r["worker_id"]),
+                epoch=int(r["owner_epoch"]),
+            )
+            for r in got
+        }
+
     async def update_state(
         self, ref: InstanceRef, *, state: str, expected_version: int, worker_id: str, epoch: int
     ) -> bool:
@@ -274,28 +378,34 @@ class ActorSqlVerbs:
             r = await tx.one("next_fire_at", {})
         return None if r is None or r["fire_at_ms"] is None else int(r["fire_at_ms"])
 
-    async def fire_due_timers(
-        self, *, now_ms: int, limit: int, route: Route, owner: str | None, now: float
-    ) -> int:
-        async with self._write() as tx:
-            rows = await tx.all("take_due_timers", {"now_ms": now_ms, "limit": limit})
-            if not rows:
-                return 0
-            due = sorted(
-                (
-                    DueTimer(
-                        timer_id=int(r["timer_id"]),
-                        tenant=str(r["tenant"]),
-                        stream=str(r["stream"]),
-                        data=str(r["data"]),
-                        fire_at_ms=int(r["fire_at_ms"]),
-                    )
-                    for r in rows
-                ),
-                key=lambda t: (t.fire_at_ms, t.timer_id),
+    async def upcoming_timers(
+        self, *, limit: int, after: tuple[int, int] | None = None
+    ) -> list[DueTimer]:
+        after_ms, after_id = after or (-(2**63), 0)
+        async with self._read() as tx:
+            rows = await tx.all(
+                "upcoming_timers", {"limit": limit, "after_ms": after_ms, "after_id": after_id}
             )
-            await self._append(tx, [route(t) for t in due], owner=owner, now=now)
-        return len(due)
+        return [
+            DueTimer(
+                timer_id=int(r["timer_id"]),
+                tenant=str(r["tenant"]),
+                stream=str(r["stream"]),
+                data=str(r["data"]),
+                fire_at_ms=int(r["fire_at_ms"]),
+            )
+            for r in rows
+        ]
+
+    async def fire_timers(
+        self, fire: Sequence[tuple[int, NewEvent]], *, owner: str | None, now: float
+    ) -> list[int]:
+        if not fire:
+            return []
+        _, fired = await self._append(
+            [e for _, e in fire], [t for t, _ in fire], owner=owner, now=now
+        )
+        return sorted(fired)
 
     # -- workers -------------------------------------------------------------------------------
     async def register_worker(self, worker_id: str, *, hostname: str, pid: int, now: float) -> None:

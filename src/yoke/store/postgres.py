@@ -16,6 +16,9 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
   because the queue of starts lives in the process that logged them.
 - Actor batches (appends, claims, completions, takeovers) travel as one JSON or array
   parameter, so a batch of any size is one statement with a handful of binds.
+- An actor append of a batch is one statement (`append_events`) with arrays bound in binary;
+  its NOT NULL guard sends an append that races another creating the same instance to the
+  step-by-step path.
 - New actor rows are announced with NOTIFY yoke_actor_queue, new timers with NOTIFY
   yoke_schedule_change, both inside the writing transaction.
 - A freed slot is announced with NOTIFY yoke_slot_freed inside the freeing transaction, so it is
@@ -130,6 +133,7 @@ class _Tx:
 
 class PostgresStore(SqlStore):
     dialect = "postgres"
+    one_statement_append = True
 
     def __init__(
         self, url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout: float = 5.0

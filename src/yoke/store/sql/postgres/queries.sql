@@ -132,46 +132,133 @@ DELETE FROM yoke_idempotency WHERE expires_at <= %(now)s;
 
 -- ===================================================================================
 -- actors (seed 000). Batches travel as one JSON array
--- parameter (json_to_recordset) or one bigint[] (= ANY), so a batch is one statement whatever
--- its size. Queue rows carry their instance's owner and epoch, so claims (FOR UPDATE SKIP
--- LOCKED) and completions touch queue rows only; lock order everywhere: instance rows (in key
--- order), then queue rows. An append holds its instances FOR SHARE while it copies their owner,
--- so a takeover (which rewrites instance, then queue rows) sees every row it must move.
+-- parameter (json_to_recordset) or as arrays (= ANY, unnest), so a batch is one statement
+-- whatever its size; a parameter written with `b` instead of `s` is bound in binary (arrays of
+-- text then need no quoting of the JSON they carry).
+-- Queue rows carry their instance's owner and epoch, so claims (FOR UPDATE SKIP LOCKED) and
+-- completions touch queue rows only; lock order everywhere: instance rows (in key order), then
+-- queue rows. An append holds its instances FOR SHARE while it copies their owner, so a
+-- takeover (which rewrites instance, then queue rows) sees every row it must move.
+
+-- name: append_events
+-- A whole append in one statement, hence one round trip and its own transaction: the events,
+-- their new instances (owned by `owner`), one queue row per target with its instance's owner
+-- and epoch, and the NOTIFY. The batch travels as parallel arrays: the events (tenants,
+-- streams, datas, timers), the instances they reach (k_*), and the targets, each naming its
+-- event and its instance by 1-based position (t_event, t_key), so that joins and sorts are on
+-- integers. Firing timers: timers[i] is event i's timer; an event is written only if this
+-- statement deleted its timer (rows locked by another firing worker are skipped), so a timer
+-- fires exactly once. A plain append passes no timers: that scan is gated off. Ids: nextval
+-- runs after the ORDER BY (a volatile output column), so event ids, and the queue ids that
+-- follow them, keep the batch's order.
+-- Guard: an instance that a concurrent append created after this statement's snapshot is
+-- neither inserted (ON CONFLICT) nor read here; its queue rows would get a NULL owner_epoch,
+-- and the NOT NULL constraint aborts the whole statement instead. The caller then appends step
+-- by step (insert_instances first), as on SQLite.
+WITH ev AS MATERIALIZED (
+    SELECT e.ord, e.tenant, e.stream, e.data, e.timer_id
+    FROM unnest(%(tenants)b::text[], %(streams)b::text[], %(datas)b::text[], %(timers)b::bigint[])
+        WITH ORDINALITY AS e(tenant, stream, data, timer_id, ord)
+), taken AS (
+    DELETE FROM scheduled_events s
+    WHERE s.timer_id IN (
+        SELECT x.timer_id FROM scheduled_events x
+        WHERE cardinality(%(timers)b::bigint[]) > 0 AND x.timer_id = ANY(%(timers)b::bigint[])
+        FOR UPDATE SKIP LOCKED)
+    RETURNING s.timer_id
+), kept AS MATERIALIZED (
+    SELECT ev.ord, ev.tenant, ev.stream, ev.data,
+        nextval('stream_events_event_id_seq') AS event_id
+    FROM ev
+    WHERE ev.timer_id IS NULL OR ev.timer_id IN (SELECT t.timer_id FROM taken t)
+    ORDER BY ev.ord
+), events AS (
+    INSERT INTO stream_events (event_id, tenant, stream, data, appended_at)
+    SELECT k.event_id, k.tenant, k.stream, k.data, %(now)s FROM kept k
+), targets AS MATERIALIZED (
+    SELECT k.event_id, t.key_ord, t.group_id, t.ord
+    FROM unnest(%(t_event)b::bigint[], %(t_key)b::bigint[], %(t_group)b::text[])
+        WITH ORDINALITY AS t(event_ord, key_ord, group_id, ord)
+    JOIN kept k ON k.ord = t.event_ord
+), keys AS MATERIALIZED (
+    SELECT k.ord, k.tenant, k.actor, k.instance_id
+    FROM unnest(%(k_tenant)b::text[], %(k_actor)b::text[], %(k_instance)b::text[])
+        WITH ORDINALITY AS k(tenant, actor, instance_id, ord)
+    WHERE k.ord IN (SELECT t.key_ord FROM targets t)
+), created AS (
+    INSERT INTO actor_instances (tenant, actor, instance_id, worker_id, created_at)
+    SELECT k.tenant, k.actor, k.instance_id, %(owner)s, %(now)s FROM keys k
+    ORDER BY k.tenant, k.actor, k.instance_id
+    ON CONFLICT DO NOTHING
+    RETURNING tenant, actor, instance_id, worker_id, owner_epoch
+), existing AS (
+    SELECT k.ord, i.worker_id, i.owner_epoch
+    FROM actor_instances i
+    JOIN keys k ON i.tenant = k.tenant AND i.actor = k.actor AND i.instance_id = k.instance_id
+    ORDER BY i.tenant, i.actor, i.instance_id
+    FOR SHARE OF i
+), owners AS (
+    SELECT k.ord, c.worker_id, c.owner_epoch
+    FROM created c
+    JOIN keys k ON k.tenant = c.tenant AND k.actor = c.actor AND k.instance_id = c.instance_id
+    UNION ALL
+    SELECT e.ord, e.worker_id, e.owner_epoch FROM existing e
+), queued AS (
+    INSERT INTO actor_queues (event_id, tenant, actor, instance_id, group_id, available_at,
+        worker_id, owner_epoch)
+    SELECT t.event_id, k.tenant, k.actor, k.instance_id, t.group_id, %(now)s, o.worker_id,
+        o.owner_epoch
+    FROM targets t
+    JOIN keys k ON k.ord = t.key_ord
+    LEFT JOIN owners o ON o.ord = t.key_ord
+    ORDER BY t.ord
+    RETURNING 1
+)
+SELECT (SELECT array_agg(k.event_id ORDER BY k.ord) FROM kept k) AS event_ids,
+    (SELECT array_agg(t.timer_id ORDER BY t.timer_id) FROM taken t) AS fired,
+    (SELECT count(*) FROM (SELECT pg_notify('yoke_actor_queue', '')
+        WHERE EXISTS (SELECT 1 FROM queued)) AS n) AS notified;
+
+-- The step-by-step append (one transaction, several statements): what SQLite always does, and
+-- PostgreSQL when append_events hit its guard.
 
 -- name: alloc_event_ids
 SELECT nextval('stream_events_event_id_seq') AS id FROM generate_series(1, %(n)s);
 
 -- name: insert_events
+-- rows: a JSON array of [event_id, tenant, stream, data].
 INSERT INTO stream_events (event_id, tenant, stream, data, appended_at)
-SELECT r.event_id, r.tenant, r.stream, r.data, %(now)s
-FROM json_to_recordset(%(rows)s::json) AS r(event_id BIGINT, tenant TEXT, stream TEXT, data TEXT);
+SELECT (r.v->>0)::bigint, r.v->>1, r.v->>2, r.v->>3, %(now)s
+FROM json_array_elements(%(rows)s::json) AS r(v);
 
 -- name: insert_instances
+-- rows: a JSON array of [tenant, actor, instance_id].
 INSERT INTO actor_instances (tenant, actor, instance_id, worker_id, created_at)
-SELECT r.tenant, r.actor, r.instance_id, %(owner)s, %(now)s
-FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id TEXT)
-ORDER BY r.tenant, r.actor, r.instance_id
+SELECT r.v->>0, r.v->>1, r.v->>2, %(owner)s, %(now)s
+FROM json_array_elements(%(rows)s::json) AS r(v)
+ORDER BY r.v->>0, r.v->>1, r.v->>2
 ON CONFLICT DO NOTHING;
 
 -- name: insert_queue_rows
--- The instances are held FOR SHARE (in key order) until commit while their owner and epoch are
--- copied into the new rows, so a takeover waits for this append, then moves its rows too.
+-- keys: the batch's instances once, as [tenant, actor, instance_id]; rows: [event_id, position
+-- of the instance in keys (from 0), group_id]. The instances are held FOR SHARE (in key order)
+-- until commit while their owner and epoch are copied into the new rows, so a takeover waits
+-- for this append, then moves its rows too.
 WITH owners AS MATERIALIZED (
-    SELECT i.tenant, i.actor, i.instance_id, i.worker_id, i.owner_epoch
+    SELECT k.pos - 1 AS pos, i.tenant, i.actor, i.instance_id, i.worker_id, i.owner_epoch
     FROM actor_instances i
-    JOIN json_to_recordset(%(keys)s::json) AS k(tenant TEXT, actor TEXT, instance_id TEXT)
-        ON i.tenant = k.tenant AND i.actor = k.actor AND i.instance_id = k.instance_id
+    JOIN json_array_elements(%(keys)s::json) WITH ORDINALITY AS k(v, pos)
+        ON i.tenant = k.v->>0 AND i.actor = k.v->>1 AND i.instance_id = k.v->>2
     ORDER BY i.tenant, i.actor, i.instance_id
     FOR SHARE OF i
 ), inserted AS (
     INSERT INTO actor_queues (event_id, tenant, actor, instance_id, group_id, available_at,
         worker_id, owner_epoch)
-    SELECT r.event_id, r.tenant, r.actor, r.instance_id, r.group_id, %(now)s, o.worker_id,
+    SELECT (r.v->>0)::bigint, o.tenant, o.actor, o.instance_id, r.v->>2, %(now)s, o.worker_id,
         o.owner_epoch
-    FROM json_to_recordset(%(rows)s::json)
-        AS r(event_id BIGINT, tenant TEXT, actor TEXT, instance_id TEXT, group_id TEXT)
-    JOIN owners o ON o.tenant = r.tenant AND o.actor = r.actor AND o.instance_id = r.instance_id
-    ORDER BY r.event_id  -- queue ids follow the events' order: FIFO across the batch
+    FROM json_array_elements(%(rows)s::json) WITH ORDINALITY AS r(v, ord)
+    JOIN owners o ON o.pos = (r.v->>1)::bigint
+    ORDER BY r.ord  -- queue ids follow the events' order: FIFO across the batch
     RETURNING 1
 )
 SELECT pg_notify('yoke_actor_queue', '') FROM (SELECT 1) AS one
@@ -265,6 +352,13 @@ LIMIT %(limit)s;
 SELECT state, version, worker_id, owner_epoch FROM actor_instances
 WHERE tenant = %(tenant)s AND actor = %(actor)s AND instance_id = %(instance_id)s;
 
+-- name: get_states
+-- The states of the instances a claim met for the first time, in one read.
+SELECT i.tenant, i.actor, i.instance_id, i.state, i.version, i.worker_id, i.owner_epoch
+FROM actor_instances i
+JOIN json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id TEXT)
+    ON i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id;
+
 -- name: update_state
 UPDATE actor_instances SET state = %(state)s, version = version + 1
 WHERE tenant = %(tenant)s AND actor = %(actor)s AND instance_id = %(instance_id)s
@@ -308,15 +402,22 @@ SELECT pg_notify('yoke_schedule_change', '');
 -- name: next_fire_at
 SELECT min(fire_at_ms) AS fire_at_ms FROM scheduled_events;
 
--- name: take_due_timers
+-- name: upcoming_timers
+-- The earliest timers after (after_ms, after_id), due or not: a timer loop holds them and fires
+-- them when due (append_events with timers), so that the fire itself is one statement.
+SELECT timer_id, tenant, stream, data, fire_at_ms FROM scheduled_events
+WHERE fire_at_ms >= %(after_ms)s AND (fire_at_ms > %(after_ms)s OR timer_id > %(after_id)s)
+ORDER BY fire_at_ms, timer_id
+LIMIT %(limit)s;
+
+-- name: take_timers
+-- Step by step: delete these timers unless fired already or being fired by another worker.
 DELETE FROM scheduled_events
 WHERE timer_id IN (
     SELECT timer_id FROM scheduled_events
-    WHERE fire_at_ms <= %(now_ms)s
-    ORDER BY fire_at_ms, timer_id
-    LIMIT %(limit)s
+    WHERE timer_id = ANY(%(id_list)s::bigint[])
     FOR UPDATE SKIP LOCKED)
-RETURNING timer_id, tenant, stream, data, fire_at_ms;
+RETURNING timer_id;
 
 -- name: register_worker
 INSERT INTO runtime_workers (worker_id, hostname, pid, started_at, heartbeat_at)

@@ -155,29 +155,38 @@ WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < :n)
 SELECT (SELECT coalesce(max(event_id), 0) FROM stream_events) + i AS id FROM s;
 
 -- name: insert_events
+-- :rows is a JSON array of [event_id, tenant, stream, data].
 INSERT INTO stream_events (event_id, tenant, stream, data, appended_at)
-SELECT json_extract(value, '$.event_id'), json_extract(value, '$.tenant'),
-    json_extract(value, '$.stream'), json_extract(value, '$.data'), :now
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+    json_extract(value, '$[3]'), :now
 FROM json_each(:rows);
 
 -- name: insert_instances
+-- :rows is a JSON array of [tenant, actor, instance_id].
 INSERT INTO actor_instances (tenant, actor, instance_id, worker_id, created_at)
-SELECT json_extract(value, '$.tenant'), json_extract(value, '$.actor'),
-    json_extract(value, '$.instance_id'), :owner, :now
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+    :owner, :now
 FROM json_each(:rows)
 WHERE true
 ON CONFLICT DO NOTHING;
 
 -- name: insert_queue_rows
 -- Each row copies its instance's owner and epoch (the IMMEDIATE transaction keeps them still).
+-- :keys lists the batch's instances once, as [tenant, actor, instance_id]; :rows holds
+-- [event_id, position of the instance in :keys, group_id], so each instance is read once.
+WITH k AS MATERIALIZED (
+    SELECT kj.key AS pos, i.tenant, i.actor, i.instance_id, i.worker_id, i.owner_epoch
+    FROM json_each(:keys) kj
+    JOIN actor_instances i
+        ON i.tenant = json_extract(kj.value, '$[0]') AND i.actor = json_extract(kj.value, '$[1]')
+        AND i.instance_id = json_extract(kj.value, '$[2]')
+)
 INSERT INTO actor_queues (event_id, tenant, actor, instance_id, group_id, available_at,
     worker_id, owner_epoch)
-SELECT json_extract(r.value, '$.event_id'), i.tenant, i.actor, i.instance_id,
-    json_extract(r.value, '$.group_id'), :now, i.worker_id, i.owner_epoch
+SELECT json_extract(r.value, '$[0]'), k.tenant, k.actor, k.instance_id,
+    json_extract(r.value, '$[2]'), :now, k.worker_id, k.owner_epoch
 FROM json_each(:rows) r
-JOIN actor_instances i
-    ON i.tenant = json_extract(r.value, '$.tenant') AND i.actor = json_extract(r.value, '$.actor')
-    AND i.instance_id = json_extract(r.value, '$.instance_id')
+JOIN k ON k.pos = json_extract(r.value, '$[1]')
 ORDER BY r.key;
 
 -- name: notify_actor_queue
@@ -268,6 +277,13 @@ LIMIT :limit;
 SELECT state, version, worker_id, owner_epoch FROM actor_instances
 WHERE tenant = :tenant AND actor = :actor AND instance_id = :instance_id;
 
+-- name: get_states
+SELECT tenant, actor, instance_id, state, version, worker_id, owner_epoch FROM actor_instances
+WHERE (tenant, actor, instance_id) IN (
+    SELECT json_extract(value, '$.tenant'), json_extract(value, '$.actor'),
+        json_extract(value, '$.instance_id')
+    FROM json_each(:rows));
+
 -- name: update_state
 UPDATE actor_instances SET state = :state, version = version + 1
 WHERE tenant = :tenant AND actor = :actor AND instance_id = :instance_id
@@ -312,14 +328,17 @@ SELECT 1;
 -- name: next_fire_at
 SELECT min(fire_at_ms) AS fire_at_ms FROM scheduled_events;
 
--- name: take_due_timers
+-- name: upcoming_timers
+SELECT timer_id, tenant, stream, data, fire_at_ms FROM scheduled_events
+WHERE fire_at_ms >= :after_ms AND (fire_at_ms > :after_ms OR timer_id > :after_id)
+ORDER BY fire_at_ms, timer_id
+LIMIT :limit;
+
+-- name: take_timers
+-- Delete these timers unless fired already (one writer at a time: no row locks needed).
 DELETE FROM scheduled_events
-WHERE timer_id IN (
-    SELECT timer_id FROM scheduled_events
-    WHERE fire_at_ms <= :now_ms
-    ORDER BY fire_at_ms, timer_id
-    LIMIT :limit)
-RETURNING timer_id, tenant, stream, data, fire_at_ms;
+WHERE timer_id IN (SELECT value FROM json_each(:ids))
+RETURNING timer_id;
 
 -- name: register_worker
 INSERT INTO runtime_workers (worker_id, hostname, pid, started_at, heartbeat_at)
