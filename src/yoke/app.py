@@ -219,9 +219,17 @@ class App:
 
     async def _stop(self) -> None:
         await self.shutdown()
-        for task in self._service_tasks:
+        tasks, self._service_tasks = self._service_tasks, []
+        for task in tasks:
             task.cancel()
-        self._service_tasks = []
+        # On Python 3.11 a cancel can be lost inside a library's `asyncio.wait_for` (the pool's
+        # connection wait, when the wait ends just as the cancel lands): ask again until every
+        # service has ended, or the TaskGroup would wait for it forever.
+        while pending := [t for t in tasks if not t.done()]:
+            await asyncio.wait(pending, timeout=0.5)
+            for task in pending:
+                if not task.done():
+                    task.cancel()
 
     def _start_services(self, tg: asyncio.TaskGroup, store: Store, instance_id: str) -> None:
         services = [

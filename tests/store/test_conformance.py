@@ -253,6 +253,15 @@ async def test_grant_starts_decides_a_batch_in_order(store: Store) -> None:
     assert await store.ledger() == {"global": 3, "session:s1": 2, "session:s2": 1}
 
 
+async def test_a_start_asked_twice_in_one_batch_is_granted_once(store: Store) -> None:
+    st, _ = await store.log_start(new_start())
+    res = await store.grant_starts([request(st.start_id, "s1"), request(st.start_id, "s1")], now=1)
+    assert [r.outcome for r in res] == [GrantOutcome.GRANTED, GrantOutcome.GONE]
+    assert res[1].start is not None and res[1].start.status is StartStatus.GRANTED
+    assert await store.ledger() == {"global": 1, "session:s1": 1}
+    assert len(await store.list_executions()) == 1
+
+
 async def test_finish_executions_frees_each_key_by_its_count(store: Store) -> None:
     starts = [(await store.log_start(new_start(session=s)))[0] for s in ("s1", "s1", "s2")]
     res = await store.grant_starts(

@@ -140,6 +140,61 @@ async def test_sqlite_a_cancelled_writer_leaves_the_batch_whole(lite: SQLiteStor
     assert not lite._db().in_transaction
 
 
+class _DiskFailsAtCommit(SQLiteStore):
+    """A real SQLite store whose COMMIT fails the way SQLITE_IOERR does: the transaction is
+    rolled back by SQLite itself, then the error is raised."""
+
+    fail_commit = False
+
+    def _exec_plain(self, sql: str) -> None:
+        if sql == "COMMIT" and self.fail_commit:
+            time.sleep(0.1)
+            self._db().execute("ROLLBACK")
+            raise sqlite3.OperationalError("disk I/O error")
+        super()._exec_plain(sql)
+
+
+async def test_sqlite_a_failed_commit_fails_its_writers_even_if_its_committer_is_cancelled(
+    tmp_path: Path,
+) -> None:
+    store = _DiskFailsAtCommit(f"sqlite:///{tmp_path}/f.db")
+    await store.open()
+    try:
+        store.fail_commit = True
+        writer = asyncio.create_task(store.register_instance("i-1", now=1.0))
+        reader = asyncio.create_task(store.get_start("x"))  # a read commits the open batch
+        await asyncio.sleep(0.03)  # the reader's COMMIT is on the thread now
+        reader.cancel()
+        with pytest.raises(StoreUnavailable, match="disk I/O"):
+            await writer
+        with pytest.raises(asyncio.CancelledError):
+            await reader
+        store.fail_commit = False
+        other = sqlite3.connect(store.path)
+        assert other.execute("SELECT count(*) FROM yoke_instances").fetchone() == (0,)
+        await store.register_instance("i-2", now=2.0)  # and the store works on
+        assert other.execute("SELECT count(*) FROM yoke_instances").fetchone() == (1,)
+    finally:
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_batches_taking_the_same_keys_in_opposite_orders_do_not_deadlock(
+    pg: PostgresStore, pg_url: str
+) -> None:
+    other = PostgresStore(pg_url)
+    await other.open()
+    try:
+        for round_ in range(5):
+            keys = [f"k{round_}-{i}" for i in range(200)]
+            a = [new_start(idempotency_key=k) for k in keys]
+            b = [new_start(idempotency_key=k) for k in reversed(keys)]
+            got_a, got_b = await asyncio.gather(pg.log_starts(a), other.log_starts(b))
+            assert sum(c for _, c in got_a) + sum(c for _, c in got_b) == len(keys)
+    finally:
+        await other.close()
+
+
 def _start_params(st: NewStart) -> dict[str, object]:
     return {
         "start_id": st.start_id,

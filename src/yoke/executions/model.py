@@ -22,6 +22,21 @@ OPERATOR = "OPERATOR"
 OnLimit = Literal["queue", "reject"]
 
 
+PRIORITY_MAX = 2**63 - 1  # what both stores hold (BIGINT)
+
+
+def storable_text(value: str, what: str) -> str:
+    """Refuse, as `BadValue`, text no database would store: NUL and lone surrogates. Checked
+    before a start reaches the store, where one bad row would fail the batch it travels in."""
+    if "\x00" in value:
+        raise BadValue(f"{what} must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadValue(f"{what} must be valid Unicode text") from None
+    return value
+
+
 def encode_json(value: object, what: str) -> str:
     """Canonical JSON text of `value`, or `BadValue` naming `what` if it is not plain JSON."""
     try:

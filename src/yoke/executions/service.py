@@ -45,11 +45,13 @@ from yoke.executions.batching import GroupCommit
 from yoke.executions.context import Context, Workflow, run_workflow
 from yoke.executions.control import Control
 from yoke.executions.model import (
+    PRIORITY_MAX,
     Execution,
     Limits,
     Principal,
     Start,
     encode_json,
+    storable_text,
 )
 from yoke.executions.reading import Reading
 from yoke.executions.state import (
@@ -96,6 +98,7 @@ class Executions(Reading, Control):
         self._logger: GroupCommit[NewStart, tuple[StartRow, bool]] = GroupCommit(self._flush_logs)
         self._granter: GroupCommit[_Pick, GrantResult] = GroupCommit(self._flush_grants)
         self._finisher: GroupCommit[Finish, bool] = GroupCommit(self._flush_finishes)
+        self._cleanups: set[asyncio.Future[None]] = set()
 
     def detach(self) -> None:
         self._store = None
@@ -115,6 +118,8 @@ class Executions(Reading, Control):
                     await self._pump()
                 except YokeError as exc:  # the store is down: the next poll retries
                     log.warning("granting queued starts failed: %s", exc)
+                except Exception:  # a bug must not stop every grant: log it, poll on
+                    log.exception("granting queued starts failed")
 
     # -- starts ------------------------------------------------------------------------------
     async def start(
@@ -131,14 +136,18 @@ class Executions(Reading, Control):
         name = self._registry.name_of(workflow)
         if session is not None and (not isinstance(session, str) or not session):
             raise BadType("session must be a non-empty str or None")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise BadType(f"priority must be an int, not {type(priority).__name__}")
+        _check_priority(priority)
         if idempotency_key is not None and (
             not isinstance(idempotency_key, str) or not idempotency_key
         ):
             raise BadType("idempotency_key must be a non-empty str or None")
         if principal is not None and not isinstance(principal, Principal):
             raise BadType("principal must be a yoke.Principal or None")
+        for text, what in ((session, "session"), (idempotency_key, "idempotency_key")):
+            if text is not None:
+                storable_text(text, what)
+        if principal is not None:
+            storable_text(principal.name, "principal name")
         payload = encode_json(input, "input")
         if session is None:
             session = principal.tenant if principal and principal.tenant else "default"
@@ -241,11 +250,15 @@ class Executions(Reading, Control):
                     await self._give_up(local, StartStatus.REFUSED, "the store failed")
                 raise
             if outcome.outcome is GrantOutcome.FULL:
-                if reject:
+                # Another process holds the slot.
+                if reject or self._closing:
                     k.release(item.id)
-                    raise await self._refuse_limit(local)
-                k.requeue(item.id)  # another process holds the slot; wait for it
-                self._order.sync(item)
+                    self._order.sync(item)
+                    if reject:
+                        raise await self._refuse_limit(local)
+                    await self._give_up(local, StartStatus.REFUSED, "shutting down")
+                    raise ShuttingDown("shutting down: no new start is admitted")
+                self._back_in_line(item, local)
         else:
             # Queued behind others; a pump may still grant it now (e.g. a free session slot).
             try:
@@ -292,17 +305,22 @@ class Executions(Reading, Control):
     async def _grant(self, item: Item) -> GrantResult:
         """Try the ledger for a kernel pick, in the next batch of grants. The batch applies
         GRANTED (the execution spawns) and GONE (released from the kernel); FULL is left to
-        the caller, or requeued by the batch if the caller went away meanwhile."""
-        pick = self._pick(item)
+        the caller, or put back in line by the batch if the caller went away meanwhile."""
+        local = self._local[str(item.id)]
+        pick = self._pick(item, local, from_pump=False)
         fut = self._granter.submit(pick)
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
-            self._orphan(pick, fut)
+            if fut.done():  # applied already; only a FULL or failed pick is still ours
+                res = None if fut.cancelled() or fut.exception() is not None else fut.result()
+                if res is None or res.outcome is GrantOutcome.FULL:
+                    self._back_in_line(item, local)
+            else:
+                local.orphaned = True  # the batch puts it back in line if it must
             raise
 
-    def _pick(self, item: Item) -> _Pick:
-        local = self._local[str(item.id)]
+    def _pick(self, item: Item, local: Local, *, from_pump: bool) -> _Pick:
         row = local.row
         request = GrantRequest(
             start_id=row.start_id,
@@ -321,31 +339,24 @@ class Executions(Reading, Control):
             slots=tuple(slots_for(self._limits, session=row.session, workflow=row.workflow)),
             copy_steps=local.copy,
         )
-        return _Pick(item, local, request)
-
-    def _orphan(self, pick: _Pick, fut: asyncio.Future[GrantResult]) -> None:
-        """The caller of a grant went away. A grant that commits must still run, not leak its
-        slot, and a FULL pick must get its place back: the batch does both for an orphan."""
-        if not fut.done():
-            pick.local.orphaned = True
-            return
-        res = None if fut.cancelled() or fut.exception() is not None else fut.result()
-        self._settle_orphan(pick.item, res)
+        return _Pick(item, local, request, from_pump)
 
     async def _flush_grants(self, picks: Sequence[_Pick]) -> list[GrantResult]:
+        """One batch of grants. Everything a pick of the dispatcher's pump (or of a caller that
+        went away) needs is done here, inside the batch, so `idle()` covers it at shutdown."""
         try:
             results = await self._require().grant_starts(
                 [p.request for p in picks], now=self._clock.wall()
             )
         except BaseException:
             for p in picks:
-                if p.local.orphaned:
-                    self._settle_orphan(p.item, None)
+                if p.from_pump or p.local.orphaned:
+                    self._back_in_line(p.item, p.local)
             raise
         for p, res in zip(picks, results, strict=True):
             self._apply(p.item, p.local, res)
-            if p.local.orphaned:
-                self._settle_orphan(p.item, res)
+            if res.outcome is GrantOutcome.FULL and (p.from_pump or p.local.orphaned):
+                self._back_in_line(p.item, p.local)
         return results
 
     def _apply(self, item: Item, local: Local, res: GrantResult) -> None:
@@ -361,11 +372,28 @@ class Executions(Reading, Control):
                 local.row = res.start
             local.decided.set()
 
-    def _settle_orphan(self, item: Item, res: GrantResult | None) -> None:
-        if admission.is_running(item) and (res is None or res.outcome is GrantOutcome.FULL):
-            self._kernel.requeue(item.id)  # it keeps its place; the dispatcher retries
-            self._order.sync(item)
+    def _back_in_line(self, item: Item, local: Local) -> None:
+        """A pick the ledger answered FULL (another process holds the slot) or could not
+        answer gets its place back in the kernel, unless it was cancelled meanwhile (it just
+        leaves) or shutdown began (it leaves and is refused, like every queued start)."""
+        if not admission.is_running(item):
+            return
+        if self._local.get(local.row.start_id) is not local:
+            self._kernel.release(item.id)
+        elif self._closing:
+            self._kernel.release(item.id)
+            self._cleanup(self._give_up(local, StartStatus.REFUSED, "shutting down"))
+        else:
+            self._kernel.requeue(item.id)
+        self._order.sync(item)
         self.wake()
+
+    def _cleanup(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run `coro` (a store write that must land before the store closes) as a task that
+        shutdown waits for."""
+        task = asyncio.ensure_future(coro)
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
 
     async def _pump(self) -> None:
         """Grant the kernel's picks, all in one batch, until it has none left to give."""
@@ -376,28 +404,20 @@ class Executions(Reading, Control):
             if item is None:
                 break
             self._order.sync(item)
-            picks.append(self._pick(item))
+            local = self._local.get(str(item.id))
+            if local is None:  # nobody waits for it any more: it must not hold a slot
+                log.warning("start %s was in the queue without its caller; dropped", item.id)
+                k.release(item.id)
+                continue
+            picks.append(self._pick(item, local, from_pump=True))
         if not picks:
             return
+        # The batch puts FULL and failed picks back in line itself (`_flush_grants`).
         futs = [self._granter.submit(p) for p in picks]
-        try:
-            results = await asyncio.shield(asyncio.gather(*futs, return_exceptions=True))
-        except asyncio.CancelledError:
-            for p, fut in zip(picks, futs, strict=True):
-                self._orphan(p, fut)
-            raise
-        failure: BaseException | None = None
-        for p, res in zip(picks, results, strict=True):
+        results = await asyncio.shield(asyncio.gather(*futs, return_exceptions=True))
+        for res in results:
             if isinstance(res, BaseException):
-                failure = failure or res
-            elif res.outcome is not GrantOutcome.FULL:
-                continue
-            # Held by another process (or the store failed): it gets its place back.
-            if admission.is_running(p.item):
-                k.requeue(p.item.id)
-                self._order.sync(p.item)
-        if failure is not None:
-            raise failure
+                raise res
 
     # -- cancelling --------------------------------------------------------------------------
     async def cancel_start(self, start_id: str) -> Start:
@@ -495,8 +515,9 @@ class Executions(Reading, Control):
         priority: int,
         principal: Principal | None,
     ) -> Start:
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise BadType("priority must be an int")
+        _check_priority(priority)
+        if principal is not None:
+            storable_text(principal.name, "principal name")
         self._check_open()
         new = NewStart(
             start_id=str(uuid.uuid4()),
@@ -518,8 +539,17 @@ class Executions(Reading, Control):
     # -- running -------------------------------------------------------------------------------
     def _launch(self, ex: ExecutionRow, local: Local) -> None:
         assert self._spawn is not None
+        run = self._run(ex, local)
+        try:
+            task = self._spawn(run)
+        except RuntimeError as exc:  # the app's TaskGroup is stopping (a service failed)
+            run.close()
+            log.error("execution %s could not start: %s", ex.execution_id, exc)
+            status, error = ExecutionStatus.ABORTED, f"could not start: {exc}"
+            self._cleanup(self._finish(ex, local, status, None, error))
+            return
         self._runs[ex.execution_id] = local
-        local.task = self._spawn(self._run(ex, local))
+        local.task = task
 
     def _stop(self, run: Local) -> None:
         # A task cancelled before its first step would never run its `finally`, leaving the
@@ -619,6 +649,8 @@ class Executions(Reading, Control):
             if local is not None:
                 await self._give_up(local, StartStatus.REFUSED, "shutting down")
         await self._granter.idle()  # a grant in the store now still launches its execution
+        while self._cleanups:  # refusals and aborts decided by that last batch
+            await asyncio.wait(set(self._cleanups))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while self._runs and loop.time() < deadline:
@@ -640,6 +672,7 @@ class _Pick(NamedTuple):
     item: Item
     local: Local
     request: GrantRequest
+    from_pump: bool  # the dispatcher's: nobody waits to put it back in line
 
 
 async def _to_the_end(fut: asyncio.Future[T]) -> T:
@@ -650,6 +683,13 @@ async def _to_the_end(fut: asyncio.Future[T]) -> T:
     except asyncio.CancelledError:
         await asyncio.wait([fut])
         raise
+
+
+def _check_priority(priority: object) -> None:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise BadType(f"priority must be an int, not {type(priority).__name__}")
+    if abs(priority) > PRIORITY_MAX:
+        raise BadValue(f"priority must be within +-{PRIORITY_MAX}")
 
 
 def _consume(task: asyncio.Future[Any]) -> None:

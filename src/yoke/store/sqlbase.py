@@ -203,7 +203,13 @@ class SqlStore(ActorSqlVerbs):
                 rows = await tx.all("peek_slots", {"keys": self._array(capped)})
                 peeked = {str(r["key"]): int(r["running"]) for r in rows}
             hopeful: list[int] = []
+            twice: list[int] = []  # a start asked for again in the same batch: GONE
+            asked: set[str] = set()
             for i, req in enumerate(requests):
+                if req.start_id in asked:
+                    twice.append(i)
+                    continue
+                asked.add(req.start_id)
                 full = _full_key(req.slots, peeked)
                 if full is None:
                     hopeful.append(i)
@@ -265,6 +271,10 @@ class SqlStore(ActorSqlVerbs):
             if unfit:
                 counts = json.dumps(dict(sorted(unfit.items())))
                 await tx.run("release_slot_counts", {"counts": counts})
+            for i in twice:
+                current = await tx.one("get_start", {"start_id": requests[i].start_id})
+                start = None if current is None else _start(current)
+                results[i] = GrantResult(outcome=GrantOutcome.GONE, start=start)
         return [r for r in results if r is not None]
 
     async def _insert_executions(self, tx: Tx, requests: Sequence[GrantRequest]) -> dict[str, Row]:

@@ -240,24 +240,18 @@ class SQLiteStore(SqlStore):
         return self._version
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        fut = self._on_thread(fn, *args, **kwargs)
+        if await _wait_out(fut):
+            if not fut.cancelled():
+                fut.exception()  # retrieved: the caller is gone, nobody else would
+            raise asyncio.CancelledError
+        return _outcome(fut)
+
+    def _on_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
         if self._executor is None:
             raise StoreUnavailable("the SQLite store is not open")
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
-        try:
-            try:
-                return await asyncio.shield(fut)
-            except asyncio.CancelledError:
-                # The connection stays ours until the thread is done with it: a caller that
-                # went away must not let the next statement run beside this one.
-                await asyncio.wait([fut])
-                if not fut.cancelled():
-                    fut.exception()  # retrieved: the caller is gone, nobody else would
-                raise
-        except sqlite3.Error as exc:
-            raise translate(exc) from exc
-        except OSError as exc:  # creating the database's directory
-            raise StoreUnavailable(f"SQLite database unavailable: {exc}") from exc
+        return loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -283,6 +277,8 @@ class SQLiteStore(SqlStore):
             return fn(*args)
         except sqlite3.Error as exc:
             raise translate(exc) from exc
+        except (OverflowError, ValueError) as exc:  # a value SQLite cannot bind
+            raise BadValue(f"SQLite cannot store a value: {exc}") from exc
 
     @asynccontextmanager
     async def _single(self) -> AsyncIterator[Tx]:
@@ -347,23 +343,45 @@ class SQLiteStore(SqlStore):
                 await self._commit(batch)
 
     async def _commit(self, batch: _Batch) -> None:
+        """COMMIT the batch and tell its writers how it went: from the COMMIT's own outcome,
+        waited out even through a cancel (SQLite rolls back by itself on some failures, so the
+        connection's state alone cannot tell)."""
         self._batch = None
+        fut = self._on_thread(self._exec_plain, "COMMIT")
+        cancelled = await _wait_out(fut)
         try:
-            await self._call(self._exec_plain, "COMMIT")
+            _outcome(fut)
         except YokeError as exc:
             with contextlib.suppress(YokeError):
-                await self._call(self._rollback)
+                self._inline(self._rollback)  # no fsync: quick enough inline
             _fail(batch, exc)
-        except asyncio.CancelledError:
-            # `_call` waited for the thread, so the connection tells whether COMMIT ran.
-            if self._db().in_transaction:
-                self._inline(self._rollback)
-                _fail(batch, StoreError("the commit was interrupted; nothing was written"))
-            else:
-                batch.committed.set_result(None)
-            raise
         else:
             batch.committed.set_result(None)
+        if cancelled:
+            raise asyncio.CancelledError
+
+
+async def _wait_out(fut: asyncio.Future[Any]) -> bool:
+    """Wait until `fut` (work on the store's thread) is done, through any number of cancels:
+    the connection stays ours until the thread is done with it. True if a cancel came."""
+    cancelled = False
+    while not fut.done():
+        try:
+            await asyncio.wait([fut])
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
+
+
+def _outcome(fut: asyncio.Future[T]) -> T:
+    try:
+        return fut.result()
+    except sqlite3.Error as exc:
+        raise translate(exc) from exc
+    except OSError as exc:  # creating the database's directory
+        raise StoreUnavailable(f"SQLite database unavailable: {exc}") from exc
+    except (OverflowError, ValueError) as exc:  # a value SQLite cannot bind
+        raise BadValue(f"SQLite cannot store a value: {exc}") from exc
 
 
 def _fail(batch: _Batch, exc: BaseException) -> None:

@@ -580,5 +580,6 @@ FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, kind text, workflo
     session text, priority bigint, input text, fingerprint text, principal text,
     idem_scope text, idempotency_key text, source_execution_id text, from_step text,
     instance_id text, created_at double precision)
+ORDER BY idem_scope, idempotency_key  -- keys taken in one order: two batches never deadlock
 ON CONFLICT DO NOTHING
 RETURNING *;

@@ -1,0 +1,252 @@
+"""Races between a grant in the store and what happens meanwhile: a cancel, a shutdown, bad
+input beside good. Another store on the same database plays "another process" holding the only
+slot, so every grant the dispatcher tries comes back FULL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from yoke.app import open_store
+from yoke.errors import BadType, BadValue, ShuttingDown
+from yoke.executions import Limits, StartStatus
+from yoke.store import (
+    ExecutionStatus,
+    GrantOutcome,
+    GrantRequest,
+    NewExecution,
+    NewStart,
+    Slot,
+    StartKind,
+    Store,
+)
+
+from .helpers import Gates, make_app, wait_until
+
+
+@asynccontextmanager
+async def slot_held_elsewhere(url: str) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+    """Another instance takes the only global slot; yields a function that frees it."""
+    other = open_store(url)
+    await other.open()
+    now = time.time()
+    await other.register_instance("elsewhere", now=now)
+    [(row, _)] = await other.log_starts(
+        [
+            NewStart(
+                start_id=str(uuid.uuid4()),
+                kind=StartKind.START,
+                workflow="hold",
+                session="elsewhere",
+                priority=0,
+                input="null",
+                fingerprint="",
+                principal=None,
+                idempotency_key=None,
+                source_execution_id=None,
+                from_step=None,
+                instance_id="elsewhere",
+                created_at=now,
+            )
+        ]
+    )
+    execution_id = str(uuid.uuid4())
+    [res] = await other.grant_starts(
+        [
+            GrantRequest(
+                start_id=row.start_id,
+                execution=NewExecution(
+                    execution_id=execution_id,
+                    start_id=row.start_id,
+                    workflow="hold",
+                    session="elsewhere",
+                    input="null",
+                    parent_id=None,
+                    restarted_from=None,
+                    resumed_from=None,
+                    instance_id="elsewhere",
+                    created_at=now,
+                ),
+                slots=(Slot(key="global", cap=1),),
+            )
+        ],
+        now=now,
+    )
+    assert res.outcome is GrantOutcome.GRANTED
+
+    async def free() -> None:
+        await other.finish_execution(
+            execution_id, ExecutionStatus.SUCCEEDED, output=None, error=None, now=time.time()
+        )
+
+    try:
+        yield free
+    finally:
+        await other.close()
+
+
+def slow_grants(store: Store, in_store: asyncio.Event, delay: float) -> None:
+    """Observe the real `grant_starts` and hold each batch a little, so the test can act while
+    a grant is in the store."""
+    real = store.grant_starts
+
+    async def grant_starts(requests: Any, *, now: float) -> Any:
+        in_store.set()
+        try:
+            await asyncio.sleep(delay)
+            return await real(requests, now=now)
+        finally:
+            in_store.clear()
+
+    store.grant_starts = grant_starts  # type: ignore[method-assign]
+
+
+async def test_cancelling_a_start_while_the_dispatcher_grants_it(database_url: str) -> None:
+    gates = Gates()
+    app = make_app(database_url, gates, limits=Limits(max_running=1), slot_poll_interval=0.005)
+    async with slot_held_elsewhere(database_url) as free_the_slot, app.running():
+        assert app.store is not None
+        in_store = asyncio.Event()
+        slow_grants(app.store, in_store, 0.02)
+        for _ in range(15):
+            st = await app.executions.start("hold", {"gate": "g"})
+            assert st.status is StartStatus.QUEUED
+            await asyncio.wait_for(in_store.wait(), 10)  # the dispatcher is granting it
+            cancelled = await app.executions.cancel_start(st.start_id)
+            assert cancelled.status is StartStatus.CANCELLED
+            await asyncio.sleep(0.03)  # its grant comes back FULL
+        k = app.executions.kernel
+        await wait_until(lambda: _true(k.queued == 0 and k.running == 0))
+        # The app still grants: free the slot, and a new start runs.
+        await free_the_slot()
+        st = await app.executions.start("hold", {"gate": "after"})
+        assert st.status is StartStatus.GRANTED
+        gates.open("after")
+        await gates.started_one("after")
+
+
+async def test_a_start_answered_full_once_shutdown_began_is_refused(database_url: str) -> None:
+    app = make_app(database_url, Gates(), limits=Limits(max_running=1))
+    async with slot_held_elsewhere(database_url), app.running():
+        assert app.store is not None
+        st = await app.executions.start("hold", {"gate": "g"})
+        assert st.status is StartStatus.QUEUED
+        in_store = asyncio.Event()
+        slow_grants(app.store, in_store, 0.2)
+        app.executions.wake()
+        await asyncio.wait_for(in_store.wait(), 10)
+        waiter = asyncio.create_task(app.executions.wait_granted(st.start_id, timeout=10))
+        await app.shutdown()  # the grant in the store comes back FULL after the queue drained
+        after = await waiter
+        assert after.status is StartStatus.REFUSED
+        assert app.executions.kernel.queued == 0
+        assert (await app.executions.get(st.start_id)).status is StartStatus.REFUSED
+        with pytest.raises(ShuttingDown):
+            await app.executions.start("hold", {"gate": "late"})
+
+
+async def test_bad_text_or_priority_is_refused_before_it_reaches_the_store(
+    database_url: str,
+) -> None:
+    """One bad start must not fail the batch it would travel in with good ones."""
+    app = make_app(database_url)
+
+    @app.workflow()
+    async def noop(ctx: Any, input: Any) -> None:
+        return None
+
+    bad: list[dict[str, Any]] = [
+        {"session": "a\x00b"},
+        {"session": "\ud800"},
+        {"idempotency_key": "k\x00"},
+        {"priority": 2**63},
+        {"priority": -(2**64)},
+    ]
+    async with app.running():
+        outcomes = await asyncio.gather(
+            *(app.executions.start("noop", None, **kw) for kw in bad),
+            *(app.executions.start("noop", {"i": i}, session=f"s{i}") for i in range(20)),
+            return_exceptions=True,
+        )
+        assert all(isinstance(o, BadValue) for o in outcomes[: len(bad)]), outcomes[: len(bad)]
+        good = outcomes[len(bad) :]
+        assert all(getattr(o, "status", None) is StartStatus.GRANTED for o in good), good
+        with pytest.raises(BadType):
+            await app.executions.start("noop", None, priority=1.5)  # type: ignore[arg-type]
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_a_grant_that_lands_after_a_service_failed_frees_its_slot(
+    database_url: str,
+) -> None:
+    """A service fails while a grant is in the store: the app stops, and the granted
+    execution, which can no longer be spawned, is recorded ABORTED with its slot freed."""
+    app = make_app(database_url, Gates())
+    crash = asyncio.Event()
+
+    async def service() -> None:
+        await crash.wait()
+        raise RuntimeError("a user service failed")
+
+    app.add_service("failing", service)
+
+    async def run_until_the_service_fails() -> None:
+        async with app.running():
+            assert app.store is not None
+            real = app.store.grant_starts
+
+            async def grant_starts(requests: Any, *, now: float) -> Any:
+                crash.set()  # the service fails while this batch is in the store
+                await asyncio.sleep(0.2)
+                return await real(requests, now=now)
+
+            app.store.grant_starts = grant_starts  # type: ignore[method-assign]
+            starter = asyncio.create_task(app.executions.start("hold", {"gate": "g"}))
+            starter.add_done_callback(lambda t: t.cancelled() or t.exception())
+            await asyncio.sleep(5)
+
+    with pytest.raises(BaseExceptionGroup) as stopped:
+        await run_until_the_service_fails()
+    assert [type(e) for e in stopped.value.exceptions] == [RuntimeError]
+    check = open_store(database_url)
+    await check.open()
+    try:
+        executions = await check.list_executions()
+        assert [e.status for e in executions] == [ExecutionStatus.ABORTED]
+        assert await check.ledger() == {}
+    finally:
+        await check.close()
+
+
+async def test_a_service_that_loses_a_cancel_still_lets_the_app_stop(database_url: str) -> None:
+    """On Python 3.11 a library's `wait_for` can eat a cancel; the app asks again."""
+    app = make_app(database_url)
+    cancels = 0
+
+    async def loses_the_first_cancel() -> None:
+        nonlocal cancels
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                cancels += 1
+                if cancels > 1:
+                    raise
+
+    app.add_service("stubborn", loses_the_first_cancel)
+
+    async def run_briefly() -> None:
+        async with app.running():
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(run_briefly(), 10)
+    assert cancels == 2
