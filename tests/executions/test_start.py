@@ -340,3 +340,33 @@ async def _all_finished(app: yoke.App, starts: list[Any]) -> bool:
         if not ex.status.finished:
             return False
     return True
+
+
+async def test_grant_listeners_hear_each_grant_once_even_when_one_fails(
+    database_url: str,
+) -> None:
+    gates = Gates()
+    app = make_app(database_url, gates, limits=Limits(max_running=1))
+    heard: list[Any] = []
+
+    def broken(start: Any) -> None:
+        raise RuntimeError("a listener's bug")
+
+    app.executions.add_grant_listener(broken)
+    forget = app.executions.add_grant_listener(heard.append)
+    async with app.running():
+        first = await app.executions.start("hold", {"gate": "a"})
+        queued = await app.executions.start("hold", {"gate": "b"})
+        assert queued.status is StartStatus.QUEUED
+        gates.open("a")
+        granted = await app.executions.wait_granted(queued.start_id, timeout=10)
+        assert granted.status is StartStatus.GRANTED
+        assert [s.start_id for s in heard] == [first.start_id, queued.start_id]
+        assert all(s.status is StartStatus.GRANTED and s.decided_at for s in heard)
+        forget()
+        gates.open("b")
+        await gates.started_one("b")
+        third = await app.executions.start("hold", {"gate": "c"})
+        await app.executions.wait_granted(third.start_id, timeout=10)
+        assert len(heard) == 2  # removed: it heard nothing more
+        gates.open("c")

@@ -45,6 +45,21 @@ async def test_metrics_count_outcomes_and_read_the_scheduler(serve: Serve) -> No
     assert _sample(text, "yoke_fairness_jain") == 1.0
 
 
+async def test_the_wait_of_a_queued_start_is_timed_when_it_is_granted(serve: Serve) -> None:
+    _, client = await serve(Limits(max_running=1))
+    c = client("acme")
+    held = (await c.post("/v1/starts", json={"workflow": "hold"})).json()
+    queued = await c.post("/v1/starts", json={"workflow": "echo"})
+    assert queued.status_code == 202
+    text = (await client("scraper").get("/metrics")).text
+    assert _sample(text, "yoke_start_wait_seconds_count") == 1  # the granted one only
+    await c.post(f"/v1/executions/{held['execution_id']}/cancel")  # frees the slot
+    got = await c.get(f"/v1/starts/{queued.json()['start_id']}?wait=10")
+    assert got.json()["status"] == "GRANTED"
+    text = (await client("scraper").get("/metrics")).text
+    assert _sample(text, "yoke_start_wait_seconds_count") == 2
+
+
 async def test_two_servers_in_one_process_count_apart(serve: Serve) -> None:
     _, one = await serve()
     await one("acme").post("/v1/starts", json={"workflow": "echo"})

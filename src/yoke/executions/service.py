@@ -271,8 +271,8 @@ class Executions(Reading, Control):
                     k.cancel(item.id)
                     self._order.sync(item)
                     raise await self._refuse_limit(local)
-            elif not local.decided.is_set():
-                await local.decided.wait()  # another task's pump is granting it
+            elif not local.decided.is_set() and local.tried is not None:
+                await local.tried.wait()  # another task's pump is trying it: its answer
         return self._answer(local.row)
 
     async def _refuse_limit(self, local: Local) -> LimitExceeded:
@@ -321,6 +321,7 @@ class Executions(Reading, Control):
             raise
 
     def _pick(self, item: Item, local: Local, *, from_pump: bool) -> _Pick:
+        local.tried = asyncio.Event()
         row = local.row
         request = GrantRequest(
             start_id=row.start_id,
@@ -352,11 +353,13 @@ class Executions(Reading, Control):
             for p in picks:
                 if p.from_pump or p.local.orphaned:
                     self._back_in_line(p.item, p.local)
+                _tried(p)
             raise
         for p, res in zip(picks, results, strict=True):
             self._apply(p.item, p.local, res)
             if res.outcome is GrantOutcome.FULL and (p.from_pump or p.local.orphaned):
                 self._back_in_line(p.item, p.local)
+            _tried(p)
         return results
 
     def _apply(self, item: Item, local: Local, res: GrantResult) -> None:
@@ -365,6 +368,13 @@ class Executions(Reading, Control):
             local.row = res.start
             self._launch(res.execution, local)
             local.decided.set()
+            if self._grant_listeners:
+                granted = self._answer(res.start)
+                for listener in self._grant_listeners:
+                    try:
+                        listener(granted)
+                    except Exception:  # a listener's bug must not undo a committed grant
+                        log.exception("a grant listener failed")
         elif res.outcome is GrantOutcome.GONE:
             self._kernel.release(item.id)
             self._local.pop(local.row.start_id, None)
@@ -683,6 +693,11 @@ async def _to_the_end(fut: asyncio.Future[T]) -> T:
     except asyncio.CancelledError:
         await asyncio.wait([fut])
         raise
+
+
+def _tried(pick: _Pick) -> None:
+    if pick.local.tried is not None:
+        pick.local.tried.set()
 
 
 def _check_priority(priority: object) -> None:

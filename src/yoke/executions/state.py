@@ -69,6 +69,7 @@ class Local:
     copy: StepCopy | None
     item: Item | None = None
     decided: asyncio.Event = field(default_factory=asyncio.Event)
+    tried: asyncio.Event | None = None  # set when its latest grant attempt has an answer
     answered: asyncio.Event = field(default_factory=asyncio.Event)
     error: YokeError | None = None
     task: asyncio.Task[None] | None = None
@@ -99,6 +100,7 @@ class ExecutionsState:
         self._kernel: Kernel = make_kernel(limits)
         self._caps = Caps(self._kernel, limits)
         self._order = QueueOrder()
+        self._grant_listeners: list[Callable[[Start], None]] = []
         self._drain = DrainRate(clock)
         self._local: dict[str, Local] = {}
         self._runs: dict[str, Local] = {}  # by execution id, while its task lives
@@ -120,6 +122,13 @@ class ExecutionsState:
     def closing(self) -> bool:
         """True once shutdown began: nothing new is admitted."""
         return self._closing
+
+    def add_grant_listener(self, listener: Callable[[Start], None]) -> Callable[[], None]:
+        """Call `listener(start)` whenever this process grants a start (in the batch that
+        granted it; it must be quick and must not raise). Returns the function that removes
+        it. The server times each start's wait this way, without a task per queued start."""
+        self._grant_listeners.append(listener)
+        return lambda: self._grant_listeners.remove(listener)
 
     @property
     def kernel(self) -> Kernel:

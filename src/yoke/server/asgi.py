@@ -126,6 +126,7 @@ class Server:
             if self._answers is None:  # durable by default: replays survive a restart
                 s.replayer.answers = StoreAnswers(s.store())
             purge = tg.create_task(self._purge(), name="yoke-idempotency-purge")
+            forget_listener = s.executions.add_grant_listener(s.metrics.granted)
             try:
                 yield
             finally:
@@ -133,8 +134,7 @@ class Server:
                 if s.shutdown_task is not None:
                     await s.shutdown_task
                 purge.cancel()
-                for task in list(s.watchers):
-                    task.cancel()
+                forget_listener()
                 s.tasks = None
 
     async def _purge(self) -> None:

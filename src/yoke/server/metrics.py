@@ -27,7 +27,7 @@ from prometheus_client.registry import Collector
 
 from yoke.actors import ActorRuntime
 from yoke.errors import NotRunning, YokeError
-from yoke.executions import Executions
+from yoke.executions import Executions, Start
 from yoke.server import introspect
 
 log = logging.getLogger("yoke.server")
@@ -101,6 +101,11 @@ class Metrics:
         if actors is not None and actors.metrics.registry is not None:
             # A registry is a collector too; registering it checks its names against ours.
             self.registry.register(actors.metrics.registry)
+
+    def granted(self, start: Start) -> None:
+        """A grant listener: how long the start waited, from its arrival to its grant."""
+        if start.decided_at is not None:
+            self.wait.observe(max(0.0, start.decided_at - start.created_at))
 
     def count(self, outcome: Outcome) -> None:
         self.starts.labels(outcome.value).inc()

@@ -47,30 +47,17 @@ class StartsRoutes:
         ex = self.s.executions
         if start.status is StartStatus.QUEUED and wait:
             start = await ex.wait_granted(start.start_id, timeout=wait)
-        if start.status is StartStatus.GRANTED:
-            if start.decided_at is not None:
-                self.s.metrics.wait.observe(max(0.0, start.decided_at - start.created_at))
+        if start.status is StartStatus.GRANTED:  # its wait was timed when it was granted
             self.s.metrics.count(Outcome.GRANTED)
             return json_response(start_json(start), 201)
         if start.status is StartStatus.QUEUED:
             self.s.metrics.count(Outcome.QUEUED)
-            self.s.spawn_watcher(self._watch(start))
             return json_response(
                 start_json(start), 202, headers={"Location": f"/v1/starts/{start.start_id}"}
             )
         if start.status is StartStatus.CANCELLED:
             raise Conflict(f"start {start.start_id} was cancelled while waiting")
         raise ShuttingDown(f"start {start.start_id} was refused: {start.reason or 'refused'}")
-
-    async def _watch(self, start: Start) -> None:
-        """Time a queued start's wait until its grant, for `yoke_start_wait_seconds`."""
-        try:
-            done = await self.s.executions.wait_granted(start.start_id)
-        except Exception as exc:  # a watcher must never take the server's TaskGroup down
-            log.warning("lost track of queued start %s: %s", start.start_id, exc)
-            return
-        if done.status is StartStatus.GRANTED and done.decided_at is not None:
-            self.s.metrics.wait.observe(max(0.0, done.decided_at - done.created_at))
 
     async def counted(
         self, request: Request, answer: Callable[[], Awaitable[Response]]

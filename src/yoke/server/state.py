@@ -1,8 +1,8 @@
 """What every route of one server shares, and the small helpers routes use to read a request.
 
 `ServerState` holds the `App`, its executions, the tokens, metrics and the idempotency replayer,
-and the server's own tasks (watchers that time each queued start's wait, the purge of expired
-idempotency keys), which live in the lifespan's TaskGroup. Request helpers turn bodies, query
+and the server's own tasks (the purge of expired idempotency keys), which live in the
+lifespan's TaskGroup. Request helpers turn bodies, query
 parameters and headers into values, raising `YokeError`s (400/422) that become problem JSON.
 
 This module must never decide a route's answer.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -31,7 +31,6 @@ from yoke.store import Store
 
 M = TypeVar("M", bound=BaseModel)
 MAX_BODY = 1 << 20
-MAX_WATCHERS = 10_000
 
 
 class BadRequest(YokeError):
@@ -54,7 +53,6 @@ class ServerState:
     replayer: Replayer
     max_wait: float = 60.0
     tasks: asyncio.TaskGroup | None = None
-    watchers: set[asyncio.Task[None]] = field(default_factory=set)
     shutdown_task: asyncio.Task[None] | None = None
 
     @property
@@ -66,14 +64,6 @@ class ServerState:
         if store is None:
             raise NotRunning("the server is not running yet")
         return store
-
-    def spawn_watcher(self, coro: Coroutine[Any, Any, None]) -> None:
-        if self.tasks is None or len(self.watchers) >= MAX_WATCHERS:
-            coro.close()
-            return
-        task = self.tasks.create_task(coro)
-        self.watchers.add(task)
-        task.add_done_callback(self.watchers.discard)
 
     async def idempotent(
         self, request: Request, answer: Callable[[], Awaitable[Response]]
