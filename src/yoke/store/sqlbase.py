@@ -150,7 +150,8 @@ class SqlStore(ActorSqlVerbs):
 
     async def log_starts(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
         batch = [_new_start(s) for s in starts]
-        async with self._write() as tx:
+        # `_single`: on PostgreSQL the batch is one INSERT in autocommit, one round trip.
+        async with self._single() as tx:
             rows = await tx.many("insert_start", batch)
             created = {str(r["start_id"]): _start(r) for r in rows}
             out: list[tuple[StartRow, bool]] = []
@@ -160,7 +161,7 @@ class SqlStore(ActorSqlVerbs):
                     out.append((row, True))
                     continue
                 # The key was taken: the start holding it is committed (ON CONFLICT waited
-                # for it) or was inserted by this very batch.
+                # for it, or this very batch inserted it).
                 existing = await tx.one("get_start_by_key", params)
                 if existing is None:
                     # The only unique constraints are start_id (a fresh uuid) and the key.
@@ -369,10 +370,9 @@ class SqlStore(ActorSqlVerbs):
             rows = await tx.many("finish_execution", batch, now=now)
             for r in rows:
                 freed.update(_keys(r["slot_keys"]))
-            if freed:
+            if freed:  # on PostgreSQL this also sends NOTIFY yoke_slot_freed at commit
                 counts = json.dumps(dict(sorted(freed.items())))
                 await tx.run("release_slot_counts", {"counts": counts})
-                await self._notify(tx)
         done = {str(r["execution_id"]) for r in rows}
         return [f.execution_id in done for f in finishes]
 

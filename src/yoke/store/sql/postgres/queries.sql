@@ -551,13 +551,19 @@ ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + EXCLUDED.running
 RETURNING key, running;
 -- name: release_slot_counts
 -- The CTE locks the rows in key order before the update touches them (no deadlock with a
--- grant, which locks in the same order).
+-- grant, which locks in the same order). NOTIFY rides along: it is delivered at commit, only
+-- if the slots really were freed, and costs no round trip of its own.
 WITH c AS (
     SELECT key, value::int AS n FROM jsonb_each_text(%(counts)s::jsonb)
 ), locked AS (
     SELECT l.key, c.n FROM yoke_ledger l JOIN c ON c.key = l.key ORDER BY l.key FOR UPDATE OF l
+), released AS (
+    UPDATE yoke_ledger l SET running = l.running - locked.n FROM locked
+    WHERE l.key = locked.key
+    RETURNING 1
 )
-UPDATE yoke_ledger l SET running = l.running - locked.n FROM locked WHERE l.key = locked.key;
+SELECT pg_notify('yoke_slot_freed', '') FROM (SELECT count(*) AS n FROM released) r
+WHERE r.n > 0;
 -- name: finish_execution_many
 -- %(batch)s is a JSON array of {"execution_id", "status", "output", "error"}.
 UPDATE yoke_executions e
