@@ -19,18 +19,16 @@ import os
 import platform
 import sqlite3
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from bench.common import fresh_databases
 from yoke.app import App, open_store
 from yoke.config import Settings
 from yoke.executions import Context, Limits, StartStatus
@@ -211,29 +209,9 @@ async def main() -> None:
     runs = args.runs or 3
 
     results: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        counter = iter(range(10**6))
-
-        async def sqlite_url() -> str:
-            return f"sqlite:///{tmp}/bench-{next(counter)}.db"
-
-        results.append(await run_backend("sqlite", sqlite_url, n=n, sessions=sessions, runs=runs))
-    if not args.no_pg:
-        created: list[str] = []
-
-        async def pg_url() -> str:
-            name = f"yoke_bench_{uuid.uuid4().hex[:10]}"
-            async with await psycopg.AsyncConnection.connect(server, autocommit=True) as c:
-                await c.execute(f'CREATE DATABASE "{name}"'.encode())
-            created.append(name)
-            return urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
-
-        try:
-            results.append(await run_backend("postgres", pg_url, n=n, sessions=sessions, runs=runs))
-        finally:
-            async with await psycopg.AsyncConnection.connect(server, autocommit=True) as c:
-                for name in created:
-                    await c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+    for backend in ("sqlite",) if args.no_pg else ("sqlite", "postgres"):
+        async with fresh_databases(backend, server) as urls:
+            results.append(await run_backend(backend, urls, n=n, sessions=sessions, runs=runs))
 
     doc = {
         "benchmark": "executions",

@@ -6,26 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 
+from tests.store.test_conformance import new_execution, new_start
 from yoke.app import open_store
 from yoke.errors import BadType, BadValue, ShuttingDown
 from yoke.executions import Limits, StartStatus
-from yoke.store import (
-    ExecutionStatus,
-    GrantOutcome,
-    GrantRequest,
-    NewExecution,
-    NewStart,
-    Slot,
-    StartKind,
-    Store,
-)
+from yoke.store import ExecutionStatus, GrantOutcome, GrantRequest, Slot, Store
 
 from .helpers import Gates, make_app, wait_until
 
@@ -38,42 +29,16 @@ async def slot_held_elsewhere(url: str) -> AsyncIterator[Callable[[], Awaitable[
     now = time.time()
     await other.register_instance("elsewhere", now=now)
     [(row, _)] = await other.log_starts(
-        [
-            NewStart(
-                start_id=str(uuid.uuid4()),
-                kind=StartKind.START,
-                workflow="hold",
-                session="elsewhere",
-                priority=0,
-                input="null",
-                fingerprint="",
-                principal=None,
-                idempotency_key=None,
-                source_execution_id=None,
-                from_step=None,
-                instance_id="elsewhere",
-                created_at=now,
-            )
-        ]
+        [new_start(workflow="hold", session="elsewhere", instance_id="elsewhere", created_at=now)]
     )
-    execution_id = str(uuid.uuid4())
+    execution = new_execution(
+        row.start_id, workflow="hold", session="elsewhere", instance_id="elsewhere"
+    )
+    execution_id = execution.execution_id
     [res] = await other.grant_starts(
         [
             GrantRequest(
-                start_id=row.start_id,
-                execution=NewExecution(
-                    execution_id=execution_id,
-                    start_id=row.start_id,
-                    workflow="hold",
-                    session="elsewhere",
-                    input="null",
-                    parent_id=None,
-                    restarted_from=None,
-                    resumed_from=None,
-                    instance_id="elsewhere",
-                    created_at=now,
-                ),
-                slots=(Slot(key="global", cap=1),),
+                start_id=row.start_id, execution=execution, slots=(Slot(key="global", cap=1),)
             )
         ],
         now=now,
