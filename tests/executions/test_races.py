@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import yoke
 from tests.store.test_conformance import new_execution, new_start
 from yoke.app import open_store
 from yoke.errors import BadType, BadValue, ShuttingDown
@@ -144,6 +145,9 @@ async def test_bad_text_or_priority_is_refused_before_it_reaches_the_store(
         assert all(getattr(o, "status", None) is StartStatus.GRANTED for o in good), good
         with pytest.raises(BadType):
             await app.executions.start("noop", None, priority=1.5)  # type: ignore[arg-type]
+        operator = yoke.Principal("op", roles=["OPERATOR"])
+        with pytest.raises(BadValue):
+            await app.executions.set_priority("any-start", 2**63, principal=operator)
 
 
 async def _true(value: bool) -> bool:

@@ -20,12 +20,12 @@ from yoke.store import (
     ExecutionStatus,
     GrantOutcome,
     GrantRequest,
-    NewStart,
     Slot,
     StartStatus,
     sqlfiles,
 )
 from yoke.store.postgres import PostgresStore
+from yoke.store.sqlbase import _new_start
 from yoke.store.sqlite import SQLiteStore
 
 
@@ -90,7 +90,7 @@ async def test_sqlite_a_failed_write_rolls_back_only_itself(lite: SQLiteStore) -
 
     async def write(i: int) -> None:
         async with lite._write() as tx:  # gathered: the 2nd and 3rd queue behind the 1st
-            await tx.one("insert_start", _start_params(ids[i]))
+            await tx.one("insert_start", _new_start(ids[i]))
             if i == 1:
                 raise RuntimeError("this write fails after its statement ran")
 
@@ -110,7 +110,7 @@ async def test_sqlite_a_read_sees_only_committed_writes(lite: SQLiteStore) -> No
 
     async def writer() -> None:
         async with lite._write() as tx:
-            await tx.one("insert_start", _start_params(st))
+            await tx.one("insert_start", _new_start(st))
             written.set()
 
     async def reader() -> None:
@@ -193,25 +193,6 @@ async def test_postgres_batches_taking_the_same_keys_in_opposite_orders_do_not_d
             assert sum(c for _, c in got_a) + sum(c for _, c in got_b) == len(keys)
     finally:
         await other.close()
-
-
-def _start_params(st: NewStart) -> dict[str, object]:
-    return {
-        "start_id": st.start_id,
-        "kind": st.kind.value,
-        "workflow": st.workflow,
-        "session": st.session,
-        "priority": st.priority,
-        "input": st.input,
-        "fingerprint": st.fingerprint,
-        "principal": st.principal,
-        "idem_scope": st.principal or "",
-        "idempotency_key": st.idempotency_key,
-        "source_execution_id": st.source_execution_id,
-        "from_step": st.from_step,
-        "instance_id": st.instance_id,
-        "created_at": st.created_at,
-    }
 
 
 def test_sqlite_library_supports_upsert_returning() -> None:

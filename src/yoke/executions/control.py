@@ -26,6 +26,7 @@ from yoke.executions.model import (
     Limits,
     Principal,
     Start,
+    check_priority,
 )
 from yoke.executions.state import ExecutionsState, check_id, need
 from yoke.store import (
@@ -65,8 +66,7 @@ class Control(ExecutionsState):
     async def set_priority(self, start_id: str, priority: int, *, principal: Principal) -> Start:
         """Change a QUEUED start's priority (role OPERATOR or ADMIN), after the reviewers."""
         need(principal, OPERATOR, ADMIN)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise BadType("priority must be an int")
+        check_priority(priority)
         store = self._require()
         row = await store.get_start(check_id(start_id, "start_id"))
         if row is None:

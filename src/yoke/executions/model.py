@@ -25,16 +25,32 @@ OnLimit = Literal["queue", "reject"]
 PRIORITY_MAX = 2**63 - 1  # what both stores hold (BIGINT)
 
 
-def storable_text(value: str, what: str) -> str:
-    """Refuse, as `BadValue`, text no database would store: NUL and lone surrogates. Checked
-    before a start reaches the store, where one bad row would fail the batch it travels in."""
+def unstorable(value: str) -> str | None:
+    """Why no database would store `value` (NUL, lone surrogates), or None if it can."""
     if "\x00" in value:
-        raise BadValue(f"{what} must not contain NUL characters")
+        return "must not contain NUL characters"
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise BadValue(f"{what} must be valid Unicode text") from None
+        return "must be valid Unicode text"
+    return None
+
+
+def storable_text(value: str, what: str) -> str:
+    """Refuse, as `BadValue`, text no database would store. Checked before a start reaches
+    the store, where one bad row would fail the batch it travels in."""
+    reason = unstorable(value)
+    if reason is not None:
+        raise BadValue(f"{what} {reason}")
     return value
+
+
+def check_priority(priority: object) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise BadType(f"priority must be an int, not {type(priority).__name__}")
+    if abs(priority) > PRIORITY_MAX:
+        raise BadValue(f"priority must be within +-{PRIORITY_MAX}")
+    return priority
 
 
 def encode_json(value: object, what: str) -> str:

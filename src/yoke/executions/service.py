@@ -45,11 +45,11 @@ from yoke.executions.batching import GroupCommit
 from yoke.executions.context import Context, Workflow, run_workflow
 from yoke.executions.control import Control
 from yoke.executions.model import (
-    PRIORITY_MAX,
     Execution,
     Limits,
     Principal,
     Start,
+    check_priority,
     encode_json,
     storable_text,
 )
@@ -136,7 +136,7 @@ class Executions(Reading, Control):
         name = self._registry.name_of(workflow)
         if session is not None and (not isinstance(session, str) or not session):
             raise BadType("session must be a non-empty str or None")
-        _check_priority(priority)
+        check_priority(priority)
         if idempotency_key is not None and (
             not isinstance(idempotency_key, str) or not idempotency_key
         ):
@@ -525,7 +525,7 @@ class Executions(Reading, Control):
         priority: int,
         principal: Principal | None,
     ) -> Start:
-        _check_priority(priority)
+        check_priority(priority)
         if principal is not None:
             storable_text(principal.name, "principal name")
         self._check_open()
@@ -698,13 +698,6 @@ async def _to_the_end(fut: asyncio.Future[T]) -> T:
 def _tried(pick: _Pick) -> None:
     if pick.local.tried is not None:
         pick.local.tried.set()
-
-
-def _check_priority(priority: object) -> None:
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise BadType(f"priority must be an int, not {type(priority).__name__}")
-    if abs(priority) > PRIORITY_MAX:
-        raise BadValue(f"priority must be within +-{PRIORITY_MAX}")
 
 
 def _consume(task: asyncio.Future[Any]) -> None:

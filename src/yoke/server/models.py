@@ -17,19 +17,17 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, Strin
 
 from yoke.errors import BadValue
 from yoke.executions import AuditEntry, Execution, Limits, Start
+from yoke.executions.model import unstorable
 
 INT_MAX = 2**31 - 1
 MAX_TEXT = 256
 
 
 def storable(text: str) -> str:
-    """Refuse what a database would refuse later: NUL and lone surrogates."""
-    if "\x00" in text:
-        raise ValueError("must not contain NUL characters")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode text") from None
+    """Refuse what a database would refuse later (a pydantic validator: ValueError)."""
+    reason = unstorable(text)
+    if reason is not None:
+        raise ValueError(reason)
     return text
 
 

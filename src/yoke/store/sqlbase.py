@@ -231,9 +231,7 @@ class SqlStore(ActorSqlVerbs):
             for i in hopeful:
                 req = requests[i]
                 if req.start_id not in marked:
-                    current = await tx.one("get_start", {"start_id": req.start_id})
-                    start = None if current is None else _start(current)
-                    results[i] = GrantResult(outcome=GrantOutcome.GONE, start=start)
+                    results[i] = await _gone(tx, req.start_id)
                 elif (full := _full_key(req.slots, seen)) is not None:
                     await tx.run("unmark_granted", {"start_id": req.start_id})
                     results[i] = _full(full)
@@ -273,9 +271,7 @@ class SqlStore(ActorSqlVerbs):
                 counts = json.dumps(dict(sorted(unfit.items())))
                 await tx.run("release_slot_counts", {"counts": counts})
             for i in twice:
-                current = await tx.one("get_start", {"start_id": requests[i].start_id})
-                start = None if current is None else _start(current)
-                results[i] = GrantResult(outcome=GrantOutcome.GONE, start=start)
+                results[i] = await _gone(tx, requests[i].start_id)
         return [r for r in results if r is not None]
 
     async def _insert_executions(self, tx: Tx, requests: Sequence[GrantRequest]) -> dict[str, Row]:
@@ -509,6 +505,14 @@ class SqlStore(ActorSqlVerbs):
 
     async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
         return None
+
+
+async def _gone(tx: Tx, start_id: str) -> GrantResult:
+    """A pick whose start is no longer QUEUED, with the row as it is (None: no such start)."""
+    current = await tx.one("get_start", {"start_id": start_id})
+    return GrantResult(
+        outcome=GrantOutcome.GONE, start=None if current is None else _start(current)
+    )
 
 
 def _full(key: str) -> GrantResult:
