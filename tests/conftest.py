@@ -9,7 +9,10 @@ then they fail.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
+import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -100,3 +103,29 @@ async def store(database_url: str) -> AsyncIterator[Store]:
         yield s
     finally:
         await s.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Shortly before pytest-timeout fails a hung test, print where every asyncio task waits:
+    the timeout's own traceback shows only the event loop's select()."""
+    marker = item.get_closest_marker("timeout")
+    configured = item.config.getini("timeout")
+    limit = float(marker.args[0] if marker and marker.args else configured)
+    timer = threading.Timer(max(limit - 5, limit * 0.9), _print_waiting_tasks)
+    timer.daemon = True
+    timer.start()
+    try:
+        return (yield)
+    finally:
+        timer.cancel()
+
+
+def _print_waiting_tasks() -> None:
+    loops = [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop)]
+    for loop in loops:
+        if not loop.is_running():
+            continue
+        for task in list(asyncio.all_tasks(loop)):
+            print(f"--- still waiting: {task!r}", file=sys.stderr)
+            task.print_stack(file=sys.stderr)

@@ -347,3 +347,39 @@ async def test_postgres_processes_booting_together_migrate_once(
     assert n == (len(sqlfiles.migrations("postgres")),)
     for s in stores:
         await s.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_a_cancel_while_waiting_for_a_connection_is_never_lost(
+    pg_url: str,
+) -> None:
+    # On Python 3.11 the pool waits with `asyncio.wait_for`, which returns the connection and
+    # drops the cancel when both land in the same turn of the loop; a service cancelled then
+    # would run on and its TaskGroup would wait for it forever. Land them together, many ways.
+    s = PostgresStore(pg_url, min_size=1, max_size=1)
+    await s.open()
+    ran_on = 0
+    try:
+        for turns in range(8):
+            for _ in range(4):
+                holding = s._tx(write=False)
+                await holding.__aenter__()
+
+                async def waiter() -> None:
+                    async with s._tx(write=False):
+                        await asyncio.sleep(0.2)  # a cancel delivered ends it here
+
+                task = asyncio.create_task(waiter())
+                await asyncio.sleep(0.01)  # it waits for the pool's only connection
+                await holding.__aexit__(None, None, None)
+                for _ in range(turns):
+                    await asyncio.sleep(0)
+                task.cancel()
+                try:
+                    await asyncio.wait_for(task, 5)
+                    ran_on += 1
+                except asyncio.CancelledError:
+                    pass
+    finally:
+        await s.close()
+    assert ran_on == 0

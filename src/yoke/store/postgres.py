@@ -182,7 +182,7 @@ class PostgresStore(SqlStore):
         if self._pool is None:
             raise StoreUnavailable("the PostgreSQL store is not open")
         try:
-            async with self._pool.connection() as conn:
+            async with self._connection(self._pool) as conn:
                 if write:
                     async with conn.transaction():
                         yield _Tx(conn)
@@ -191,6 +191,22 @@ class PostgresStore(SqlStore):
                     yield _Tx(conn)
         except (psycopg.Error, PoolTimeout) as exc:
             raise translate(exc) from exc
+
+    @staticmethod
+    @asynccontextmanager
+    async def _connection(
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]],
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        # On Python 3.11 the pool waits for a connection with `asyncio.wait_for`, which returns
+        # the connection and drops a cancel that lands in the same turn: the task would run on
+        # (and a TaskGroup stopping it would wait forever). The task still counts the cancel,
+        # so a count that grew while waiting is a cancel to deliver now.
+        task = asyncio.current_task()
+        asked = task.cancelling() if task is not None else 0
+        async with pool.connection() as conn:
+            if task is not None and task.cancelling() > asked:
+                raise asyncio.CancelledError
+            yield conn
 
     def _array(self, values: list[str]) -> Any:
         return values
