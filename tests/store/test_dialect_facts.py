@@ -18,6 +18,7 @@ from tests.store.test_conformance import new_execution, new_start
 from yoke.errors import StoreUnavailable
 from yoke.store import (
     ExecutionStatus,
+    Finish,
     GrantOutcome,
     GrantRequest,
     Slot,
@@ -383,3 +384,42 @@ async def test_postgres_a_cancel_while_waiting_for_a_connection_is_never_lost(
     finally:
         await s.close()
     assert ran_on == 0
+
+
+@pytest.mark.postgres
+async def test_postgres_a_finish_batch_locks_its_executions_in_id_order(
+    pg: PostgresStore, pg_url: str
+) -> None:
+    # recover_dead locks a dead instance's executions in id order; a zombie finishing a batch
+    # of them in another order could deadlock with it. Hold the first id: the batch must wait
+    # for it before it takes the second.
+    ids: list[str] = []
+    for _ in range(2):
+        row, _ = await pg.log_start(new_start())
+        res = await pg.grant_start(
+            row.start_id,
+            execution=new_execution(row.start_id),
+            slots=[Slot(key="global", cap=None)],
+            copy_steps=None,
+            now=1,
+        )
+        assert res.execution is not None
+        ids.append(res.execution.execution_id)
+    first, second = sorted(ids)
+    done = ExecutionStatus.SUCCEEDED
+    with psycopg.connect(pg_url) as holder, psycopg.connect(pg_url) as probe:
+        holder.execute("SELECT 1 FROM yoke_executions WHERE execution_id = %s FOR UPDATE", [first])
+        batch = [
+            Finish(execution_id=i, status=done, output=None, error=None) for i in (second, first)
+        ]
+        finishing = asyncio.create_task(pg.finish_executions(batch, now=2))
+        await asyncio.sleep(0.3)  # the batch is now waiting for `first`
+        assert not finishing.done()
+        # `second` is still free: the batch did not lock it before `first`.
+        probe.execute(
+            "SELECT 1 FROM yoke_executions WHERE execution_id = %s FOR UPDATE NOWAIT", [second]
+        )
+        probe.rollback()
+        holder.rollback()
+        assert await asyncio.wait_for(finishing, 10) == [True, True]
+    assert await pg.ledger() == {}  # both slots given back (a zero row is not listed)

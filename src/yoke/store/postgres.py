@@ -7,10 +7,11 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
   executions, and last takes each ledger row once, by the batch's count, in sorted key order
   (INSERT ... ON CONFLICT DO UPDATE locks the row it increments), so the hot ledger rows stay
   locked for a few statements and the commit. Finishes release the same rows once per batch in
-  the same order: writers can wait for each other but never deadlock. A grant decides on the
-  counts it got under the lock (a lock-free peek only skips hopeless ones early); over a cap,
-  its own writes are undone in the same transaction: a slot is never over-granted, and a
-  COUNT(*) is never trusted.
+  the same order, after locking their execution rows in id order, the order in which
+  `recover_dead` locks a dead instance's: writers can wait for each other but never deadlock.
+  A grant decides on the counts it got under the lock (a lock-free peek only skips hopeless
+  ones early); over a cap, its own writes are undone in the same transaction: a slot is never
+  over-granted, and a COUNT(*) is never trusted.
 - Claims of actor events lock `actor_queues` rows FOR UPDATE SKIP LOCKED: concurrent claimers
   never wait for nor share a row (tests/actors/test_store_verbs.py). Starts need no claim,
   because the queue of starts lives in the process that logged them.

@@ -565,12 +565,22 @@ WITH c AS (
 SELECT pg_notify('yoke_slot_freed', '') FROM (SELECT count(*) AS n FROM released) r
 WHERE r.n > 0;
 -- name: finish_execution_many
--- %(batch)s is a JSON array of {"execution_id", "status", "output", "error"}.
+-- %(batch)s is a JSON array of {"execution_id", "status", "output", "error"}. The rows are
+-- locked in execution_id order, as recover_dead locks a dead instance's: a recoverer and a
+-- zombie instance finishing its own executions wait for each other but never deadlock.
+WITH b AS (
+    SELECT * FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, status text,
+        output text, error text)
+), locked AS (
+    SELECT e.execution_id FROM yoke_executions e JOIN b USING (execution_id)
+    WHERE e.status = 'RUNNING'
+    ORDER BY e.execution_id
+    FOR UPDATE OF e
+)
 UPDATE yoke_executions e
 SET status = b.status, output = b.output, error = b.error, finished_at = %(now)s
-FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, status text, output text,
-    error text)
-WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING'
+FROM locked JOIN b USING (execution_id)
+WHERE e.execution_id = locked.execution_id AND e.status = 'RUNNING'
 RETURNING e.execution_id, e.slot_keys;
 
 -- name: insert_start_many
