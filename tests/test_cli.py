@@ -53,11 +53,13 @@ async def test_demo_outcome_light_tenants_wait_far_less_under_the_fair_scheduler
     from yoke.demo import run_demo
 
     fair, fifo = await run_demo(3, console=Console(file=io.StringIO()), seed=3)
-    assert fair.light_p99 is not None and fifo.light_p99 is not None
+    assert fair.light_p50 is not None and fifo.light_p50 is not None
     assert fair.scheduler.startswith("fair") and fifo.scheduler.startswith("FIFO")
     # Under the flood the FIFO queue only grows; the fair lanes serve a light task at the next
     # free slot. The gap is large (tens of times); 3x leaves room for a slow, shared machine.
-    assert fair.light_p99 * 3 < fifo.light_p99
+    # Medians: one stall of this process (a GC pass, a busy neighbour in CI) is the p99 of a
+    # few dozen light tasks, and would decide the test.
+    assert fair.light_p50 * 3 < fifo.light_p50
 
 
 # -- serve, the client verbs and db upgrade ----------------------------------------------------
