@@ -370,3 +370,64 @@ async def test_grant_listeners_hear_each_grant_once_even_when_one_fails(
         await app.executions.wait_granted(third.start_id, timeout=10)
         assert len(heard) == 2  # removed: it heard nothing more
         gates.open("c")
+
+
+async def test_a_start_that_fits_is_one_transaction_and_one_that_queues_is_logged_first(
+    database_url: str,
+) -> None:
+    gates = Gates()
+    app = make_app(database_url, gates, limits=Limits(max_running=1))
+    async with app.running():
+        store = app.store
+        assert store is not None
+        calls: list[str] = []
+        for name in ("log_starts", "grant_starts"):
+            real = getattr(store, name)
+
+            async def spy(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+                calls.append(_name)
+                return await _real(*args, **kw)
+
+            setattr(store, name, spy)  # the real store still does the work; this only counts
+        ex = app.executions
+        held = await ex.start("hold", {"gate": "h"})
+        assert held.status is StartStatus.GRANTED
+        assert calls == ["grant_starts"]  # logged by the granting transaction
+        queued = await ex.start("hold", {"gate": "q"})
+        assert queued.status is StartStatus.QUEUED
+        assert calls == ["grant_starts", "log_starts"]  # durable before it waits
+        # The same key again, while its start is queued: the first answer, nothing new.
+        again = await ex.start("hold", {"gate": "q"}, idempotency_key="k")
+        assert again.status is StartStatus.QUEUED
+        assert (await ex.start("hold", {"gate": "q"}, idempotency_key="k")) == again
+        gates.open("h")
+        assert held.execution_id is not None
+        await ex.wait(held.execution_id, timeout=10)
+        gates.open("q")
+
+        async def all_done() -> bool:
+            return count_rows(database_url, "yoke_executions", "status = 'SUCCEEDED'") == 3
+
+        await wait_until(all_done)
+    assert count_rows(database_url, "yoke_starts") == 3
+    assert calls.count("log_starts") == 3  # the second retry was logged (and found its key)
+
+
+async def test_a_key_taken_while_its_start_fits_replays_the_first_answer(database_url: str) -> None:
+    app = make_app(database_url)
+
+    @app.workflow()
+    async def echo(ctx: Context, input: Any) -> Any:
+        return input
+
+    async with app.running():
+        first = await app.executions.start(echo, 1, idempotency_key="once")
+        assert first.status is StartStatus.GRANTED
+        # Nothing queued, no cap: the retry is admitted at once, and its batch finds the key.
+        again = await app.executions.start(echo, 1, idempotency_key="once")
+        assert again == first
+        with pytest.raises(IdempotencyConflict):
+            await app.executions.start(echo, 2, idempotency_key="once")
+        assert app.executions.kernel.running <= 1  # the retries released their kernel slots
+    assert count_rows(database_url, "yoke_starts") == 1
+    assert count_rows(database_url, "yoke_executions") == 1

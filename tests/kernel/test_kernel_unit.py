@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.kernel.harness import CONFIGS, KEYS, LANES
 from yoke.errors import BadType, BadValue, InvalidArgument
 from yoke.kernel import ItemState, Kernel, KernelStats, LaneStats, Policy, PriorityScope
 
@@ -273,3 +276,65 @@ def test_compaction_bounds_garbage_under_cancel_churn() -> None:
         k.cancel(i)
     for name, size, live in k._heaps():
         assert size <= 2 * live + 64, name
+
+
+def test_admit_starts_only_what_offer_would_start_at_once() -> None:
+    k = Kernel(policy="sfq", global_cap=2)
+    k.set_lane_cap("capped", 1)
+    k.set_cap("wf", 1)
+    first = k.admit("a", "s1")
+    assert first is not None and first.state is ItemState.RUNNING
+    assert k.admit("b", "capped") is not None
+    assert k.admit("c", "s1") is None  # the global cap is full
+    k.release("a")
+    assert k.admit("d", "capped") is None  # the lane cap is full
+    assert k.admit("e", "s2", keys=["wf"]) is not None
+    assert k.admit("f", "s3", keys=["wf"]) is None  # a key cap is full
+    # A refused admit left no lane behind, and no item: the ids are free for an offer.
+    assert set(k.stats().lanes) == {"capped", "s2"}
+    assert k.offer("f", "s3", keys=["wf"]).state is ItemState.QUEUED
+    assert k.admit("g", "s4") is None  # something is queued: it goes first
+    with pytest.raises(BadValue, match="already queued or running"):
+        k.admit("f", "s3")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    config=st.sampled_from(CONFIGS),
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["arrive", "release", "pop", "cap"]),
+            st.sampled_from(LANES),
+            st.lists(st.sampled_from(KEYS), max_size=2, unique=True),
+            st.integers(0, 3),
+        ),
+        max_size=60,
+    ),
+)
+def test_admit_then_offer_behaves_as_offer(
+    config: tuple[str, str], ops: list[tuple[str, str, list[str], int]]
+) -> None:
+    """A kernel whose arrivals try `admit` first (and `offer` when it refuses) makes exactly
+    the decisions, in the same order, of one that only offers."""
+    policy, scope = config
+    twins = [Kernel(policy=policy, priority_scope=scope, global_cap=3) for _ in range(2)]
+    admitting, offering = twins
+    for n, (op, lane, keys, x) in enumerate(ops):
+        if op == "arrive":
+            b = offering.offer(n, lane, priority=x, keys=keys)
+            a = admitting.admit(n, lane, priority=x, keys=keys)
+            assert (a is not None) == (b.state is ItemState.RUNNING)
+            if a is None:
+                admitting.offer(n, lane, priority=x, keys=keys)
+        elif op == "release":
+            running = [i for i, item in offering._items.items() if item.state.name == "RUNNING"]
+            if running:
+                for k in twins:
+                    k.release(running[x % len(running)])
+        elif op == "pop":
+            picked = [k.pop_next() for k in twins]
+            assert [p and p.id for p in picked] == [picked[1] and picked[1].id] * 2
+        else:
+            for k in twins:
+                k.set_cap(keys[0] if keys else ("lane", lane), x)
+        assert admitting.stats() == offering.stats()

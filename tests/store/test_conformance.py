@@ -262,6 +262,28 @@ async def test_a_start_asked_twice_in_one_batch_is_granted_once(store: Store) ->
     assert len(await store.list_executions()) == 1
 
 
+async def test_a_start_that_fits_is_logged_and_granted_in_one_batch(store: Store) -> None:
+    held, _ = await store.log_start(new_start(session="s1", idempotency_key="taken"))
+    fresh = [new_start(session="s1") for _ in range(3)]
+    retry = new_start(session="s1", idempotency_key="taken")  # the key is held: no new start
+    batch = [replace(request(n.start_id, "s1"), log=n) for n in [*fresh, retry]]
+    res = await store.grant_starts(batch, now=12.0)
+    assert [r.outcome for r in res] == [
+        GrantOutcome.GRANTED,
+        GrantOutcome.GRANTED,
+        GrantOutcome.FULL,  # the session's cap is 2: logged, and left QUEUED
+        GrantOutcome.GONE,
+    ]
+    assert res[0].start is not None and res[0].start.status is StartStatus.GRANTED
+    queued = res[2].start
+    assert queued is not None and queued.status is StartStatus.QUEUED and queued.seq > 0
+    assert await store.get_start(fresh[2].start_id) == queued
+    assert res[3].start == held  # the start that holds the key, untouched
+    assert await store.get_start(retry.start_id) is None
+    assert await store.ledger() == {"global": 2, "session:s1": 2}
+    assert len(await store.list_executions()) == 2
+
+
 async def test_finish_executions_frees_each_key_by_its_count(store: Store) -> None:
     starts = [(await store.log_start(new_start(session=s)))[0] for s in ("s1", "s1", "s2")]
     res = await store.grant_starts(

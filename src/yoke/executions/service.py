@@ -2,9 +2,11 @@
 
 Life of a start: it is validated (a bad one changes nothing), logged QUEUED in the store, offered
 to the kernel, and granted through the store's ledger (`grant_starts`), which creates the
-execution id in the same transaction that takes the slot. Logs that arrive together share one
-transaction, and so do grants and finishes (`batching.GroupCommit`): one commit for many starts,
-and the ledger's hot rows locked once per batch, not once per start. A start that does not
+execution id in the same transaction that takes the slot. A start the kernel admits at once
+(`Kernel.admit`: nothing queued, every cap has room) is logged by that same transaction; any
+other is logged first, so that it is durable before it waits. Logs that arrive together share
+one transaction, and so do grants and finishes (`batching.GroupCommit`): one commit for many
+starts, and the ledger's hot rows locked once per batch, not once per start. A start that does not
 fit waits in the kernel (QUEUED) or is refused (`reject`, `max_queued`, shutdown). When a slot
 frees here, or another process frees one (NOTIFY, or the backup poll), `pump` grants the
 kernel's next picks, all in one batch.
@@ -192,6 +194,9 @@ class Executions(Reading, Control):
         )
 
     async def _log_and_admit(self, new: NewStart, copy: StepCopy | None) -> Start:
+        item = self._admit_at_once(new)
+        if item is not None:
+            return await self._log_and_grant(new, copy, item)
         row, created = await asyncio.shield(self._logger.submit(new))
         if not created:
             if row.fingerprint != new.fingerprint:
@@ -200,6 +205,42 @@ class Executions(Reading, Control):
                 )
             return await self._replay(row)
         return await self._admit(row, copy=copy)
+
+    def _admit_at_once(self, new: NewStart) -> Item | None:
+        """The kernel's yes to a start that fits now, before it is logged (nothing is queued
+        and every cap has room); None: log it first, then offer it (it may have to queue)."""
+        if self._closing:
+            return None
+        self._caps.before_offer(new.session, new.workflow)
+        return self._kernel.admit(
+            new.start_id,
+            new.session,
+            priority=new.priority,
+            keys=(admission.workflow_key(new.workflow),),
+        )
+
+    async def _log_and_grant(self, new: NewStart, copy: StepCopy | None, item: Item) -> Start:
+        """A start the kernel admitted at once: its log and its grant are one transaction
+        (one batch, half the waiting of a log batch then a grant batch)."""
+        local = Local(row=_unlogged(new), copy=copy, item=item)
+        self._local[new.start_id] = local
+        self._order.sync(item)
+        try:
+            await self._settle(local, item, log=new)
+        except YokeError as exc:
+            local.error = exc
+            raise
+        finally:
+            local.answered.set()
+        row = local.row
+        if row.start_id == new.start_id:
+            return self._answer(row)
+        # Its idempotency key was taken (GONE, with the start that holds the key).
+        if row.fingerprint != new.fingerprint:
+            raise IdempotencyConflict(
+                f"idempotency key {new.idempotency_key!r} was used for another start"
+            )
+        return await self._replay(row)
 
     async def _flush_logs(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
         return await self._require().log_starts(starts)
@@ -242,23 +283,7 @@ class Executions(Reading, Control):
         local.item = item
         reject = self._limits.on_limit == "reject"
         if admission.is_running(item):
-            try:
-                outcome = await self._grant(item)
-            except BaseException:
-                if not local.orphaned:
-                    k.release(item.id)
-                    await self._give_up(local, StartStatus.REFUSED, "the store failed")
-                raise
-            if outcome.outcome is GrantOutcome.FULL:
-                # Another process holds the slot.
-                if reject or self._closing:
-                    k.release(item.id)
-                    self._order.sync(item)
-                    if reject:
-                        raise await self._refuse_limit(local)
-                    await self._give_up(local, StartStatus.REFUSED, "shutting down")
-                    raise ShuttingDown("shutting down: no new start is admitted")
-                self._back_in_line(item, local)
+            await self._settle(local, item, log=None)
         else:
             # Queued behind others; a pump may still grant it now (e.g. a free session slot).
             try:
@@ -274,6 +299,30 @@ class Executions(Reading, Control):
             elif not local.decided.is_set() and local.tried is not None:
                 await local.tried.wait()  # another task's pump is trying it: its answer
         return self._answer(local.row)
+
+    async def _settle(self, local: Local, item: Item, *, log: NewStart | None) -> None:
+        """Grant a start the kernel runs at once (logging it too, if `log`). GRANTED and GONE
+        are applied by the batch; FULL (another process holds the slot) queues or refuses."""
+        k = self._kernel
+        try:
+            outcome = await self._grant(item, log=log)
+        except BaseException:
+            if not local.orphaned:
+                k.release(item.id)
+                await self._give_up(local, StartStatus.REFUSED, "the store failed")
+            raise
+        if outcome.outcome is GrantOutcome.FULL:
+            if outcome.start is not None:
+                local.row = outcome.start  # logged by this batch, QUEUED
+            reject = self._limits.on_limit == "reject"
+            if reject or self._closing:
+                k.release(item.id)
+                self._order.sync(item)
+                if reject:
+                    raise await self._refuse_limit(local)
+                await self._give_up(local, StartStatus.REFUSED, "shutting down")
+                raise ShuttingDown("shutting down: no new start is admitted")
+            self._back_in_line(item, local)
 
     async def _refuse_limit(self, local: Local) -> LimitExceeded:
         retry = self._drain.retry_after(self._kernel.queued + 1, default=self._poll)
@@ -302,12 +351,12 @@ class Executions(Reading, Control):
         finally:
             local.decided.set()
 
-    async def _grant(self, item: Item) -> GrantResult:
+    async def _grant(self, item: Item, *, log: NewStart | None = None) -> GrantResult:
         """Try the ledger for a kernel pick, in the next batch of grants. The batch applies
         GRANTED (the execution spawns) and GONE (released from the kernel); FULL is left to
         the caller, or put back in line by the batch if the caller went away meanwhile."""
         local = self._local[str(item.id)]
-        pick = self._pick(item, local, from_pump=False)
+        pick = self._pick(item, local, from_pump=False, log=log)
         fut = self._granter.submit(pick)
         try:
             return await asyncio.shield(fut)
@@ -320,7 +369,9 @@ class Executions(Reading, Control):
                 local.orphaned = True  # the batch puts it back in line if it must
             raise
 
-    def _pick(self, item: Item, local: Local, *, from_pump: bool) -> _Pick:
+    def _pick(
+        self, item: Item, local: Local, *, from_pump: bool, log: NewStart | None = None
+    ) -> _Pick:
         local.tried = asyncio.Event()
         row = local.row
         request = GrantRequest(
@@ -339,6 +390,7 @@ class Executions(Reading, Control):
             ),
             slots=tuple(slots_for(self._limits, session=row.session, workflow=row.workflow)),
             copy_steps=local.copy,
+            log=log,
         )
         return _Pick(item, local, request, from_pump)
 
@@ -674,6 +726,30 @@ class Executions(Reading, Control):
 
     def _run_tasks(self) -> builtins.list[asyncio.Task[None]]:
         return [r.task for r in self._runs.values() if r.task is not None]
+
+
+def _unlogged(new: NewStart) -> StartRow:
+    """The row `new` will have once logged (its `seq` is the store's to give)."""
+    return StartRow(
+        seq=0,
+        start_id=new.start_id,
+        kind=new.kind,
+        workflow=new.workflow,
+        session=new.session,
+        priority=new.priority,
+        input=new.input,
+        fingerprint=new.fingerprint,
+        principal=new.principal,
+        idempotency_key=new.idempotency_key,
+        source_execution_id=new.source_execution_id,
+        from_step=new.from_step,
+        status=StartStatus.QUEUED,
+        execution_id=None,
+        reason=None,
+        instance_id=new.instance_id,
+        created_at=new.created_at,
+        decided_at=None,
+    )
 
 
 class _Pick(NamedTuple):

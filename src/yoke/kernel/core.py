@@ -30,7 +30,9 @@ Semantics (the contract other modules code against):
   order within a class and are otherwise tied arbitrarily (but deterministically).
 * `offer` is the counting-mode fast path (KERNEL 4.7): with nothing queued anywhere and room
   under every cap it starts the item without touching a heap, exactly as push + pop_next would;
-  otherwise it only pushes, and the caller's next `pop_next` decides.
+  otherwise it only pushes, and the caller's next `pop_next` decides. `admit` is `offer`'s
+  fast path alone: it starts the item when `offer` would, and otherwise changes nothing (no lane,
+  no key, no queue entry), so a durable caller can log an item that must wait before it queues.
 
 How (KERNEL 4.3-4.5): one top heap holds the visible classes (items of one lane sharing a cap-key
 tuple) and one proxy per unsaturated cap key that has parked classes. A class found blocked at the
@@ -189,30 +191,71 @@ class Kernel(Settings):
         payload: object = None,
     ) -> Item:
         item = self._new_item(item_id, lane, priority, keys, None, payload)
-        nothing_queued = len(self._items) == self._running
-        if nothing_queued and (self._gcap is None or self._running < self._gcap):
-            ln = self._lanes.get(lane)
-            if ln is None:
-                ln = self._new_lane(lane)
-            cls = ln.classes.get(item.keys)
-            if cls is None:
-                cls = self._new_class(ln, item.keys)
-            if self._blocker(cls) is None:
-                # Exactly what push + pop_next would do with an empty queue, minus the heaps.
-                for ks in cls.keys:
-                    ks.users += 1
-                item._cls = cls
-                if self._activate is not None:
-                    self._activate(ln)
-                cls.n += 1
-                ln.queued += 1
-                self._start(cls, item)
-                self._items[item_id] = item
-                return item
-        self._enqueue(item, fresh=True)
-        self._items[item_id] = item
-        self._tidy_top()
+        if not self._start_at_once(item):
+            self._enqueue(item, fresh=True)
+            self._items[item_id] = item
+            self._tidy_top()
         return item
+
+    def admit(
+        self,
+        item_id: Hashable,
+        lane: Hashable,
+        *,
+        priority: int = 0,
+        keys: Iterable[Hashable] = (),
+        payload: object = None,
+    ) -> Item | None:
+        """`offer` when it would start the item at once (nothing queued, every cap has room);
+        otherwise change nothing (but the sequence counter) and return None, so the caller can
+        make the item durable first and `offer` it then. The check reads the caps without
+        creating a lane or key, so a refused admit leaves no trace in the policy's state."""
+        item = self._new_item(item_id, lane, priority, keys, None, payload)
+        if not self._fits_now(lane, item.keys):
+            return None
+        started = self._start_at_once(item)
+        assert started
+        return item
+
+    def _fits_now(self, lane: Hashable, sig: tuple[Hashable, ...]) -> bool:
+        # The caps `_blocker` reads for the item's class, looked up without making the class.
+        if len(self._items) != self._running:  # something is queued: it goes first
+            return False
+        if self._gcap is not None and self._running >= self._gcap:
+            return False
+        ln = self._lanes.get(lane)
+        if ln is not None and ln.cap is not None and ln.running >= ln.cap:
+            return False
+        for k in sig:
+            ks = self._keys.get(k)
+            if ks is not None and ks.cap is not None and ks.running >= ks.cap:
+                return False
+        return True
+
+    def _start_at_once(self, item: Item) -> bool:
+        """Start `item` if the queue is empty and its caps have room: exactly what push +
+        pop_next would do with an empty queue, minus the heaps."""
+        nothing_queued = len(self._items) == self._running
+        if not nothing_queued or (self._gcap is not None and self._running >= self._gcap):
+            return False
+        ln = self._lanes.get(item.lane)
+        if ln is None:
+            ln = self._new_lane(item.lane)
+        cls = ln.classes.get(item.keys)
+        if cls is None:
+            cls = self._new_class(ln, item.keys)
+        if self._blocker(cls) is not None:
+            return False
+        for ks in cls.keys:
+            ks.users += 1
+        item._cls = cls
+        if self._activate is not None:
+            self._activate(ln)
+        cls.n += 1
+        ln.queued += 1
+        self._start(cls, item)
+        self._items[item.id] = item
+        return True
 
     def pop_next(self) -> Item | None:
         gcap = self._gcap

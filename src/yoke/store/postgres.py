@@ -3,12 +3,14 @@
 Dialect facts (each has a test in tests/store/test_dialect_facts.py):
 - Isolation is READ COMMITTED (PostgreSQL's default, never raised): exactness comes from row
   locks, not from snapshots, so no transaction is ever retried for a serialization failure.
-- A batch of grants locks its start rows (the UPDATE that marks them GRANTED), writes the
-  executions, and last takes each ledger row once, by the batch's count, in sorted key order
-  (INSERT ... ON CONFLICT DO UPDATE locks the row it increments), so the hot ledger rows stay
-  locked for a few statements and the commit. Finishes release the same rows once per batch in
-  the same order, after locking their execution rows in id order, the order in which
-  `recover_dead` locks a dead instance's: writers can wait for each other but never deadlock.
+- A batch of grants first inserts the starts that come with their log (taking their
+  idempotency keys in sorted order, as a batch of logs does), then locks its start rows (the
+  UPDATE that marks them GRANTED), writes the executions, and last takes each ledger row once,
+  by the batch's count, in sorted key order (INSERT ... ON CONFLICT DO UPDATE locks the row it
+  increments), so the hot ledger rows stay locked for a few statements and the commit.
+  Finishes release the same rows once per batch in the same order, after locking their
+  execution rows in id order, the order in which `recover_dead` locks a dead instance's:
+  writers can wait for each other but never deadlock.
   A grant decides on the counts it got under the lock (a lock-free peek only skips hopeless
   ones early); over a cap, its own writes are undone in the same transaction: a slot is never
   over-granted, and a COUNT(*) is never trusted.

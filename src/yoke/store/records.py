@@ -159,6 +159,9 @@ class GrantRequest:
     execution: NewExecution
     slots: tuple[Slot, ...]
     copy_steps: StepCopy | None = None
+    # A start not logged yet (it fits at once): logged and granted in one transaction. If its
+    # idempotency key is taken, the answer is GONE with the start that holds the key.
+    log: NewStart | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

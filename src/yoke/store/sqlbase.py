@@ -16,6 +16,7 @@ import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from typing import Any, Protocol
 
 from yoke.errors import Conflict, NotFound
@@ -149,25 +150,9 @@ class SqlStore(ActorSqlVerbs):
         return logged
 
     async def log_starts(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
-        batch = [_new_start(s) for s in starts]
         # `_single`: on PostgreSQL the batch is one INSERT in autocommit, one round trip.
         async with self._single() as tx:
-            rows = await tx.many("insert_start", batch)
-            created = {str(r["start_id"]): _start(r) for r in rows}
-            out: list[tuple[StartRow, bool]] = []
-            for params in batch:
-                row = created.get(params["start_id"])
-                if row is not None:
-                    out.append((row, True))
-                    continue
-                # The key was taken: the start holding it is committed (ON CONFLICT waited
-                # for it, or this very batch inserted it).
-                existing = await tx.one("get_start_by_key", params)
-                if existing is None:
-                    # The only unique constraints are start_id (a fresh uuid) and the key.
-                    raise Conflict(f"start {params['start_id']} already exists")
-                out.append((_start(existing), False))
-        return out
+            return await _insert_starts(tx, starts)
 
     async def get_start(self, start_id: str) -> StartRow | None:
         async with self._read() as tx:
@@ -196,6 +181,17 @@ class SqlStore(ActorSqlVerbs):
     ) -> list[GrantResult]:
         results: list[GrantResult | None] = [None] * len(requests)
         async with self._write() as tx:
+            # Starts that fit at once come with their log: written here, in the same
+            # transaction, so they are durable QUEUED rows before the grant marks them. One
+            # whose idempotency key was taken is answered GONE with the start holding the key.
+            logs = [r.log for r in requests if r.log is not None]
+            inserted = await _insert_starts(tx, logs)
+            logged = {s.start_id: got for s, got in zip(logs, inserted, strict=True)}
+            for i, req in enumerate(requests):
+                if req.log is not None:
+                    row, created = logged[req.start_id]
+                    if not created:
+                        results[i] = GrantResult(outcome=GrantOutcome.GONE, start=row)
             # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
             # processes hold every slot, is answered FULL before anything is written for it.
             capped = sorted({s.key for r in requests for s in r.slots if s.cap is not None})
@@ -207,6 +203,8 @@ class SqlStore(ActorSqlVerbs):
             twice: list[int] = []  # a start asked for again in the same batch: GONE
             asked: set[str] = set()
             for i, req in enumerate(requests):
+                if results[i] is not None:
+                    continue
                 if req.start_id in asked:
                     twice.append(i)
                     continue
@@ -272,6 +270,10 @@ class SqlStore(ActorSqlVerbs):
                 await tx.run("release_slot_counts", {"counts": counts})
             for i in twice:
                 results[i] = await _gone(tx, requests[i].start_id)
+        for i, req in enumerate(requests):
+            res = results[i]
+            if req.log is not None and res is not None and res.outcome is GrantOutcome.FULL:
+                results[i] = replace(res, start=logged[req.start_id][0])  # logged, QUEUED
         return [r for r in results if r is not None]
 
     async def _insert_executions(self, tx: Tx, requests: Sequence[GrantRequest]) -> dict[str, Row]:
@@ -556,6 +558,30 @@ def _start(r: Row) -> StartRow:
         created_at=float(r["created_at"]),
         decided_at=None if r["decided_at"] is None else float(r["decided_at"]),
     )
+
+
+async def _insert_starts(tx: Tx, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
+    """Log `starts` (QUEUED): (row, True) for each one written, (the start holding its
+    idempotency key, False) for each one whose key was taken."""
+    if not starts:
+        return []
+    batch = [_new_start(s) for s in starts]
+    rows = await tx.many("insert_start", batch)
+    created = {str(r["start_id"]): _start(r) for r in rows}
+    out: list[tuple[StartRow, bool]] = []
+    for params in batch:
+        row = created.get(params["start_id"])
+        if row is not None:
+            out.append((row, True))
+            continue
+        # The key was taken: the start holding it is committed (ON CONFLICT waited for it, or
+        # this very batch inserted it).
+        existing = await tx.one("get_start_by_key", params)
+        if existing is None:
+            # The only unique constraints are start_id (a fresh uuid) and the key.
+            raise Conflict(f"start {params['start_id']} already exists")
+        out.append((_start(existing), False))
+    return out
 
 
 def _new_start(s: NewStart) -> dict[str, Any]:
