@@ -282,6 +282,8 @@ async def test_a_start_that_fits_is_logged_and_granted_in_one_batch(store: Store
     assert await store.get_start(retry.start_id) is None
     assert await store.ledger() == {"global": 2, "session:s1": 2}
     assert len(await store.list_executions()) == 2
+    with pytest.raises(ValueError, match="log must be the start"):
+        await store.grant_starts([replace(request("other", "s1"), log=new_start())], now=13.0)
 
 
 async def test_finish_executions_frees_each_key_by_its_count(store: Store) -> None:

@@ -98,7 +98,10 @@ class Store(Protocol):
         Requests are decided in order: one is GRANTED if, after those granted before it, every
         slot of it is below its cap, else FULL (and changes nothing); GONE if its start is no
         longer QUEUED (`start` is None if there is no such start). The ledger rows are taken
-        once for the whole batch, so a hot row is locked once for many grants."""
+        once for the whole batch, so a hot row is locked once for many grants. A request with
+        a `log` first logs its start in the same transaction (FULL then leaves it logged,
+        QUEUED, and answers it as `start`); if its idempotency key is taken, it is GONE with
+        the start that holds the key, and nothing is written for it."""
         ...
 
     async def decide_start(

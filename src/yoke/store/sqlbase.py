@@ -179,6 +179,8 @@ class SqlStore(ActorSqlVerbs):
     async def grant_starts(
         self, requests: Sequence[GrantRequest], *, now: float
     ) -> list[GrantResult]:
+        if any(r.log is not None and r.log.start_id != r.start_id for r in requests):
+            raise ValueError("a grant request's log must be the start it grants")
         results: list[GrantResult | None] = [None] * len(requests)
         async with self._write() as tx:
             # Starts that fit at once come with their log: written here, in the same
