@@ -219,3 +219,116 @@ async def test_a_service_that_loses_a_cancel_still_lets_the_app_stop(database_ur
 
     await asyncio.wait_for(run_briefly(), 10)
     assert cancels == 2
+
+
+def after_grants(store: Store, act: Callable[[Any], Awaitable[None]]) -> None:
+    """Run `act(requests)` once, right after the real `grant_starts` of the next batch has
+    committed and before its caller sees the answers: an operator who was quick."""
+    real = store.grant_starts
+
+    async def grant_starts(requests: Any, *, now: float) -> Any:
+        answers = await real(requests, now=now)
+        store.grant_starts = real  # type: ignore[method-assign]
+        await act(requests)
+        return answers
+
+    store.grant_starts = grant_starts  # type: ignore[method-assign]
+
+
+OPERATOR = yoke.Principal("op", roles=["OPERATOR"])
+
+
+async def test_a_start_found_full_keeps_a_priority_set_just_after_it_was_logged(
+    database_url: str,
+) -> None:
+    app = make_app(database_url, Gates(), limits=Limits(max_running=1))
+    async with app.running(), slot_held_elsewhere(database_url):
+        ex = app.executions
+        assert app.store is not None
+
+        async def reprioritize(requests: Any) -> None:
+            await ex.set_priority(requests[0].start_id, 7, principal=OPERATOR)
+
+        after_grants(app.store, reprioritize)
+        start = await ex.start("hold", {"gate": "x"})  # fits here, FULL in the ledger
+        assert start.status is StartStatus.QUEUED and start.priority == 7
+        assert (await ex.get(start.start_id)).priority == 7
+        item = ex.kernel.get(start.start_id)
+        assert item is not None and item.priority == 7  # its place in line follows
+
+
+async def test_a_start_found_full_and_cancelled_just_after_it_was_logged_says_cancelled(
+    database_url: str,
+) -> None:
+    app = make_app(database_url, Gates(), limits=Limits(max_running=1))
+    async with app.running(), slot_held_elsewhere(database_url):
+        ex = app.executions
+        assert app.store is not None
+
+        async def cancel(requests: Any) -> None:
+            await ex.cancel_start(requests[0].start_id)
+
+        after_grants(app.store, cancel)
+        start = await ex.start("hold", {"gate": "x"})
+        assert start.status is StartStatus.CANCELLED
+        assert ex.kernel.running == 0 and ex.kernel.queued == 0
+
+
+async def test_a_start_being_logged_is_not_overtaken_by_one_that_fits_later(
+    database_url: str,
+) -> None:
+    gates = Gates()
+    app = make_app(database_url, gates, limits=Limits(max_running=1))
+    async with app.running():
+        ex = app.executions
+        store = app.store
+        assert store is not None
+        first = await ex.start("hold", {"gate": "a"})
+        assert first.status is StartStatus.GRANTED and first.execution_id is not None
+        real = store.log_starts
+
+        async def slow_log(starts: Any) -> Any:
+            await asyncio.sleep(0.2)  # a slow round trip, or a batch queued behind another
+            return await real(starts)
+
+        store.log_starts = slow_log  # type: ignore[method-assign]
+        # The slot is taken: the urgent start is logged first, and reaches the kernel after.
+        urgent = asyncio.create_task(ex.start("hold", {"gate": "b"}, priority=10))
+        await asyncio.sleep(0.05)
+        gates.open("a")
+        await ex.wait(first.execution_id, timeout=10)
+        # The slot is free and the kernel's queue empty, but the urgent start is still being
+        # logged: a later start must not take the slot at once.
+        later = await ex.start("hold", {"gate": "c"}, priority=0)
+        assert (await urgent).status is StartStatus.GRANTED
+        assert later.status is StartStatus.QUEUED
+        gates.open("b")
+        gates.open("c")
+
+
+async def test_a_start_held_back_by_another_process_is_retried_on_the_poll_not_in_a_loop(
+    database_url: str,
+) -> None:
+    gates = Gates()
+    app = make_app(database_url, gates, limits=Limits(max_running=1), slot_poll_interval=0.1)
+    async with app.running(), slot_held_elsewhere(database_url) as free:
+        ex = app.executions
+        assert app.store is not None
+        start = await ex.start("hold", {"gate": "x"})
+        assert start.status is StartStatus.QUEUED  # fits here; the ledger says FULL
+        tries = 0
+        real = app.store.grant_starts
+
+        async def counted(requests: Any, *, now: float) -> Any:
+            nonlocal tries
+            tries += 1
+            return await real(requests, now=now)
+
+        app.store.grant_starts = counted  # type: ignore[method-assign]
+        await asyncio.sleep(1.0)
+        # One try per backup poll (10 in a second), not one per turn of the loop.
+        assert 3 <= tries <= 15
+        await free()
+        granted = await ex.wait_granted(start.start_id, timeout=10)
+        assert granted.status is StartStatus.GRANTED
+        gates.open("x")

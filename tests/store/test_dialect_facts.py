@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -23,6 +24,7 @@ from yoke.store import (
     GrantRequest,
     Slot,
     StartStatus,
+    postgres,
     sqlfiles,
 )
 from yoke.store.postgres import PostgresStore
@@ -423,3 +425,48 @@ async def test_postgres_a_finish_batch_locks_its_executions_in_id_order(
         holder.rollback()
         assert await asyncio.wait_for(finishing, 10) == [True, True]
     assert await pg.ledger() == {}  # both slots given back (a zero row is not listed)
+
+
+@pytest.mark.postgres
+async def test_postgres_a_key_given_back_after_the_insert_skipped_it_is_taken_again(
+    pg: PostgresStore, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # READ COMMITTED: between the INSERT that found the key taken and the look-up of its holder,
+    # the holder can be refused with `forget_key` (another process, a limit). The start then
+    # gets the key; the batch's other starts are not failed with it.
+    holder, _ = await pg.log_start(new_start(idempotency_key="K"))
+    queued, _ = await pg.log_start(new_start())
+    other = PostgresStore(pg_url)
+    await other.open()
+    real_one = postgres._Tx.one
+
+    async def one(self: Any, query: str, params: Any) -> Any:
+        if query == "get_start_by_key":
+            await other.decide_start(
+                holder.start_id, StartStatus.REFUSED, reason="limit", now=2, forget_key=True
+            )
+        return await real_one(self, query, params)
+
+    monkeypatch.setattr(postgres._Tx, "one", one)
+    retry = new_start(idempotency_key="K")
+    try:
+        res = await pg.grant_starts(
+            [
+                GrantRequest(
+                    start_id=queued.start_id,
+                    execution=new_execution(queued.start_id),
+                    slots=(Slot(key="global", cap=None),),
+                ),
+                GrantRequest(
+                    start_id=retry.start_id,
+                    execution=new_execution(retry.start_id),
+                    slots=(Slot(key="global", cap=None),),
+                    log=retry,
+                ),
+            ],
+            now=3,
+        )
+    finally:
+        await other.close()
+    assert [r.outcome for r in res] == [GrantOutcome.GRANTED, GrantOutcome.GRANTED]
+    assert res[1].start is not None and res[1].start.idempotency_key == "K"

@@ -96,6 +96,7 @@ class Executions(Reading, Control):
         self._caps = Caps(self._kernel, limits)
         self._order = QueueOrder()
         self._limits = limits
+        self._logging = 0
         self._wake = asyncio.Event()
         self._logger: GroupCommit[NewStart, tuple[StartRow, bool]] = GroupCommit(self._flush_logs)
         self._granter: GroupCommit[_Pick, GrantResult] = GroupCommit(self._flush_grants)
@@ -197,7 +198,13 @@ class Executions(Reading, Control):
         item = self._admit_at_once(new)
         if item is not None:
             return await self._log_and_grant(new, copy, item)
-        row, created = await asyncio.shield(self._logger.submit(new))
+        # While it is being logged no start may be admitted at once: it would overtake this
+        # one, which reaches the kernel only once logged.
+        self._logging += 1
+        try:
+            row, created = await asyncio.shield(self._logger.submit(new))
+        finally:
+            self._logging -= 1  # `_admit` offers it before any other task runs
         if not created:
             if row.fingerprint != new.fingerprint:
                 raise IdempotencyConflict(
@@ -208,8 +215,8 @@ class Executions(Reading, Control):
 
     def _admit_at_once(self, new: NewStart) -> Item | None:
         """The kernel's yes to a start that fits now, before it is logged (nothing is queued
-        and every cap has room); None: log it first, then offer it (it may have to queue)."""
-        if self._closing:
+        or being logged, and every cap has room); None: log it first, then offer it."""
+        if self._closing or self._logging:
             return None
         self._caps.before_offer(new.session, new.workflow)
         return self._kernel.admit(
@@ -312,8 +319,6 @@ class Executions(Reading, Control):
                 await self._give_up(local, StartStatus.REFUSED, "the store failed")
             raise
         if outcome.outcome is GrantOutcome.FULL:
-            if outcome.start is not None:
-                local.row = outcome.start  # logged by this batch, QUEUED
             reject = self._limits.on_limit == "reject"
             if reject or self._closing:
                 k.release(item.id)
@@ -433,6 +438,8 @@ class Executions(Reading, Control):
             if res.start is not None:
                 local.row = res.start
             local.decided.set()
+        elif res.start is not None and local.row.seq == _UNLOGGED:
+            local.row = res.start  # FULL: logged by this batch, QUEUED (unless changed since)
 
     def _back_in_line(self, item: Item, local: Local) -> None:
         """A pick the ledger answered FULL (another process holds the slot) or could not
@@ -447,8 +454,9 @@ class Executions(Reading, Control):
             self._cleanup(self._give_up(local, StartStatus.REFUSED, "shutting down"))
         else:
             self._kernel.requeue(item.id)
+            if item.priority != local.row.priority:  # changed while it was being granted
+                self._kernel.reprioritize(item.id, local.row.priority)
         self._order.sync(item)
-        self.wake()
 
     def _cleanup(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run `coro` (a store write that must land before the store closes) as a task that
@@ -728,10 +736,13 @@ class Executions(Reading, Control):
         return [r.task for r in self._runs.values() if r.task is not None]
 
 
+_UNLOGGED = 0  # the `seq` of a row not logged yet; the stores number rows from 1
+
+
 def _unlogged(new: NewStart) -> StartRow:
     """The row `new` will have once logged (its `seq` is the store's to give)."""
     return StartRow(
-        seq=0,
+        seq=_UNLOGGED,
         start_id=new.start_id,
         kind=new.kind,
         workflow=new.workflow,

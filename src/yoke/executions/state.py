@@ -105,6 +105,7 @@ class ExecutionsState:
         self._local: dict[str, Local] = {}
         self._runs: dict[str, Local] = {}  # by execution id, while its task lives
         self._in_flight: set[asyncio.Future[Any]] = set()  # starts being logged and decided
+        self._logging = 0  # starts logged (or being logged) and not yet offered to the kernel
         self._wake = asyncio.Event()
         self._closing = False
         self._aborting = False

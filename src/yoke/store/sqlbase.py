@@ -570,20 +570,27 @@ async def _insert_starts(tx: Tx, starts: Sequence[NewStart]) -> list[tuple[Start
     batch = [_new_start(s) for s in starts]
     rows = await tx.many("insert_start", batch)
     created = {str(r["start_id"]): _start(r) for r in rows}
-    out: list[tuple[StartRow, bool]] = []
-    for params in batch:
-        row = created.get(params["start_id"])
+    return [await _written_or_holder(tx, p, created.get(p["start_id"])) for p in batch]
+
+
+async def _written_or_holder(
+    tx: Tx, params: dict[str, Any], row: StartRow | None
+) -> tuple[StartRow, bool]:
+    for _ in range(3):
         if row is not None:
-            out.append((row, True))
-            continue
+            return row, True
         # The key was taken: the start holding it is committed (ON CONFLICT waited for it, or
         # this very batch inserted it).
-        existing = await tx.one("get_start_by_key", params)
-        if existing is None:
-            # The only unique constraints are start_id (a fresh uuid) and the key.
-            raise Conflict(f"start {params['start_id']} already exists")
-        out.append((_start(existing), False))
-    return out
+        holder = await tx.one("get_start_by_key", params)
+        if holder is not None:
+            return _start(holder), False
+        # The holder gave its key back (refused with `forget_key`) after the INSERT: again.
+        again = await tx.many("insert_start", [params])
+        row = _start(again[0]) if again else None
+    if row is not None:
+        return row, True
+    # The only unique constraints are start_id (a fresh uuid) and the key.
+    raise Conflict(f"start {params['start_id']} already exists")
 
 
 def _new_start(s: NewStart) -> dict[str, Any]:
