@@ -249,8 +249,9 @@ def markdown(doc: dict[str, Any]) -> str:
     lines += [
         "",
         "A granted start = log the start, take the ledger slots and create the "
-        "execution, and its no-op execution's finish: three writes, each in a batch that "
-        "concurrent starts share (one commit per batch). The baseline is one commit per row. "
+        "execution (one transaction, since the start fits at once), and its no-op execution's "
+        "finish: two transactions, each in a batch that concurrent starts share (one commit "
+        "per batch). The baseline is one commit per row. "
         "Hand-off = from one execution's body returning to the next one's body beginning "
         "(finish, wake, kernel pick, grant transaction, task start).",
     ]
