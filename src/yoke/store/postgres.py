@@ -4,10 +4,11 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
 - Isolation is READ COMMITTED (PostgreSQL's default, never raised): exactness comes from row
   locks, not from snapshots, so no transaction is ever retried for a serialization failure.
 - A batch of grants first inserts the starts that come with their log (taking their
-  idempotency keys in sorted order, as a batch of logs does), then locks its start rows (the
-  UPDATE that marks them GRANTED), writes the executions, and last takes each ledger row once,
-  by the batch's count, in sorted key order (INSERT ... ON CONFLICT DO UPDATE locks the row it
-  increments), so the hot ledger rows stay locked for a few statements and the commit.
+  idempotency keys in sorted order, as a batch of logs does; GRANTED already when the peek says
+  they fit), then locks its other start rows (the UPDATE that marks them GRANTED), writes the
+  executions, and last takes each ledger row once, by the batch's count, in sorted key order
+  (INSERT ... ON CONFLICT DO UPDATE locks the row it increments), so the hot ledger rows stay
+  locked for a few statements and the commit.
   Finishes release the same rows once per batch in the same order, after locking their
   execution rows in id order, the order in which `recover_dead` locks a dead instance's:
   writers can wait for each other but never deadlock.

@@ -152,7 +152,7 @@ class SqlStore(ActorSqlVerbs):
     async def log_starts(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
         # `_single`: on PostgreSQL the batch is one INSERT in autocommit, one round trip.
         async with self._single() as tx:
-            return await _insert_starts(tx, starts)
+            return await _insert_starts(tx, [_new_start(s) for s in starts])
 
     async def get_start(self, start_id: str) -> StartRow | None:
         async with self._read() as tx:
@@ -183,17 +183,6 @@ class SqlStore(ActorSqlVerbs):
             raise ValueError("a grant request's log must be the start it grants")
         results: list[GrantResult | None] = [None] * len(requests)
         async with self._write() as tx:
-            # Starts that fit at once come with their log: written here, in the same
-            # transaction, so they are durable QUEUED rows before the grant marks them. One
-            # whose idempotency key was taken is answered GONE with the start holding the key.
-            logs = [r.log for r in requests if r.log is not None]
-            inserted = await _insert_starts(tx, logs)
-            logged = {s.start_id: got for s, got in zip(logs, inserted, strict=True)}
-            for i, req in enumerate(requests):
-                if req.log is not None:
-                    row, created = logged[req.start_id]
-                    if not created:
-                        results[i] = GrantResult(outcome=GrantOutcome.GONE, start=row)
             # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
             # processes hold every slot, is answered FULL before anything is written for it.
             capped = sorted({s.key for r in requests for s in r.slots if s.cap is not None})
@@ -205,8 +194,6 @@ class SqlStore(ActorSqlVerbs):
             twice: list[int] = []  # a start asked for again in the same batch: GONE
             asked: set[str] = set()
             for i, req in enumerate(requests):
-                if results[i] is not None:
-                    continue
                 if req.start_id in asked:
                     twice.append(i)
                     continue
@@ -216,16 +203,24 @@ class SqlStore(ActorSqlVerbs):
                     hopeful.append(i)
                 else:
                     results[i] = _full(full)
-            # Marking the starts locks their rows and tells which are still QUEUED.
+            logged = await _log_fitting(tx, requests, set(hopeful), results, now=now)
+            hopeful = [i for i in hopeful if results[i] is None]
+            # Marking the other starts locks their rows and tells which are still QUEUED.
             marks = [
                 {
                     "start_id": requests[i].start_id,
                     "execution_id": requests[i].execution.execution_id,
                 }
                 for i in hopeful
+                if requests[i].log is None
             ]
             rows = await tx.many("mark_granted", marks, now=now) if marks else []
-            marked = {str(r["start_id"]): r for r in rows}
+            marked = {str(r["start_id"]): _start(r) for r in rows}
+            marked.update(
+                (start_id, row)
+                for start_id, (row, created) in logged.items()
+                if created and row.status is StartStatus.GRANTED
+            )
             planned: list[int] = []
             seen = Counter(peeked)
             for i in hopeful:
@@ -256,7 +251,7 @@ class SqlStore(ActorSqlVerbs):
                     running.update({s.key: running[s.key] + 1 for s in req.slots})
                     results[i] = GrantResult(
                         outcome=GrantOutcome.GRANTED,
-                        start=_start(marked[req.start_id]),
+                        start=marked[req.start_id],
                         execution=_execution(executions[req.start_id]),
                     )
                     continue
@@ -275,7 +270,13 @@ class SqlStore(ActorSqlVerbs):
         for i, req in enumerate(requests):
             res = results[i]
             if req.log is not None and res is not None and res.outcome is GrantOutcome.FULL:
-                results[i] = replace(res, start=logged[req.start_id][0])  # logged, QUEUED
+                row = logged[req.start_id][0]  # logged by this batch, and left QUEUED
+                results[i] = replace(
+                    res,
+                    start=replace(
+                        row, status=StartStatus.QUEUED, execution_id=None, decided_at=None
+                    ),
+                )
         return [r for r in results if r is not None]
 
     async def _insert_executions(self, tx: Tx, requests: Sequence[GrantRequest]) -> dict[str, Row]:
@@ -562,12 +563,40 @@ def _start(r: Row) -> StartRow:
     )
 
 
-async def _insert_starts(tx: Tx, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
-    """Log `starts` (QUEUED): (row, True) for each one written, (the start holding its
-    idempotency key, False) for each one whose key was taken."""
-    if not starts:
+async def _log_fitting(
+    tx: Tx,
+    requests: Sequence[GrantRequest],
+    hopeful: set[int],
+    results: list[GrantResult | None],
+    *,
+    now: float,
+) -> dict[str, tuple[StartRow, bool]]:
+    """Log the starts of `requests` that come with their log (they fit at once): a hopeful
+    one is written GRANTED already (its mark), the others QUEUED. One whose idempotency key
+    was taken gets GONE in `results`, with the start holding the key."""
+    logs = [(i, r) for i, r in enumerate(requests) if r.log is not None]
+    if not logs:
+        return {}
+    batch: list[dict[str, Any]] = []
+    for i, req in logs:
+        assert req.log is not None
+        params = _new_start(req.log)
+        if i in hopeful:
+            params.update(execution_id=req.execution.execution_id, decided_at=now)
+        batch.append(params)
+    logged = dict(zip((r.start_id for _, r in logs), await _insert_starts(tx, batch), strict=True))
+    for i, req in logs:
+        row, created = logged[req.start_id]
+        if not created:
+            results[i] = GrantResult(outcome=GrantOutcome.GONE, start=row)
+    return logged
+
+
+async def _insert_starts(tx: Tx, batch: list[dict[str, Any]]) -> list[tuple[StartRow, bool]]:
+    """Log the starts of `batch` (`_new_start` parameters): (row, True) for each one written,
+    (the start holding its idempotency key, False) for each one whose key was taken."""
+    if not batch:
         return []
-    batch = [_new_start(s) for s in starts]
     rows = await tx.many("insert_start", batch)
     created = {str(r["start_id"]): _start(r) for r in rows}
     return [await _written_or_holder(tx, p, created.get(p["start_id"])) for p in batch]
@@ -609,6 +638,8 @@ def _new_start(s: NewStart) -> dict[str, Any]:
         "from_step": s.from_step,
         "instance_id": s.instance_id,
         "created_at": s.created_at,
+        "execution_id": None,  # logged QUEUED; a grant batch may log it GRANTED
+        "decided_at": None,
     }
 
 

@@ -584,18 +584,20 @@ WHERE e.execution_id = locked.execution_id AND e.status = 'RUNNING'
 RETURNING e.execution_id, e.slot_keys;
 
 -- name: insert_start_many
--- %(batch)s is a JSON array of new starts; one whose idempotency key is taken is skipped
--- (ON CONFLICT waits for an uncommitted holder of the key, then skips).
+-- %(batch)s is a JSON array of new starts, each QUEUED, or GRANTED at once (with its execution
+-- id) by a grant batch that logs it because it fits; one whose idempotency key is taken is
+-- skipped (ON CONFLICT waits for an uncommitted holder of the key, then skips).
 INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
     principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
-    instance_id, created_at)
+    execution_id, instance_id, created_at, decided_at)
 SELECT start_id, kind, workflow, session, priority, input, fingerprint, principal,
-    idem_scope, idempotency_key, source_execution_id, from_step, 'QUEUED', instance_id,
-    created_at
+    coalesce(principal, ''), idempotency_key, source_execution_id, from_step,
+    CASE WHEN execution_id IS NULL THEN 'QUEUED' ELSE 'GRANTED' END, execution_id,
+    instance_id, created_at, decided_at
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, kind text, workflow text,
     session text, priority bigint, input text, fingerprint text, principal text,
-    idem_scope text, idempotency_key text, source_execution_id text, from_step text,
-    instance_id text, created_at double precision)
-ORDER BY idem_scope, idempotency_key  -- keys taken in one order: two batches never deadlock
+    idempotency_key text, source_execution_id text, from_step text, execution_id text,
+    instance_id text, created_at double precision, decided_at double precision)
+ORDER BY coalesce(principal, ''), idempotency_key  -- keys in one order: never a deadlock
 ON CONFLICT DO NOTHING
 RETURNING *;

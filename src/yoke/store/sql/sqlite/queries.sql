@@ -2,12 +2,15 @@
 -- Writes run inside BEGIN IMMEDIATE (see yoke/store/sqlite.py), so no row locks are needed.
 
 -- name: insert_start
+-- A start is logged QUEUED, or GRANTED at once (with its execution id) by a grant batch that
+-- logs it because it fits.
 INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
     principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
-    instance_id, created_at)
+    execution_id, instance_id, created_at, decided_at)
 VALUES (:start_id, :kind, :workflow, :session, :priority, :input, :fingerprint,
-    :principal, :idem_scope, :idempotency_key, :source_execution_id, :from_step, 'QUEUED',
-    :instance_id, :created_at)
+    :principal, coalesce(:principal, ''), :idempotency_key, :source_execution_id, :from_step,
+    CASE WHEN :execution_id IS NULL THEN 'QUEUED' ELSE 'GRANTED' END,
+    :execution_id, :instance_id, :created_at, :decided_at)
 ON CONFLICT DO NOTHING
 RETURNING *;
 
