@@ -15,7 +15,7 @@ import pytest
 import yoke
 from tests.store.test_conformance import new_execution, new_start
 from yoke.app import open_store
-from yoke.errors import BadType, BadValue, ShuttingDown
+from yoke.errors import BadType, BadValue, ShuttingDown, StoreUnavailable
 from yoke.executions import Limits, StartStatus
 from yoke.store import ExecutionStatus, GrantOutcome, GrantRequest, Slot, Store
 
@@ -332,3 +332,61 @@ async def test_a_start_held_back_by_another_process_is_retried_on_the_poll_not_i
         granted = await ex.wait_granted(start.start_id, timeout=10)
         assert granted.status is StartStatus.GRANTED
         gates.open("x")
+
+
+async def test_a_grant_whose_answer_is_lost_after_its_commit_runs_and_frees_its_slot(
+    database_url: str,
+) -> None:
+    app = make_app(database_url, limits=Limits(max_running=1))
+
+    @app.workflow()
+    async def echo(ctx: yoke.Context, input: Any) -> Any:
+        return input
+
+    async with app.running():
+        store = app.store
+        assert store is not None
+        real = store.grant_starts
+
+        async def answer_lost(requests: Any, *, now: float) -> Any:
+            store.grant_starts = real  # type: ignore[method-assign]
+            await real(requests, now=now)  # committed
+            raise StoreUnavailable("the connection closed while committing")
+
+        store.grant_starts = answer_lost  # type: ignore[method-assign]
+        start = await app.executions.start(echo, 5)
+        assert start.status is StartStatus.GRANTED and start.execution_id is not None
+        done = await app.executions.wait(start.execution_id, timeout=10)
+        assert done.status is ExecutionStatus.SUCCEEDED and done.output == 5
+        # Its slot was given back: the next start fits (max_running=1).
+        again = await app.executions.start(echo, 6)
+        assert again.status is StartStatus.GRANTED
+        assert again.execution_id is not None
+        await app.executions.wait(again.execution_id, timeout=10)
+        assert await store.ledger() == {}
+
+
+async def test_a_grant_batch_that_failed_before_its_commit_still_fails(
+    database_url: str,
+) -> None:
+    app = make_app(database_url)
+
+    @app.workflow()
+    async def echo(ctx: yoke.Context, input: Any) -> Any:
+        return input
+
+    async with app.running():
+        store = app.store
+        assert store is not None
+        real = store.grant_starts
+
+        async def fails(requests: Any, *, now: float) -> Any:
+            store.grant_starts = real  # type: ignore[method-assign]
+            raise StoreUnavailable("the database is down")
+
+        store.grant_starts = fails  # type: ignore[method-assign]
+        with pytest.raises(StoreUnavailable):
+            await app.executions.start(echo, 5)
+        assert app.executions.kernel.running == 0
+        assert await store.ledger() == {}
+        assert await store.list_executions() == []

@@ -55,6 +55,7 @@ from yoke.executions.model import (
     encode_json,
     storable_text,
 )
+from yoke.executions.readback import committed_outcomes
 from yoke.executions.reading import Reading
 from yoke.executions.state import (
     ExecutionsStats,
@@ -402,16 +403,23 @@ class Executions(Reading, Control):
     async def _flush_grants(self, picks: Sequence[_Pick]) -> list[GrantResult]:
         """One batch of grants. Everything a pick of the dispatcher's pump (or of a caller that
         went away) needs is done here, inside the batch, so `idle()` covers it at shutdown."""
+        requests = [p.request for p in picks]
+        store = self._require()
         try:
-            results = await self._require().grant_starts(
-                [p.request for p in picks], now=self._clock.wall()
+            results = await store.grant_starts(requests, now=self._clock.wall())
+        except BaseException as exc:
+            # A lost answer is not always a lost commit: what did commit is applied.
+            found = (
+                await committed_outcomes(store, requests) if isinstance(exc, YokeError) else None
             )
-        except BaseException:
-            for p in picks:
-                if p.from_pump or p.local.orphaned:
-                    self._back_in_line(p.item, p.local)
-                _tried(p)
-            raise
+            if found is None:
+                for p in picks:
+                    if p.from_pump or p.local.orphaned:
+                        self._back_in_line(p.item, p.local)
+                    _tried(p)
+                raise
+            log.warning("a grant batch's answer was lost after it committed: %s", exc)
+            results = found
         for p, res in zip(picks, results, strict=True):
             self._apply(p.item, p.local, res)
             if res.outcome is GrantOutcome.FULL and (p.from_pump or p.local.orphaned):
