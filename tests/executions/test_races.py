@@ -390,3 +390,31 @@ async def test_a_grant_batch_that_failed_before_its_commit_still_fails(
         assert app.executions.kernel.running == 0
         assert await store.ledger() == {}
         assert await store.list_executions() == []
+
+
+async def test_an_end_recorded_while_the_store_is_down_is_recorded_when_it_returns(
+    database_url: str,
+) -> None:
+    app = make_app(database_url, limits=Limits(max_running=1))
+
+    @app.workflow()
+    async def echo(ctx: yoke.Context, input: Any) -> Any:
+        return input
+
+    async with app.running():
+        store = app.store
+        assert store is not None
+        real = store.finish_executions
+        down_until = asyncio.get_running_loop().time() + 1.5  # longer than a few retries
+
+        async def down_for_a_while(finishes: Any, *, now: float) -> Any:
+            if asyncio.get_running_loop().time() < down_until:
+                raise StoreUnavailable("the database is down")
+            return await real(finishes, now=now)
+
+        store.finish_executions = down_for_a_while  # type: ignore[method-assign]
+        start = await app.executions.start(echo, 5)
+        assert start.execution_id is not None
+        done = await app.executions.wait(start.execution_id, timeout=10)
+        assert done.status is ExecutionStatus.SUCCEEDED and done.output == 5
+        assert await store.ledger() == {}

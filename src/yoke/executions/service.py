@@ -690,22 +690,28 @@ class Executions(Reading, Control):
         error: str | None,
     ) -> None:
         local.finishing = True
+        finish = Finish(execution_id=ex.execution_id, status=status, output=output, error=error)
         try:
-            for attempt in range(3):
+            attempt = 0
+            while True:
                 try:
-                    finish = Finish(
-                        execution_id=ex.execution_id, status=status, output=output, error=error
-                    )
                     await _to_the_end(self._finisher.submit(finish))
                     break
                 except YokeError as exc:
+                    attempt += 1
+                    # Until the store takes it, the slot stays taken, here and in the ledger.
+                    # Stopping, give up after a few tries: once this instance has stopped, a
+                    # peer's recovery records the execution ABORTED and frees its slot.
+                    if self._closing and attempt >= 3:
+                        log.error("the end of %s was not recorded: %s", ex.execution_id, exc)
+                        break
                     log.warning(
                         "recording the end of %s failed (%s), attempt %d",
                         ex.execution_id,
                         exc,
-                        attempt + 1,
+                        attempt,
                     )
-                    await asyncio.sleep(0.1 * 2**attempt)  # back-off before retrying
+                    await asyncio.sleep(min(0.1 * 2**attempt, 5.0))  # back-off, then again
         finally:
             self._runs.pop(ex.execution_id, None)
             self._local.pop(local.row.start_id, None)
