@@ -238,6 +238,17 @@ def after_grants(store: Store, act: Callable[[Any], Awaitable[None]]) -> None:
 OPERATOR = yoke.Principal("op", roles=["OPERATOR"])
 
 
+def echo_app(database_url: str, **over: Any) -> yoke.App:
+    """An app with one workflow, `echo`, that returns its input."""
+    app = make_app(database_url, **over)
+
+    @app.workflow()
+    async def echo(ctx: yoke.Context, input: Any) -> Any:
+        return input
+
+    return app
+
+
 async def test_a_start_found_full_keeps_a_priority_set_just_after_it_was_logged(
     database_url: str,
 ) -> None:
@@ -337,12 +348,7 @@ async def test_a_start_held_back_by_another_process_is_retried_on_the_poll_not_i
 async def test_a_grant_whose_answer_is_lost_after_its_commit_runs_and_frees_its_slot(
     database_url: str,
 ) -> None:
-    app = make_app(database_url, limits=Limits(max_running=1))
-
-    @app.workflow()
-    async def echo(ctx: yoke.Context, input: Any) -> Any:
-        return input
-
+    app = echo_app(database_url, limits=Limits(max_running=1))
     async with app.running():
         store = app.store
         assert store is not None
@@ -354,12 +360,12 @@ async def test_a_grant_whose_answer_is_lost_after_its_commit_runs_and_frees_its_
             raise StoreUnavailable("the connection closed while committing")
 
         store.grant_starts = answer_lost  # type: ignore[method-assign]
-        start = await app.executions.start(echo, 5)
+        start = await app.executions.start("echo", 5)
         assert start.status is StartStatus.GRANTED and start.execution_id is not None
         done = await app.executions.wait(start.execution_id, timeout=10)
         assert done.status is ExecutionStatus.SUCCEEDED and done.output == 5
         # Its slot was given back: the next start fits (max_running=1).
-        again = await app.executions.start(echo, 6)
+        again = await app.executions.start("echo", 6)
         assert again.status is StartStatus.GRANTED
         assert again.execution_id is not None
         await app.executions.wait(again.execution_id, timeout=10)
@@ -369,12 +375,7 @@ async def test_a_grant_whose_answer_is_lost_after_its_commit_runs_and_frees_its_
 async def test_a_grant_batch_that_failed_before_its_commit_still_fails(
     database_url: str,
 ) -> None:
-    app = make_app(database_url)
-
-    @app.workflow()
-    async def echo(ctx: yoke.Context, input: Any) -> Any:
-        return input
-
+    app = echo_app(database_url)
     async with app.running():
         store = app.store
         assert store is not None
@@ -386,7 +387,7 @@ async def test_a_grant_batch_that_failed_before_its_commit_still_fails(
 
         store.grant_starts = fails  # type: ignore[method-assign]
         with pytest.raises(StoreUnavailable):
-            await app.executions.start(echo, 5)
+            await app.executions.start("echo", 5)
         assert app.executions.kernel.running == 0
         assert await store.ledger() == {}
         assert await store.list_executions() == []
@@ -395,12 +396,7 @@ async def test_a_grant_batch_that_failed_before_its_commit_still_fails(
 async def test_an_end_recorded_while_the_store_is_down_is_recorded_when_it_returns(
     database_url: str,
 ) -> None:
-    app = make_app(database_url, limits=Limits(max_running=1))
-
-    @app.workflow()
-    async def echo(ctx: yoke.Context, input: Any) -> Any:
-        return input
-
+    app = echo_app(database_url, limits=Limits(max_running=1))
     async with app.running():
         store = app.store
         assert store is not None
@@ -413,7 +409,7 @@ async def test_an_end_recorded_while_the_store_is_down_is_recorded_when_it_retur
             return await real(finishes, now=now)
 
         store.finish_executions = down_for_a_while  # type: ignore[method-assign]
-        start = await app.executions.start(echo, 5)
+        start = await app.executions.start("echo", 5)
         assert start.execution_id is not None
         done = await app.executions.wait(start.execution_id, timeout=10)
         assert done.status is ExecutionStatus.SUCCEEDED and done.output == 5
