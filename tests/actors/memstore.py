@@ -275,13 +275,7 @@ class MemoryActorStore:
         )
 
     async def list_instances(self, actor: str, *, limit: int = 100) -> list[InstanceInfo]:
-        out = []
-        for ref in sorted(self.instances, key=lambda r: (r.tenant, r.instance_id)):
-            if ref.actor == actor:
-                info = await self.get_instance(ref)
-                assert info is not None
-                out.append(info)
-        return out[:limit]
+        return await self.instances_page(actor, limit=limit)
 
     async def schedule(self, timers: Sequence[NewTimer], *, now: float) -> list[int]:
         await asyncio.sleep(0)

@@ -211,11 +211,7 @@ class Kernel(Settings):
         make the item durable first and `offer` it then. The check reads the caps without
         creating a lane or key, so a refused admit leaves no trace in the policy's state."""
         item = self._new_item(item_id, lane, priority, keys, None, payload)
-        if not self._fits_now(lane, item.keys):
-            return None
-        started = self._start_at_once(item)
-        assert started
-        return item
+        return item if self._start_at_once(item) else None
 
     def _fits_now(self, lane: Hashable, sig: tuple[Hashable, ...]) -> bool:
         # The caps `_blocker` reads for the item's class, looked up without making the class.
@@ -234,9 +230,8 @@ class Kernel(Settings):
 
     def _start_at_once(self, item: Item) -> bool:
         """Start `item` if the queue is empty and its caps have room: exactly what push +
-        pop_next would do with an empty queue, minus the heaps."""
-        nothing_queued = len(self._items) == self._running
-        if not nothing_queued or (self._gcap is not None and self._running >= self._gcap):
+        pop_next would do with an empty queue, minus the heaps. Refused, it changes nothing."""
+        if not self._fits_now(item.lane, item.keys):
             return False
         ln = self._lanes.get(item.lane)
         if ln is None:
@@ -244,8 +239,6 @@ class Kernel(Settings):
         cls = ln.classes.get(item.keys)
         if cls is None:
             cls = self._new_class(ln, item.keys)
-        if self._blocker(cls) is not None:
-            return False
         for ks in cls.keys:
             ks.users += 1
         item._cls = cls

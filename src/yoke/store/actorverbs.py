@@ -354,9 +354,7 @@ class ActorSqlVerbs:
         return None if r is None else _instance(r)
 
     async def list_instances(self, actor: str, *, limit: int = 100) -> list[InstanceInfo]:
-        async with self._read() as tx:
-            rows = await tx.all("list_instances", {"actor": actor, "limit": limit})
-        return [_instance(r) for r in rows]
+        return await self.instances_page(actor, limit=limit)
 
     # -- timers --------------------------------------------------------------------------------
     async def schedule(self, timers: Sequence[NewTimer], *, now: float) -> list[int]:

@@ -377,20 +377,6 @@ SELECT i.tenant, i.actor, i.instance_id, i.state, i.version, i.worker_id, i.owne
 FROM actor_instances i
 WHERE i.tenant = %(tenant)s AND i.actor = %(actor)s AND i.instance_id = %(instance_id)s;
 
--- name: list_instances
-SELECT i.tenant, i.actor, i.instance_id, i.state, i.version, i.worker_id, i.owner_epoch,
-    i.created_at,
-    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
-        AND q.instance_id = i.instance_id AND q.status = 'pending') AS pending,
-    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
-        AND q.instance_id = i.instance_id AND q.status = 'claimed') AS in_flight,
-    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
-        AND q.instance_id = i.instance_id AND q.status = 'dead') AS dead
-FROM actor_instances i
-WHERE i.actor = %(actor)s
-ORDER BY i.tenant, i.instance_id
-LIMIT %(limit)s;
-
 -- name: schedule_events
 INSERT INTO scheduled_events (tenant, stream, data, fire_at_ms, created_at)
 SELECT r.tenant, r.stream, r.data, r.fire_at_ms, %(now)s
