@@ -275,6 +275,11 @@ async def test_a_start_that_fits_is_logged_and_granted_in_one_batch(store: Store
         GrantOutcome.GONE,
     ]
     assert res[0].start is not None and res[0].start.status is StartStatus.GRANTED
+    # The rows a grant answers with are the rows the store keeps (not read back: built).
+    for r in res[:2]:
+        assert r.start is not None and r.execution is not None
+        assert await store.get_start(r.start.start_id) == r.start
+        assert await store.get_execution(r.execution.execution_id) == r.execution
     queued = res[2].start
     assert queued is not None and queued.status is StartStatus.QUEUED and queued.seq > 0
     assert await store.get_start(fresh[2].start_id) == queued
@@ -317,6 +322,7 @@ async def test_children_run_on_their_parents_slot(store: Store) -> None:
     _, parent = await grant(store, a.start_id)
     child = await store.create_child(new_execution(None, parent_id=parent))
     assert child.parent_id == parent and child.slot_keys == ()
+    assert await store.get_execution(child.execution_id) == child
     assert await store.ledger() == {"global": 1, "session:s1": 1, "workflow:wf": 1}
     assert await store.finish_execution(
         child.execution_id, ExecutionStatus.SUCCEEDED, output="1", error=None, now=30

@@ -116,7 +116,7 @@ def test_each_backend_has_the_same_migrations_and_queries() -> None:
     # A batch verb runs one statement per row on SQLite (`name`, inline) and one per batch on
     # PostgreSQL (`name_many`, one round trip).
     batched = {"insert_start", "mark_granted", "insert_execution", "finish_execution"}
-    only_sqlite = batched - {"insert_execution"}  # PostgreSQL inserts a child row by row
+    only_sqlite = batched
     # An actor append is one statement on PostgreSQL; a SQLite statement writes one table.
     only_pg = {f"{name}_many" for name in batched} | {"notify_slot_freed", "append_events"}
     sqlite, pg = set(sqlfiles.queries("sqlite")), set(sqlfiles.queries("postgres"))

@@ -134,6 +134,13 @@ class _Tx:
         # One statement for the batch: one round trip, whatever its size.
         return await self.all(f"{query}_many", {"batch": json.dumps(items), **common})
 
+    async def insert(
+        self, query: str, items: Sequence[Mapping[str, Any]], *, key: str
+    ) -> dict[Any, int]:
+        # `<query>_many` returns only the key and seq of each row it wrote.
+        rows = await self.all(f"{query}_many", {"batch": json.dumps(items)})
+        return {r[key]: int(r["seq"]) for r in rows}
+
 
 class PostgresStore(SqlStore):
     dialect = "postgres"

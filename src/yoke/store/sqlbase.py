@@ -59,6 +59,15 @@ class Tx(Protocol):
         as a JSON array `batch`), when a statement costs a round trip."""
         ...
 
+    async def insert(
+        self, query: str, items: Sequence[Mapping[str, Any]], *, key: str
+    ) -> dict[Any, int]:
+        """Insert a row per item (`query`, or `<query>_many` as with `many`) without reading
+        the rows back: the `seq` of each row written, by the item's `key` value; an item that
+        ON CONFLICT skipped is absent. The caller knows every other column: on SQLite,
+        RETURNING * cost as much as the insert itself."""
+        ...
+
 
 class SqlStore(ActorSqlVerbs):
     """Base of the SQL backends: subclasses provide `_tx`, `open`, `close` and the dialect.
@@ -252,7 +261,7 @@ class SqlStore(ActorSqlVerbs):
                     results[i] = GrantResult(
                         outcome=GrantOutcome.GRANTED,
                         start=marked[req.start_id],
-                        execution=_execution(executions[req.start_id]),
+                        execution=executions[req.start_id],
                     )
                     continue
                 # Another process took the slot since the peek: undo this grant's writes.
@@ -279,7 +288,9 @@ class SqlStore(ActorSqlVerbs):
                 )
         return [r for r in results if r is not None]
 
-    async def _insert_executions(self, tx: Tx, requests: Sequence[GrantRequest]) -> dict[str, Row]:
+    async def _insert_executions(
+        self, tx: Tx, requests: Sequence[GrantRequest]
+    ) -> dict[str | None, ExecutionRow]:
         """The executions of granted starts, in one statement: start_id -> execution row."""
         if not requests:
             return {}
@@ -287,7 +298,7 @@ class SqlStore(ActorSqlVerbs):
             _new_execution(r.execution, json.dumps(sorted(s.key for s in r.slots)))
             for r in requests
         ]
-        rows = await tx.many("insert_execution", new)
+        seqs = await tx.insert("insert_execution", new, key="execution_id")
         for r in requests:
             if r.copy_steps is not None:
                 await tx.run(
@@ -298,7 +309,7 @@ class SqlStore(ActorSqlVerbs):
                         "before": r.copy_steps.before_position,
                     },
                 )
-        return {str(row["start_id"]): row for row in rows}
+        return {r.start_id: _written_execution(p, seqs) for r, p in zip(requests, new, strict=True)}
 
     async def decide_start(
         self,
@@ -335,10 +346,10 @@ class SqlStore(ActorSqlVerbs):
 
     # -- executions ------------------------------------------------------------------------
     async def create_child(self, execution: NewExecution) -> ExecutionRow:
+        params = _new_execution(execution, None)
         async with self._single() as tx:
-            row = await tx.one("insert_execution", _new_execution(execution, None))
-        assert row is not None
-        return _execution(row)
+            seqs = await tx.insert("insert_execution", [params], key="execution_id")
+        return _written_execution(params, seqs)
 
     async def finish_execution(
         self,
@@ -597,9 +608,8 @@ async def _insert_starts(tx: Tx, batch: list[dict[str, Any]]) -> list[tuple[Star
     (the start holding its idempotency key, False) for each one whose key was taken."""
     if not batch:
         return []
-    rows = await tx.many("insert_start", batch)
-    created = {str(r["start_id"]): _start(r) for r in rows}
-    return [await _written_or_holder(tx, p, created.get(p["start_id"])) for p in batch]
+    seqs = await tx.insert("insert_start", batch, key="start_id")
+    return [await _written_or_holder(tx, p, _written_start(p, seqs)) for p in batch]
 
 
 async def _written_or_holder(
@@ -614,8 +624,7 @@ async def _written_or_holder(
         if holder is not None:
             return _start(holder), False
         # The holder gave its key back (refused with `forget_key`) after the INSERT: again.
-        again = await tx.many("insert_start", [params])
-        row = _start(again[0]) if again else None
+        row = _written_start(params, await tx.insert("insert_start", [params], key="start_id"))
     if row is not None:
         return row, True
     # The only unique constraints are start_id (a fresh uuid) and the key.
@@ -641,6 +650,58 @@ def _new_start(s: NewStart) -> dict[str, Any]:
         "execution_id": None,  # logged QUEUED; a grant batch may log it GRANTED
         "decided_at": None,
     }
+
+
+def _written_start(params: Mapping[str, Any], seqs: Mapping[Any, int]) -> StartRow | None:
+    """The row `insert_start` wrote from `params` (`_new_start`), or None if it was skipped."""
+    seq = seqs.get(params["start_id"])
+    if seq is None:
+        return None
+    return StartRow(
+        seq=seq,
+        start_id=params["start_id"],
+        kind=StartKind(params["kind"]),
+        workflow=params["workflow"],
+        session=params["session"],
+        priority=params["priority"],
+        input=params["input"],
+        fingerprint=params["fingerprint"],
+        principal=params["principal"],
+        idempotency_key=params["idempotency_key"],
+        source_execution_id=params["source_execution_id"],
+        from_step=params["from_step"],
+        status=StartStatus.QUEUED if params["execution_id"] is None else StartStatus.GRANTED,
+        execution_id=params["execution_id"],
+        reason=None,
+        instance_id=params["instance_id"],
+        created_at=params["created_at"],
+        decided_at=params["decided_at"],
+    )
+
+
+def _written_execution(params: Mapping[str, Any], seqs: Mapping[Any, int]) -> ExecutionRow:
+    """The row `insert_execution` wrote from `params` (`_new_execution`)."""
+    seq = seqs.get(params["execution_id"])
+    if seq is None:  # the only unique key is the execution id, a fresh uuid
+        raise Conflict(f"execution {params['execution_id']} already exists")
+    return ExecutionRow(
+        seq=seq,
+        execution_id=params["execution_id"],
+        start_id=params["start_id"],
+        workflow=params["workflow"],
+        session=params["session"],
+        input=params["input"],
+        status=ExecutionStatus.RUNNING,
+        output=None,
+        error=None,
+        parent_id=params["parent_id"],
+        restarted_from=params["restarted_from"],
+        resumed_from=params["resumed_from"],
+        slot_keys=tuple(_keys(params["slot_keys"])),
+        instance_id=params["instance_id"],
+        created_at=params["created_at"],
+        finished_at=None,
+    )
 
 
 def _new_execution(e: NewExecution, slot_keys: str | None) -> dict[str, Any]:

@@ -161,6 +161,11 @@ class _ReadTx:
             rows.extend(await self.all(query, {**item, **common}))
         return rows
 
+    async def insert(
+        self, query: str, items: Sequence[Mapping[str, Any]], *, key: str
+    ) -> dict[Any, int]:
+        return await self._store._call(self._store._insert, self._queries[query], items, key)
+
 
 class _WriteTx(_ReadTx):
     """The statements of a write, run inline on the event loop: the batch already holds the
@@ -186,6 +191,11 @@ class _WriteTx(_ReadTx):
         for item in items:
             rows.extend(self._store._inline(fetch, sql, {**item, **common}))
         return rows
+
+    async def insert(
+        self, query: str, items: Sequence[Mapping[str, Any]], *, key: str
+    ) -> dict[Any, int]:
+        return self._store._inline(self._store._insert, self._queries[query], items, key)
 
 
 class _Batch:
@@ -263,6 +273,14 @@ class SQLiteStore(SqlStore):
 
     def _execute(self, sql: str, params: Mapping[str, Any]) -> int:
         return self._db().execute(sql, params).rowcount
+
+    def _insert(self, sql: str, items: Sequence[Mapping[str, Any]], key: str) -> dict[Any, int]:
+        db, seqs = self._db(), {}
+        for item in items:
+            cur = db.execute(sql, item)
+            if cur.rowcount > 0 and cur.lastrowid is not None:
+                seqs[item[key]] = cur.lastrowid
+        return seqs
 
     def _exec_plain(self, sql: str) -> None:
         self._db().execute(sql)

@@ -13,14 +13,6 @@ SELECT * FROM yoke_starts WHERE start_id = %(start_id)s;
 -- name: release_slot
 UPDATE yoke_ledger SET running = running - %(n)s WHERE key = %(key)s;
 
--- name: insert_execution
-INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
-    parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at)
-VALUES (%(execution_id)s, %(start_id)s, %(workflow)s, %(session)s, %(input)s, 'RUNNING',
-    %(parent_id)s, %(restarted_from)s, %(resumed_from)s, %(slot_keys)s, %(instance_id)s, %(created_at)s)
-RETURNING *;
-
-
 -- name: copy_steps
 INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
 SELECT %(new_id)s, position, name, result, recorded_at FROM yoke_steps
@@ -527,7 +519,7 @@ SELECT execution_id, start_id, workflow, session, input, 'RUNNING', parent_id,
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, start_id text,
     workflow text, session text, input text, parent_id text, restarted_from text,
     resumed_from text, slot_keys text, instance_id text, created_at double precision)
-RETURNING *;
+RETURNING execution_id, seq;
 -- name: add_slot_counts
 -- %(counts)s is a JSON object {key: n}: each ledger row is taken once, by its count, and the
 -- rows are upserted, hence locked, in key order (no deadlock).
@@ -586,4 +578,4 @@ FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, kind text, workflo
     instance_id text, created_at double precision, decided_at double precision)
 ORDER BY coalesce(principal, ''), idempotency_key  -- keys in one order: never a deadlock
 ON CONFLICT DO NOTHING
-RETURNING *;
+RETURNING start_id, seq;

@@ -11,8 +11,7 @@ VALUES (:start_id, :kind, :workflow, :session, :priority, :input, :fingerprint,
     :principal, coalesce(:principal, ''), :idempotency_key, :source_execution_id, :from_step,
     CASE WHEN :execution_id IS NULL THEN 'QUEUED' ELSE 'GRANTED' END,
     :execution_id, :instance_id, :created_at, :decided_at)
-ON CONFLICT DO NOTHING
-RETURNING *;
+ON CONFLICT DO NOTHING;
 
 -- name: get_start_by_key
 SELECT * FROM yoke_starts WHERE idem_scope = :idem_scope AND idempotency_key = :idempotency_key;
@@ -29,8 +28,7 @@ UPDATE yoke_ledger SET running = running - :n WHERE key = :key;
 INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
     parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at)
 VALUES (:execution_id, :start_id, :workflow, :session, :input, 'RUNNING',
-    :parent_id, :restarted_from, :resumed_from, :slot_keys, :instance_id, :created_at)
-RETURNING *;
+    :parent_id, :restarted_from, :resumed_from, :slot_keys, :instance_id, :created_at);
 
 -- name: mark_granted
 UPDATE yoke_starts SET status = 'GRANTED', execution_id = :execution_id, decided_at = :now
