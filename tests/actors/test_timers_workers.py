@@ -15,7 +15,7 @@ from tests.actors.memstore import MemoryActorStore
 from yoke.actors import ActorCtx, ActorRegistry, Event, Fenced, TimerDispatch, WorkerHeartbeat
 from yoke.actors.ctx import InstanceStateCell
 from yoke.actors.protocol import ActorStore
-from yoke.actors.timers import next_sleep
+from yoke.actors.timers import TimerStats, next_sleep
 from yoke.clock import ManualClock, SystemClock
 from yoke.errors import StoreUnavailable
 from yoke.store.actor_records import Completion, InstanceRef, NewEvent, NewTimer, Target
@@ -93,8 +93,10 @@ async def test_timers_are_read_ahead_and_fired_in_one_call_each() -> None:
         now=clock.wall(),
     )
     # (Times in binary fractions of a second: exact in floats, as the clock's are not.)
+    assert t.stats() == TimerStats(fired=0, held=0, reads=0, waiting=False)
     assert await t.fire_due() == 0.125
     assert store.calls == {"upcoming_timers": 1}
+    assert t.stats() == TimerStats(fired=0, held=3, reads=1, waiting=False)
     clock.advance(0.125)
     assert await t.fire_due() == 0.25
     # The two timers due at the same ms went in one call; nothing was read again.
@@ -110,6 +112,7 @@ async def test_timers_are_read_ahead_and_fired_in_one_call_each() -> None:
     clock.advance(0.25)
     assert await t.fire_due() == 10.0  # 4 and 3 fired, nothing left: the backup poll
     assert t.fired == 4 and await store.next_fire_at_ms() is None
+    assert t.stats() == TimerStats(fired=4, held=0, reads=3, waiting=False)
 
 
 async def test_a_timer_fired_elsewhere_is_skipped_and_a_failed_fire_read_again() -> None:

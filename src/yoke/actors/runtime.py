@@ -24,7 +24,7 @@ from yoke.actors.inspection import DEAD_LETTERS_SHOWN, ActorInspector, InstanceV
 from yoke.actors.metrics import ActorMetrics, app_registry
 from yoke.actors.protocol import ActorStore
 from yoke.actors.settings import ActorSettings
-from yoke.actors.timers import TimerDispatch
+from yoke.actors.timers import TimerDispatch, TimerStats
 from yoke.actors.workers import WorkerHeartbeat
 from yoke.clock import Clock, SystemClock
 from yoke.errors import BadType, NotRunning, YokeError
@@ -170,6 +170,9 @@ class ActorRuntime:
 
     def drain_stats(self) -> DrainStats | None:
         return None if self._drain is None else self._drain.stats()
+
+    def timer_stats(self) -> TimerStats | None:
+        return None if self._timers is None else self._timers.stats()
 
     @property
     def drain(self) -> QueueDrainScheduler | None:

@@ -14,7 +14,9 @@ firing loop reads the first page itself: when it holds nothing, when a timer was
 come first), after an error, and at the latest after the backup poll. A timer another worker
 was firing when that worker died stays in the table and is found by such a read.
 `next_sleep` is the timing decision, a pure function of `now`, so it is tested with a fake
-clock; both tasks change the held list only between awaits.
+clock; both tasks change the held list only between awaits. `stats()` names the loop's state
+(`waiting`: asleep until a wake, the next due timer or the backup poll), so that tests of the
+wake-ups can tell a loop that only a wake would rouse (tests/actors/test_wakeups.py).
 
 This module must never name a store backend and reads time only through its `Clock`.
 """
@@ -27,6 +29,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from yoke.actors.definitions import ActorRegistry
 from yoke.actors.protocol import ActorStore
@@ -46,6 +49,14 @@ def next_sleep(now: float, next_fire_at_ms: int | None, poll: float) -> float:
 
 def _fire_at(t: DueTimer) -> int:
     return t.fire_at_ms
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TimerStats:
+    fired: int  # timers this loop fired (not those another worker fired first)
+    held: int  # pending timers read and held here, earliest first
+    reads: int  # first-page reads done (at boot, on a wake, after an error, on the backup poll)
+    waiting: bool  # asleep until a wake, the next held timer or the backup poll
 
 
 class TimerDispatch:
@@ -78,12 +89,20 @@ class TimerDispatch:
         self._page = 0
         self._more = False
         self._low = asyncio.Event()  # the held timers run low: read the next page
+        self._waiting = False
+        self._reads = 0
         self.fired = 0
 
     def __repr__(self) -> str:
         return (
             f"TimerDispatch(fired={self.fired}, upcoming={len(self._upcoming)}, "
-            f"more={self._more}, stale={self._stale}, poll={self._poll})"
+            f"more={self._more}, stale={self._stale}, waiting={self._waiting}, "
+            f"poll={self._poll})"
+        )
+
+    def stats(self) -> TimerStats:
+        return TimerStats(
+            fired=self.fired, held=len(self._upcoming), reads=self._reads, waiting=self._waiting
         )
 
     def wake(self) -> None:
@@ -107,6 +126,7 @@ class TimerDispatch:
         self._page += 1
         page = self._page
         got = await self._store.upcoming_timers(limit=self._batch)
+        self._reads += 1
         if page == self._page:
             self._upcoming, self._more = got, len(got) == self._batch
 
@@ -179,6 +199,10 @@ class TimerDispatch:
             except YokeError as exc:
                 log.warning("firing timers failed (retrying in %.1fs): %s", pause, exc)
                 delay, pause = pause, min(pause * 2, 10.0)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._wake.wait()
+            self._waiting = True
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
+            finally:
+                self._waiting = False

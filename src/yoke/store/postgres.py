@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -51,6 +52,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from yoke.errors import Conflict, StoreError, StoreUnavailable, YokeError
 from yoke.store import sqlfiles
 from yoke.store.sqlbase import Row, SqlStore, Tx
+
+log = logging.getLogger("yoke.store.postgres")
 
 CHANNEL = "yoke_slot_freed"
 ACTOR_QUEUE_CHANNEL = "yoke_actor_queue"
@@ -230,38 +233,59 @@ class PostgresStore(SqlStore):
     ) -> None:
         """Actors: NOTIFY yoke_actor_queue (rows appended or handed over) and
         yoke_schedule_change (a timer scheduled); reconnects with backoff, never fatal."""
-        backoff = 0.2
-        while True:
-            try:
-                conn = await psycopg.AsyncConnection.connect(
-                    self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
-                )
-                async with conn:
-                    await conn.execute(f"LISTEN {ACTOR_QUEUE_CHANNEL}")
-                    await conn.execute(f"LISTEN {SCHEDULE_CHANNEL}")
-                    backoff = 0.2
-                    on_queue()  # whatever was announced while we were not listening
-                    on_schedule()
-                    async for n in conn.notifies():
-                        (on_queue if n.channel == ACTOR_QUEUE_CHANNEL else on_schedule)()
-            except psycopg.Error:
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+
+        def on_connect() -> None:  # whatever was announced while we were not listening
+            on_queue()
+            on_schedule()
+
+        def on_notify(channel: str) -> None:
+            (on_queue if channel == ACTOR_QUEUE_CHANNEL else on_schedule)()
+
+        await self._listen(
+            "actor wake-ups", (ACTOR_QUEUE_CHANNEL, SCHEDULE_CHANNEL), on_connect, on_notify
+        )
 
     async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
+        # `on_freed` on connect too: anything freed while we were not listening.
+        await self._listen("freed slots", (CHANNEL,), on_freed, lambda _channel: on_freed())
+
+    async def _listen(
+        self,
+        what: str,
+        channels: Sequence[str],
+        on_connect: Callable[[], None],
+        on_notify: Callable[[str], None],
+    ) -> None:
+        """LISTEN on `channels` on a connection of its own until cancelled. A lost connection
+        is not fatal (the callers' backup polls cover the gap): it reconnects with backoff, 0.2 s
+        doubling to 10 s, with one warning per outage (not one per retry) and one line when
+        listening again (issue 5: "loops block and retry with backoff and a log line")."""
         backoff = 0.2
+        down = False
         while True:
             try:
                 conn = await psycopg.AsyncConnection.connect(
                     self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
                 )
                 async with conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    for channel in channels:
+                        await conn.execute(f"LISTEN {channel}")
+                    if down:
+                        log.info("listening for %s again", what)
+                        down = False
                     backoff = 0.2
-                    on_freed()  # anything freed while we were not listening
-                    async for _ in conn.notifies():
-                        on_freed()
-            except psycopg.Error:
-                # Not fatal: the caller's backup poll still finds freed slots meanwhile.
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+                    on_connect()
+                    async for n in conn.notifies():
+                        on_notify(n.channel)
+                reason = "the connection ended"
+            except psycopg.Error as exc:
+                reason = str(exc).strip() or type(exc).__name__
+            if not down:
+                log.warning(
+                    "not listening for %s (%s); retrying with backoff, backup polls meanwhile",
+                    what,
+                    reason,
+                )
+                down = True
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 10.0)
