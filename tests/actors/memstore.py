@@ -22,6 +22,7 @@ from yoke.store.actor_records import (
     InstanceState,
     NewEvent,
     NewTimer,
+    PendingEvent,
     QueueDepth,
     QueueStatus,
     Takeover,
@@ -116,24 +117,53 @@ class MemoryActorStore:
             if r.ref.tenant not in tenants or taken.get(r.ref.tenant, 0) >= quota:
                 continue
             taken[r.ref.tenant] = taken.get(r.ref.tenant, 0) + 1
-            if True:
-                r.status, r.claimed_by, r.claim_epoch = QueueStatus.CLAIMED, worker_id, inst.epoch
-                out.append(
-                    ClaimedEvent(
-                        queue_id=qid,
-                        event_id=r.event_id,
-                        tenant=r.ref.tenant,
-                        actor=r.ref.actor,
-                        instance_id=r.ref.instance_id,
-                        group_id=r.group_id,
-                        stream=r.stream,
-                        data=r.data,
-                        attempts=r.attempts,
-                        epoch=inst.epoch,
-                        appended_at=r.appended_at,
-                    )
-                )
+            out.append(_claim(r, worker_id, inst.epoch))
         return out
+
+    async def list_pending(
+        self, worker_id: str, ref: InstanceRef, group_id: str, *, limit: int, now: float
+    ) -> list[PendingEvent]:
+        await asyncio.sleep(0)
+        self._count("list_pending")
+        inst = self.instances.get(ref)
+        if inst is None or inst.worker_id != worker_id:
+            return []
+        rows = [
+            self.rows[qid]
+            for qid in sorted(self.rows)
+            if self.rows[qid].ref == ref
+            and self.rows[qid].group_id == group_id
+            and self.rows[qid].status is QueueStatus.PENDING
+            and self.rows[qid].available_at <= now
+        ]
+        return [
+            PendingEvent(
+                queue_id=r.queue_id,
+                event_id=r.event_id,
+                tenant=ref.tenant,
+                actor=ref.actor,
+                instance_id=ref.instance_id,
+                group_id=r.group_id,
+                stream=r.stream,
+                data=r.data,
+                attempts=r.attempts,
+                appended_at=r.appended_at,
+            )
+            for r in rows[:limit]
+        ]
+
+    async def claim_event(
+        self, worker_id: str, queue_id: int, *, epoch: int
+    ) -> ClaimedEvent | None:
+        await asyncio.sleep(0)
+        self._count("claim_event")
+        r = self.rows.get(queue_id)
+        if r is None or r.status is not QueueStatus.PENDING:
+            return None
+        inst = self.instances[r.ref]
+        if inst.worker_id != worker_id or inst.epoch != epoch:
+            return None
+        return _claim(r, worker_id, epoch)
 
     def _fenced_row(self, worker_id: str, c: Completion) -> _Row | None:
         r = self.rows.get(c.queue_id)
@@ -443,3 +473,20 @@ class MemoryActorStore:
             if inst.worker_id is not None:
                 owned[inst.worker_id] = owned.get(inst.worker_id, 0) + 1
         return owned
+
+
+def _claim(r: _Row, worker_id: str, epoch: int) -> ClaimedEvent:
+    r.status, r.claimed_by, r.claim_epoch = QueueStatus.CLAIMED, worker_id, epoch
+    return ClaimedEvent(
+        queue_id=r.queue_id,
+        event_id=r.event_id,
+        tenant=r.ref.tenant,
+        actor=r.ref.actor,
+        instance_id=r.ref.instance_id,
+        group_id=r.group_id,
+        stream=r.stream,
+        data=r.data,
+        attempts=r.attempts,
+        epoch=epoch,
+        appended_at=r.appended_at,
+    )

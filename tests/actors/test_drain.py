@@ -7,6 +7,7 @@ Synchronisation is by events set from `process()`, never by sleeping a fixed tim
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -161,6 +162,34 @@ async def test_custom_select_picks_among_pending(
         await wait_for(done2)
     assert order == [9, 7, 5, 3, 2, 1]
     assert inline == [3, 5, 9, 4, 8]
+
+
+async def test_custom_select_chooses_over_the_whole_backlog_not_just_the_prefetch(
+    actor_store: ActorStore, make_runtime: MakeRuntime
+) -> None:
+    # The worker holds at most a few claimed rows (prefetch 2), far fewer than the backlog:
+    # select must still see the group's pending events in the store (seed 000: list pending,
+    # select, claim the chosen one), so the order is the select's over all 60.
+    rt = make_runtime(concurrency=1, prefetch=2, batch_size=4)
+    prios = random.Random(5).sample(range(1000), 60)
+    order: list[int] = []
+    done = asyncio.Event()
+
+    @rt.actor(
+        subscribe=["jobs"],
+        key="k",
+        queue=Queue(mode="custom", select={"order_by": "data.prio", "desc": True}),
+    )
+    async def urgent_first(ctx: ActorCtx, event: Event) -> None:
+        order.append(event.data["prio"])
+        if len(order) == len(prios):
+            done.set()
+
+    rt.attach(actor_store)
+    await rt.append_many("jobs", [{"k": "a", "prio": p} for p in prios])
+    async with rt.running():
+        await wait_for(done)
+    assert order == sorted(prios, reverse=True)
 
 
 async def test_requeue_with_backoff_then_dead_letter(

@@ -1,5 +1,5 @@
 """Edges of the drain: losing an instance mid-process(), a store that fails to load state,
-and the bound on instances kept in memory."""
+the bound on instances kept in memory, and custom mode's window and lost races."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from collections.abc import Sequence
 
 from tests.actors.conftest import MakeRuntime, wait_for
 from tests.actors.memstore import MemoryActorStore
-from yoke.actors import ActorCtx, DrainConfig, Event, Fenced, QueueDrainScheduler
+from yoke.actors import ActorCtx, DrainConfig, Event, Fenced, Queue, QueueDrainScheduler
+from yoke.actors.runtime import ActorRuntime
 from yoke.clock import SystemClock
 from yoke.errors import StoreUnavailable
-from yoke.store.actor_records import InstanceRef, InstanceState, NewEvent, Target
+from yoke.store.actor_records import ClaimedEvent, InstanceRef, InstanceState, NewEvent, Target
 
 
 async def test_a_worker_that_lost_its_instance_changes_nothing(
@@ -157,3 +158,96 @@ async def test_resting_instances_are_bounded(make_runtime: MakeRuntime) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _drain_until(
+    rt: ActorRuntime, store: MemoryActorStore, config: DrainConfig, done: asyncio.Event, n: int
+) -> None:
+    """Append `n` events {"i": 0..n-1} for instance x of actor "a" (owned by w1), then run a
+    drain with `config` until `done`."""
+    rt.attach(store)
+    drain = QueueDrainScheduler(
+        store=store,
+        registry=rt.registry,
+        host=rt,
+        worker_id="w1",
+        clock=SystemClock(),
+        config=config,
+    )
+    target = (Target(actor="a", instance_id="x", group_id=""),)
+    events = [
+        NewEvent(tenant="t", stream="s", data=json.dumps({"i": i}), targets=target)
+        for i in range(n)
+    ]
+    await store.append_events(events, owner="w1", now=rt.wall())
+    task = asyncio.create_task(drain.run())
+    try:
+        await wait_for(done)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_custom_select_sees_the_first_events_of_its_window(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime()
+    seen: list[list[int]] = []
+    order: list[int] = []
+    done = asyncio.Event()
+
+    def newest(events: Sequence[Event]) -> Event:
+        seen.append([e.data["i"] for e in events])
+        return events[-1]
+
+    @rt.actor(subscribe=["s"], key="k", queue=Queue(mode="custom", select=newest))
+    async def a(ctx: ActorCtx, event: Event) -> None:
+        order.append(event.data["i"])
+        if len(order) == 30:
+            done.set()
+
+    config = DrainConfig(select_window=10, concurrency=1, prefetch=0, batch_size=4)
+    await _drain_until(rt, MemoryActorStore(), config, done, 30)
+    # Each pick sees the 10 oldest events left (held here or pending in the store), in
+    # arrival order: the newest of those goes first, later ones come into view one by one.
+    left = list(range(30))
+    for view, chosen in zip(seen, order, strict=True):
+        assert view == left[:10]
+        left.remove(chosen)
+    assert order == [*range(9, 30), *range(8, -1, -1)]
+
+
+class LosesRaces(MemoryActorStore):
+    """`claim_event` loses its first race: the row stays pending, the call claims nothing."""
+
+    raced = 0
+
+    async def claim_event(
+        self, worker_id: str, queue_id: int, *, epoch: int
+    ) -> ClaimedEvent | None:
+        if not self.raced:
+            self.raced += 1
+            return None
+        return await super().claim_event(worker_id, queue_id, epoch=epoch)
+
+
+async def test_custom_mode_lists_again_after_losing_a_claim(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime()
+    order: list[int] = []
+    done = asyncio.Event()
+
+    @rt.actor(
+        subscribe=["s"],
+        key="k",
+        queue=Queue(mode="custom", select={"order_by": "data.i", "desc": True}),
+    )
+    async def a(ctx: ActorCtx, event: Event) -> None:
+        order.append(event.data["i"])
+        if len(order) == 8:
+            done.set()
+
+    store = LosesRaces()
+    await _drain_until(rt, store, DrainConfig(concurrency=1, prefetch=0, batch_size=4), done, 8)
+    assert store.raced == 1 and order == list(range(7, -1, -1))
+    assert store.calls["list_pending"] >= 9  # one listing more, for the race lost

@@ -135,3 +135,68 @@ async def test_a_claim_is_shared_between_tenants(actor_store: ActorStore) -> Non
     # The cursor moves past a tenant; a claim after the last tenant wraps around.
     got = await actor_store.claim_next("w1", limit=20, now=2.0, after_tenant="light")
     assert {c.tenant for c in got} == {"flood"} and len(got) == 20
+
+
+async def _epoch(store: ActorStore, ref: InstanceRef) -> int:
+    st = await store.get_state(ref)
+    assert st is not None
+    return st.epoch
+
+
+async def test_a_select_lists_a_groups_pending_rows_then_claims_the_chosen_one(
+    actor_store: ActorStore,
+) -> None:
+    # Instance "0" gets i = 0, 2, 4, ..., 10; group i % 3: "0" holds i = 0 and 6.
+    await actor_store.append_events(events(12, instances=2), owner="w1", now=1.0)
+    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
+    listed = await actor_store.list_pending("w1", ref, "0", limit=10, now=2.0)
+    assert [json.loads(p.data)["i"] for p in listed] == [0, 6]
+    assert [p.group_id for p in listed] == ["0", "0"] and listed[0].attempts == 0
+    assert await actor_store.list_pending("w1", ref, "0", limit=1, now=2.0) == listed[:1]
+    assert await actor_store.list_pending("w2", ref, "0", limit=10, now=2.0) == []  # not its
+    epoch = await _epoch(actor_store, ref)
+    chosen = listed[1].queue_id
+    got = await actor_store.claim_event("w1", chosen, epoch=epoch)
+    assert got is not None and got.queue_id == chosen and got.epoch == epoch
+    assert json.loads(got.data) == {"i": 6} and got.event_id == listed[1].event_id
+    assert await actor_store.claim_event("w1", chosen, epoch=epoch) is None  # claimed already
+    assert await actor_store.claim_event("w2", listed[0].queue_id, epoch=epoch) is None
+    assert await actor_store.claim_event("w1", listed[0].queue_id, epoch=epoch + 1) is None
+    again = await actor_store.list_pending("w1", ref, "0", limit=10, now=2.0)
+    assert [p.queue_id for p in again] == [listed[0].queue_id]
+    # A claim like claim_next's: completed (or fenced) under its epoch.
+    assert await actor_store.complete("w1", [Completion(queue_id=chosen, epoch=epoch)]) == [chosen]
+
+
+async def test_a_requeued_row_is_listed_for_a_select_only_once_due(
+    actor_store: ActorStore,
+) -> None:
+    await actor_store.append_events(events(1), owner="w1", now=1.0)
+    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
+    (p,) = await actor_store.list_pending("w1", ref, "0", limit=10, now=1.0)
+    c = await actor_store.claim_event("w1", p.queue_id, epoch=await _epoch(actor_store, ref))
+    assert c is not None
+    done = Completion(queue_id=c.queue_id, epoch=c.epoch)
+    assert await actor_store.requeue("w1", done, available_at=100.0, error="boom")
+    await actor_store.register_worker("w1", hostname="h", pid=1, now=2.0)  # pending again
+    assert await actor_store.list_pending("w1", ref, "0", limit=10, now=50.0) == []
+    (due,) = await actor_store.list_pending("w1", ref, "0", limit=10, now=100.0)
+    assert due.queue_id == c.queue_id and due.attempts == 1
+    # The old epoch claims nothing: the restart bumped it.
+    assert await actor_store.claim_event("w1", due.queue_id, epoch=c.epoch) is None
+
+
+async def test_a_chosen_row_is_claimed_once_whoever_races_for_it(
+    actor_store: ActorStore,
+) -> None:
+    await actor_store.append_events(events(30, instances=1), owner="w1", now=1.0)
+    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
+    epoch = await _epoch(actor_store, ref)
+    listed = await actor_store.list_pending("w1", ref, "1", limit=100, now=2.0)
+    assert len(listed) == 10
+    singles = [actor_store.claim_event("w1", p.queue_id, epoch=epoch) for p in listed * 3]
+    got, batch = await asyncio.gather(
+        asyncio.gather(*singles), actor_store.claim_next("w1", limit=30, now=2.0)
+    )
+    ids = [c.queue_id for c in got if c is not None] + [c.queue_id for c in batch]
+    assert len(ids) == len(set(ids)) == 30  # every row claimed, none twice

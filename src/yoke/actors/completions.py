@@ -1,10 +1,18 @@
-"""Group commit of `process()` completions: one writer, batches as large as the backlog.
+"""Writes of the drain that must reach the store: group commit of completions, and
+`until_stored`, the retry every other write of a claimed row goes through.
 
 Completions are queued here as they happen; one writer task deletes them in batches of at most
 `batch_size` rows, each batch taking whatever finished while the previous statement ran, so
 under load a completion costs a fraction of a transaction (PEERS.md observation 1). A batch
 that fails because the store is unavailable is retried with backoff, never dropped; rows the
 store refuses (fenced: the instance belongs to another worker now) are counted and logged.
+
+Why retry rather than log and move on: a claimed row whose completion, requeue or dead letter
+is not written stays claimed in the store, and this worker claims pending rows only, so the
+event would be stuck "in flight" until the worker stops (issue 5: nothing is lost when the
+store returns). Only a stopping worker gives up, after a few attempts: its `stop_worker`, or
+else a peer's takeover of its instances once it is stale (or its own restart), puts every row
+it still has claimed back to pending, and the event runs again (at least once).
 
 This module must never touch the kernels or decide anything but when to write.
 """
@@ -13,13 +21,45 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from yoke.actors.protocol import ActorStore
 from yoke.errors import YokeError
 from yoke.store.actor_records import Completion
 
 log = logging.getLogger("yoke.actors.drain")
+
+T = TypeVar("T")
+
+MAX_PAUSE = 5.0  # seconds between two attempts, at most: a returning store is noticed soon
+STOPPING_ATTEMPTS = 3  # a stopping worker gives a write up after this many failed attempts
+
+
+async def until_stored(
+    write: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    first_pause: float,
+    stopping: Callable[[], bool],
+) -> tuple[T, int] | None:
+    """`await write()` until the store takes it; a `YokeError` (the store is down) is logged
+    and retried, the pause doubling from `first_pause` to `MAX_PAUSE`. Returns the answer and
+    the attempts it took: after more than one, an earlier attempt may have been written though
+    its answer was lost (a connection cut after COMMIT), so a refusal may be our own write.
+    Returns None only if the worker is `stopping()` and `STOPPING_ATTEMPTS` attempts failed."""
+    pause, attempt = first_pause, 0
+    while True:
+        try:
+            return await write(), attempt + 1
+        except YokeError as exc:
+            attempt += 1
+            if stopping() and attempt >= STOPPING_ATTEMPTS:
+                log.error("%s was given up (the worker is stopping): %s", what, exc)
+                return None
+            log.warning("%s failed (attempt %d, retrying in %.1fs): %s", what, attempt, pause, exc)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, MAX_PAUSE)
 
 
 class CompletionWriter:
@@ -41,16 +81,26 @@ class CompletionWriter:
         self._wake = asyncio.Event()
         # Held while a batch is written (and retried): flush() waits for it.
         self._writing = asyncio.Lock()
+        self._stopping = False
+        self.given_up = 0  # completions a stopping worker could not write (rows left claimed)
 
     def __len__(self) -> int:
         return len(self._done)
 
     def __repr__(self) -> str:
-        return f"CompletionWriter(pending={len(self._done)}, writing={self._writing.locked()})"
+        return (
+            f"CompletionWriter(pending={len(self._done)}, writing={self._writing.locked()}, "
+            f"stopping={self._stopping}, given_up={self.given_up})"
+        )
 
     def add(self, done: Completion) -> None:
         self._done.append(done)
         self._wake.set()
+
+    def stop(self) -> None:
+        """The worker is stopping: a batch the store keeps refusing is given up after a few
+        attempts instead of holding the shutdown forever."""
+        self._stopping = True
 
     async def run(self) -> None:
         while True:
@@ -72,18 +122,26 @@ class CompletionWriter:
     async def _write_batch(self) -> None:
         batch = self._done[: self._batch]
         del self._done[: len(batch)]
-        pause = self._retry_after
-        while True:
-            try:
-                ok = await self._store.complete(self._worker_id, batch)
-                break
-            except YokeError as exc:
-                log.warning(
-                    "writing %d completions failed (retrying in %.1fs): %s", len(batch), pause, exc
-                )
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 10.0)
-        if len(ok) != len(batch):
-            fenced = len(batch) - len(ok)
-            self._on_fenced(fenced)
-            log.warning("%d completions refused: their instances belong to another worker", fenced)
+        stored = await until_stored(
+            lambda: self._store.complete(self._worker_id, batch),
+            what=f"writing {len(batch)} completions",
+            first_pause=self._retry_after,
+            stopping=lambda: self._stopping,
+        )
+        if stored is None:  # stopping, and the store refuses: the rest would be refused alike
+            self.given_up += len(batch) + len(self._done)
+            self._done.clear()
+            return
+        ok, attempts = stored
+        missing = len(batch) - len(ok)
+        if not missing:
+            return
+        if attempts > 1:
+            log.warning(
+                "%d completions not found on a retry: written by an attempt whose answer was "
+                "lost, or refused (their instances belong to another worker)",
+                missing,
+            )
+            return
+        self._on_fenced(missing)
+        log.warning("%d completions refused: their instances belong to another worker", missing)

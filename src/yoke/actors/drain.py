@@ -4,8 +4,12 @@ Two kernels decide, the store only records (STYLE habit 1, PEERS observation 5):
 
 * one kernel per instance (KERNEL 4.8, Spec C): `policy="fifo"`, lane = `group_id`, lane cap =
   `queue.concurrency`. Its `pop_next` yields the oldest event of a group with a free slot, so
-  FIFO per group and the per-group cap hold by construction; custom mode uses
-  `pending(group)` + the actor's select + `claim(id)` instead.
+  FIFO per group and the per-group cap hold by construction. Custom mode (seed 000: list
+  pending, select, claim the chosen one) instead lists, for a group with a free slot, its
+  pending events in the store, lets the actor's `select` choose among them and the events
+  held here, and claims the chosen one specifically (`claim_event`; a lost race lists again).
+  `select` sees the first `select_window` (default 100) of them in arrival order: a bound on
+  each pick's read and on the events decoded for it; later ones are seen as earlier ones go.
 * one worker kernel, `policy="sfq"`, lane = tenant, global cap `YOKE_WORKER_CONCURRENCY`: among
   events their groups let start, it picks which run now, so one tenant's flood shares the
   worker's slots with the others instead of starving them.
@@ -18,7 +22,11 @@ therefore durable a moment after its slot is reused: a crash in between re-runs 
 instances a claim meets for the first time are read in one query too, before their events
 start. A throw requeues the event in the store with its backoff (attempts and `available_at`,
 so a takeover honours them) while it keeps its group slot, so a retried event keeps its place
-and nothing of its group overtakes it; after `max_attempts` it becomes a dead letter.
+and nothing of its group overtakes it; after `max_attempts` it becomes a dead letter. Those
+writes, like completions, are retried until the store takes them (`until_stored`), the group
+slot held meanwhile: a write given up would leave its row claimed, an event stuck in flight
+that later events of its group overtake. Only a stopping drain gives them up, and then its
+`stop_worker` (or a peer's takeover, or its restart) puts the rows back to pending.
 
 Kernel state changes happen between awaits, never across one. The drain is event-driven: new
 rows (`wake()`: an append here, a NOTIFY, boot), a freed slot, a due retry; the backup poll
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import heapq
 import itertools
 import json
@@ -38,9 +47,10 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
-from yoke.actors.completions import CompletionWriter
+from yoke.actors.completions import MAX_PAUSE, CompletionWriter, until_stored
 from yoke.actors.ctx import ActorCtx, CtxHost, Fenced, InstanceStateCell, StateHandle
 from yoke.actors.definitions import ActorDef, ActorRegistry, Event
 from yoke.actors.metrics import ActorMetrics
@@ -48,7 +58,7 @@ from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.kernel import Item, ItemState, Kernel
-from yoke.store.actor_records import ClaimedEvent, Completion, InstanceRef
+from yoke.store.actor_records import ClaimedEvent, Completion, InstanceRef, PendingEvent
 
 log = logging.getLogger("yoke.actors.drain")
 
@@ -61,6 +71,7 @@ class DrainConfig:
     poll_interval: float = 15.0  # backup poll for a missed NOTIFY (YOKE_NOTIFY_POLL_BACKUP_SECS)
     retry_store_after: float = 0.5  # first pause when the store is unavailable (doubles to 10 s)
     idle_instances: int = 10_000  # instances holding nothing whose state stays cached here
+    select_window: int = 100  # custom mode: a group's first events (by arrival) select sees
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,11 +84,33 @@ class DrainStats:
     dead: int
     fenced: int
     completing: int  # completions not yet written
+    given_up: int  # writes a stopping drain gave up (their rows stay claimed until stop_worker)
     instances: int  # instances known here (holding events, or resting with cached state)
 
 
+class _Picked(Enum):
+    """What one custom-mode pick did for a group."""
+
+    STARTED = "started"  # claimed an event (or took one held here) and handed it on
+    NOTHING = "nothing"  # nothing to choose, select chose none, or no free slot any more
+    RACED = "raced"  # the chosen row was claimed first (by our own batch claim): list again
+
+
 class _Instance:
-    __slots__ = ("actor", "cap", "cell", "custom", "groups", "kernel", "lost", "ref")
+    __slots__ = (
+        "actor",
+        "backlog",
+        "cap",
+        "cell",
+        "custom",
+        "groups",
+        "kernel",
+        "lost",
+        "pause",
+        "picking",
+        "ref",
+        "repick",
+    )
 
     def __init__(self, actor: ActorDef, cell: InstanceStateCell) -> None:
         self.actor = actor
@@ -90,12 +123,18 @@ class _Instance:
         # kernel forgets idle groups (memory stays O(live groups)).
         self.groups: dict[str, int] = {}
         self.lost = False
+        # Custom mode: one pick at a time per instance (`repick`: look again when it ends);
+        # `backlog`: groups whose last listing left events pending in the store.
+        self.picking = False
+        self.repick = False
+        self.backlog: set[str] = set()
+        self.pause = 0.0  # the next pause after a pick failed for want of the store
 
     def __repr__(self) -> str:
         k = self.kernel
         return (
             f"_Instance({self.ref.actor}/{self.ref.instance_id}, epoch={self.cell.epoch}, "
-            f"queued={k.queued}, running={k.running}, lost={self.lost})"
+            f"queued={k.queued}, running={k.running}, lost={self.lost}, picking={self.picking})"
         )
 
 
@@ -156,7 +195,7 @@ class QueueDrainScheduler:
         self._pump_soon = False
         self._closing = False
         self._running = 0
-        self._counts = {"processed": 0, "errors": 0, "dead": 0, "fenced": 0}
+        self._counts = {"processed": 0, "errors": 0, "dead": 0, "fenced": 0, "given_up": 0}
         self._tie = itertools.count()
 
     def __repr__(self) -> str:
@@ -174,7 +213,7 @@ class QueueDrainScheduler:
             retrying=len(self._retries),
             completing=len(self._completions),
             instances=len(self._instances),
-            **self._counts,
+            **{**self._counts, "given_up": self._counts["given_up"] + self._completions.given_up},
         )
 
     def in_flight(self, ref: InstanceRef) -> int:
@@ -198,6 +237,7 @@ class QueueDrainScheduler:
     async def shutdown(self, grace: float) -> None:
         """Stop claiming, let running calls finish (up to `grace` seconds), write completions."""
         self._closing = True
+        self._completions.stop()
         for inst in list(self._instances.values()):
             self._drop_queued(inst)
         if self._running:
@@ -213,6 +253,9 @@ class QueueDrainScheduler:
         """Write every completion made so far, including a batch being retried right now
         (used at shutdown and by tests)."""
         await self._completions.flush()
+
+    def _stopping(self) -> bool:
+        return self._closing
 
     def _count_fenced(self, n: int) -> None:
         self._counts["fenced"] += n
@@ -273,19 +316,24 @@ class QueueDrainScheduler:
             inst = self._instance_for(row)
             if inst is None:
                 continue
-            job = _Job(row, inst, _event(row, attempt=row.attempts + 1))
-            self._jobs[row.queue_id] = job
-            k, g = inst.kernel, row.group_id
-            n = inst.groups.get(g, 0)
-            if not n:
-                k.set_lane_cap(g, inst.cap)
-            inst.groups[g] = n + 1
-            k.push(row.queue_id, g, seq=row.queue_id, payload=job)
+            self._hold_here(inst, row)
             if inst.cell.loaded:
                 self._dirty[inst] = None
             else:
                 fresh[inst] = None
         return list(fresh)
+
+    def _hold_here(self, inst: _Instance, row: ClaimedEvent) -> _Job:
+        """A claimed row joins its group in the instance's kernel (queued there)."""
+        job = _Job(row, inst, _event(row, attempt=row.attempts + 1))
+        self._jobs[row.queue_id] = job
+        k, g = inst.kernel, row.group_id
+        n = inst.groups.get(g, 0)
+        if not n:
+            k.set_lane_cap(g, inst.cap)
+        inst.groups[g] = n + 1
+        k.push(row.queue_id, g, seq=row.queue_id, payload=job)
+        return job
 
     async def _load_states(self, fresh: list[_Instance]) -> None:
         """One read for the states of the instances a claim met first, instead of one per
@@ -328,8 +376,14 @@ class QueueDrainScheduler:
         comp = Completion(queue_id=row.queue_id, epoch=row.epoch)
 
         async def put_back() -> None:
-            with contextlib.suppress(YokeError):
-                await self._store.requeue(self._worker_id, comp, available_at=at, error=why)
+            # The row stays claimed either way (a requeue keeps its place); what is written is
+            # its attempt and `available_at`, which a worker taking the instance over honours.
+            await until_stored(
+                lambda: self._store.requeue(self._worker_id, comp, available_at=at, error=why),
+                what=f"putting back event {row.queue_id}",
+                first_pause=self._cfg.retry_store_after,
+                stopping=self._stopping,
+            )
 
         self._ready.put_nowait(_Callback(put_back))
 
@@ -344,7 +398,7 @@ class QueueDrainScheduler:
             if inst.lost:
                 continue
             if inst.custom:
-                self._select_custom(inst)
+                self._want_pick(inst)
             else:
                 k = inst.kernel
                 while (it := k.pop_next()) is not None:
@@ -356,37 +410,114 @@ class QueueDrainScheduler:
             self._running += 1
             self._ready.put_nowait(it.payload)  # type: ignore[arg-type]
 
-    def _select_custom(self, inst: _Instance) -> None:
-        """Seed 000 custom mode: list a group's pending events, let `select` choose, claim it."""
-        k, select, wk = inst.kernel, inst.actor.queue.selector(), self._wk
-        groups = list(dict.fromkeys(it.lane for it in _queued_items(k)))
-        for group in groups:
-            while k.lane_stats(group).running < inst.cap:
-                pending = k.pending(group)
-                if not pending:
+    # -- custom mode ---------------------------------------------------------------------------
+    def _want_pick(self, inst: _Instance) -> None:
+        """A custom-mode instance may start more: pick in a runner, as the pick reads the store."""
+        if inst.picking:
+            inst.repick = True
+        elif not (self._closing or inst.lost) and self._pickable(inst):
+            inst.picking = True
+            self._ready.put_nowait(_Callback(functools.partial(self._pick, inst)))
+
+    def _pickable(self, inst: _Instance) -> list[str]:
+        """Groups with a free slot and something to choose: events held here and not started,
+        or events the last listing left pending in the store."""
+        k = inst.kernel
+        out = []
+        for g in dict.fromkeys([*inst.groups, *inst.backlog]):
+            running = k.lane_stats(g).running
+            if running < inst.cap and (g in inst.backlog or inst.groups.get(g, 0) > running):
+                out.append(g)
+        return out
+
+    async def _pick(self, inst: _Instance) -> None:
+        """Seed 000 custom mode, for each group with a free slot: list its pending events, let
+        `select` choose, claim the chosen one; until no slot or no choice is left."""
+        try:
+            while True:
+                inst.repick = False
+                for group in self._pickable(inst):
+                    races = 0
+                    while (got := await self._pick_one(inst, group)) is not _Picked.NOTHING:
+                        races = races + 1 if got is _Picked.RACED else 0
+                        if races == 3:  # our batch claims keep winning: the next change retries
+                            break
+                if not inst.repick:
                     break
-                events = [it.payload.event for it in pending]  # type: ignore[attr-defined]
-                try:
-                    chosen = select(events)
-                except Exception:
-                    log.exception(
-                        "select of actor %r failed; taking the oldest event", inst.actor.name
-                    )
-                    chosen = events[0]
-                if chosen is None:
-                    break
-                qid = chosen.id if isinstance(chosen, Event) else chosen
-                got = k.claim(qid) if k.get(qid) is not None else None
-                if got is None:
-                    log.warning(
-                        "select of actor %r chose %r, not a pending event of group %r",
-                        inst.actor.name,
-                        chosen,
-                        group,
-                    )
-                    break
-                job: _Job = got.payload  # type: ignore[assignment]
-                wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
+            inst.pause = 0.0
+        except YokeError as exc:  # the store is down: look again after a pause
+            inst.pause = min(inst.pause * 2 or self._cfg.retry_store_after, MAX_PAUSE)
+            log.warning(
+                "picking events of %s failed (retrying in %.1fs): %s", inst.ref, inst.pause, exc
+            )
+            asyncio.get_running_loop().call_later(inst.pause, self._look_again, inst)
+        finally:
+            inst.picking = False
+
+    def _look_again(self, inst: _Instance) -> None:
+        if not inst.lost:
+            self._dirty[inst] = None
+            self._pump()
+
+    async def _pick_one(self, inst: _Instance, group: str) -> _Picked:
+        k, window = inst.kernel, self._cfg.select_window
+        if self._closing or inst.lost or k.lane_stats(group).running >= inst.cap:
+            return _Picked.NOTHING
+        listed = await self._store.list_pending(
+            self._worker_id, inst.ref, group, limit=window, now=self._clock.wall()
+        )
+        if self._closing or inst.lost or k.lane_stats(group).running >= inst.cap:
+            return _Picked.NOTHING
+        # Events claimed here already (by the batch claims) are pending too, from select's
+        # point of view: it sees the first `window` of both, in arrival order.
+        held: dict[int, _Job] = {it.id: it.payload for it in k.pending(group)}  # type: ignore[misc]
+        stored = {r.queue_id: r for r in listed if r.queue_id not in held}
+        events = {qid: job.event for qid, job in held.items()}
+        events.update({qid: _event(r, attempt=r.attempts + 1) for qid, r in stored.items()})
+        if stored:
+            inst.backlog.add(group)
+        else:
+            inst.backlog.discard(group)
+        qid = self._choose(inst, group, [events[i] for i in sorted(events)[:window]])
+        if qid is None:
+            return _Picked.NOTHING
+        job = held.get(qid)
+        if job is None:
+            row = await self._store.claim_event(self._worker_id, qid, epoch=inst.cell.epoch)
+            if row is None:
+                return _Picked.RACED
+            if self._closing or inst.lost:
+                # The claim was made under an epoch now over, or we stop: stop_worker or the
+                # takeover puts the row back to pending.
+                return _Picked.NOTHING
+            job = self._hold_here(inst, row)
+        if k.claim(qid) is None:  # cannot happen: its group had a free slot, and no await since
+            return _Picked.NOTHING
+        self._wk.push(qid, job.row.tenant, seq=qid, payload=job)
+        self._pump()
+        return _Picked.STARTED
+
+    def _choose(self, inst: _Instance, group: str, events: list[Event]) -> int | None:
+        """Run the actor's select; the queue id it chose, or None for none now."""
+        if not events:
+            return None
+        try:
+            chosen = inst.actor.queue.selector()(events)
+        except Exception:
+            log.exception("select of actor %r failed; taking the oldest event", inst.actor.name)
+            chosen = events[0]
+        if chosen is None:
+            return None
+        qid = chosen.id if isinstance(chosen, Event) else chosen
+        if not any(e.id == qid for e in events):
+            log.warning(
+                "select of actor %r chose %r, not a pending event of group %r",
+                inst.actor.name,
+                chosen,
+                group,
+            )
+            return None
+        return qid
 
     # -- running -----------------------------------------------------------------------------
     async def _runner(self) -> None:
@@ -455,14 +586,21 @@ class QueueDrainScheduler:
                 failures,
                 text,
             )
-            try:
-                if not await self._store.dead_letter(
+            # Its group slot stays held until the store takes the dead letter: FIFO holds.
+            stored = await until_stored(
+                lambda: self._store.dead_letter(
                     self._worker_id, job.completion, error=text, now=self._clock.wall()
-                ):
-                    self._counts["fenced"] += 1
-            except YokeError as exc:
-                log.warning("could not record dead letter %d: %s", job.row.queue_id, exc)
-            self._counts["dead"] += 1
+                ),
+                what=f"recording dead letter {job.row.queue_id}",
+                first_pause=self._cfg.retry_store_after,
+                stopping=self._stopping,
+            )
+            if stored is None:
+                self._counts["given_up"] += 1
+            elif stored[0]:
+                self._counts["dead"] += 1
+            elif stored[1] == 1:  # refused at once: fenced (on a retry, maybe our own write)
+                self._counts["fenced"] += 1
             self._end(job)
             return
         delay = backoff.delay(failures)
@@ -474,14 +612,23 @@ class QueueDrainScheduler:
             delay,
             text,
         )
-        try:
-            ok = await self._store.requeue(
+        # Written before the retry runs, so that a takeover meanwhile honours the attempt and
+        # the backoff; the group slot stays held until then (nothing of its group overtakes).
+        stored = await until_stored(
+            lambda: self._store.requeue(
                 self._worker_id, job.completion, available_at=self._clock.wall() + delay, error=text
-            )
-        except YokeError as exc:  # the row stays claimed: retried here, or after a takeover
-            log.warning("could not record the retry of event %d: %s", job.row.queue_id, exc)
-            ok = True
-        if not ok:
+            ),
+            what=f"recording the retry of event {job.row.queue_id}",
+            first_pause=self._cfg.retry_store_after,
+            stopping=self._stopping,
+        )
+        if stored is None:  # stopping: stop_worker puts the row back to pending
+            self._counts["given_up"] += 1
+            self._end(job)
+            return
+        # A retried requeue whose first attempt was written is taken again (the row stays
+        # claimed): it counts one attempt more, never a refusal.
+        if not stored[0]:
             self._lost(inst, Fenced("requeue refused"))
             self._end(job)
             return
@@ -612,7 +759,7 @@ def _forget(inst: _Instance, group: str) -> None:
         inst.kernel.set_lane_cap(group, None)  # lets the kernel forget the idle group
 
 
-def _event(row: ClaimedEvent, *, attempt: int) -> Event:
+def _event(row: ClaimedEvent | PendingEvent, *, attempt: int) -> Event:
     return Event(
         id=row.queue_id,
         event_id=row.event_id,

@@ -4,9 +4,10 @@ The runtime codes against this protocol only; the SQL backends implement it besi
 verbs. Contract of every verb:
 
 * `now` is passed in by the caller (its injected clock); no backend reads the wall clock.
-* Fencing: a claim records the owner epoch of its instance. `complete`, `requeue`,
-  `dead_letter` and `update_state` take that epoch and change nothing unless the caller still
-  owns the instance under the same epoch; a worker that lost its instances can change nothing.
+* Fencing: a claim (`claim_next`, `claim_event`) records the owner epoch of its instance.
+  `complete`, `requeue`, `dead_letter` and `update_state` take that epoch and change nothing
+  unless the caller still owns the instance under the same epoch; a worker that lost its
+  instances can change nothing.
 * Exactly once: `fire_timers` appends each timer's event and deletes the timer in one
   transaction, skipping timers already fired or locked by a concurrent caller (PostgreSQL) or
   with one writer at a time (SQLite).
@@ -29,6 +30,7 @@ from yoke.store.actor_records import (
     InstanceState,
     NewEvent,
     NewTimer,
+    PendingEvent,
     QueueDepth,
     Takeover,
     WorkerRow,
@@ -53,6 +55,21 @@ class ActorStore(Protocol):
         `limit`) tenants with pending rows, taken in name order after `after_tenant` and
         wrapping around, each gets up to ceil(limit / tenants) rows, so a flood of one tenant
         never fills the claims while another waits."""
+        ...
+
+    async def list_pending(
+        self, worker_id: str, ref: InstanceRef, group_id: str, *, limit: int, now: float
+    ) -> list[PendingEvent]:
+        """The first (at most `limit`) due pending rows of one group of an instance that
+        `worker_id` owns, in arrival order: what a custom-mode select chooses among."""
+        ...
+
+    async def claim_event(
+        self, worker_id: str, queue_id: int, *, epoch: int
+    ) -> ClaimedEvent | None:
+        """Claim one pending row specifically (the one a select chose), under owner epoch
+        `epoch`. None if it is claimed already (a concurrent claim won: PostgreSQL skips a row
+        locked by one), gone, or its instance is not `worker_id`'s under `epoch` any more."""
         ...
 
     async def complete(self, worker_id: str, done: Sequence[Completion]) -> list[int]:

@@ -70,6 +70,23 @@ class ClaimedEvent:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class PendingEvent:
+    """A queue row waiting for its owner's claim: what a custom-mode `select` chooses among
+    (seed 000: list pending, select, claim the chosen one)."""
+
+    queue_id: int
+    event_id: int
+    tenant: str
+    actor: str
+    instance_id: str
+    group_id: str
+    stream: str
+    data: str  # JSON text
+    attempts: int  # failed attempts so far
+    appended_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Completion:
     """A claim to finish (delete its row) under the owner epoch it was claimed with."""
 

@@ -13,8 +13,9 @@ guard in `append_events`); the dialect test is the one place these verbs look at
 
 Lock order (PostgreSQL): instance rows (in key order) before their queue rows. An append holds
 its instances FOR SHARE while it copies their owner and epoch into the new queue rows; a
-takeover locks instance rows FOR UPDATE, then rewrites their queue rows; claims and completions
-touch queue rows only (FOR UPDATE SKIP LOCKED). No cycle, so no deadlock.
+takeover locks instance rows FOR UPDATE, then rewrites their queue rows; claims (a batch, or the
+one row a custom-mode select chose) and completions touch queue rows only (FOR UPDATE SKIP
+LOCKED). No cycle, so no deadlock.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from yoke.store.actor_records import (
     InstanceState,
     NewEvent,
     NewTimer,
+    PendingEvent,
     QueueDepth,
     Takeover,
     WorkerRow,
@@ -214,6 +216,27 @@ class ActorSqlVerbs:
             # RETURNING cannot join the events on SQLite: read the claimed rows with them.
             rows = await tx.all("claimed_rows", {"ids": json.dumps(marked), "id_list": marked})
         return [_claimed(r) for r in rows]
+
+    async def list_pending(
+        self, worker_id: str, ref: InstanceRef, group_id: str, *, limit: int, now: float
+    ) -> list[PendingEvent]:
+        params = {**_ref(ref), "group_id": group_id, "worker_id": worker_id}
+        async with self._read() as tx:
+            rows = await tx.all("list_pending", {**params, "limit": limit, "now": now})
+        return [_pending(r) for r in rows]
+
+    async def claim_event(
+        self, worker_id: str, queue_id: int, *, epoch: int
+    ) -> ClaimedEvent | None:
+        async with self._write() as tx:
+            got = await tx.one(
+                "claim_event", {"worker_id": worker_id, "queue_id": queue_id, "epoch": epoch}
+            )
+            if got is None:
+                return None
+            ids = [queue_id]
+            rows = await tx.all("claimed_rows", {"ids": json.dumps(ids), "id_list": ids})
+        return _claimed(rows[0])
 
     async def complete(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
         if not done:
@@ -529,6 +552,21 @@ def _claimed(r: Row) -> ClaimedEvent:
         data=str(r["data"]),
         attempts=int(r["attempts"]),
         epoch=int(r["epoch"]),
+        appended_at=float(r["appended_at"]),
+    )
+
+
+def _pending(r: Row) -> PendingEvent:
+    return PendingEvent(
+        queue_id=int(r["queue_id"]),
+        event_id=int(r["event_id"]),
+        tenant=str(r["tenant"]),
+        actor=str(r["actor"]),
+        instance_id=str(r["instance_id"]),
+        group_id=str(r["group_id"]),
+        stream=str(r["stream"]),
+        data=str(r["data"]),
+        attempts=int(r["attempts"]),
         appended_at=float(r["appended_at"]),
     )
 

@@ -449,6 +449,30 @@ WHERE q.tenant = r.tenant AND q.actor = r.actor AND q.instance_id = r.instance_i
     AND i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id
     AND q.status <> 'dead';
 
+-- name: list_pending
+-- A custom-mode select chooses among these: the first due pending rows of one group of an
+-- instance this worker owns, in arrival order.
+SELECT q.queue_id, q.event_id, q.tenant, q.actor, q.instance_id, q.group_id, e.stream,
+    e.data, q.attempts, e.appended_at
+FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
+WHERE q.tenant = %(tenant)s AND q.actor = %(actor)s AND q.instance_id = %(instance_id)s
+    AND q.status = 'pending' AND q.group_id = %(group_id)s AND q.worker_id = %(worker_id)s
+    AND q.available_at <= %(now)s
+ORDER BY q.queue_id
+LIMIT %(limit)s;
+
+-- name: claim_event
+-- The row a select chose, claimed specifically under the owner's epoch. SKIP LOCKED: a row that
+-- a concurrent claim holds is not waited for; that claim wins, and the caller lists again.
+UPDATE actor_queues q
+SET status = 'claimed', claimed_by = %(worker_id)s, claim_epoch = q.owner_epoch
+WHERE q.queue_id = (
+    SELECT p.queue_id FROM actor_queues p
+    WHERE p.queue_id = %(queue_id)s AND p.status = 'pending' AND p.worker_id = %(worker_id)s
+        AND p.owner_epoch = %(epoch)s
+    FOR UPDATE SKIP LOCKED)
+RETURNING q.queue_id;
+
 -- name: add_slot
 -- A batch of grants takes each ledger row once, by the number of its grants; the caller
 -- runs these in key order, so rows are locked in key order (no deadlock).

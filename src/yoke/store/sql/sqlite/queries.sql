@@ -385,6 +385,27 @@ WHERE status <> 'dead' AND (tenant, actor, instance_id) IN (
         json_extract(value, '$.instance_id')
     FROM json_each(:rows));
 
+-- name: list_pending
+-- A custom-mode select chooses among these: the first due pending rows of one group of an
+-- instance this worker owns, in arrival order.
+SELECT q.queue_id, q.event_id, q.tenant, q.actor, q.instance_id, q.group_id, e.stream,
+    e.data, q.attempts, e.appended_at
+FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
+WHERE q.tenant = :tenant AND q.actor = :actor AND q.instance_id = :instance_id
+    AND q.status = 'pending' AND q.group_id = :group_id AND q.worker_id = :worker_id
+    AND q.available_at <= :now
+ORDER BY q.queue_id
+LIMIT :limit;
+
+-- name: claim_event
+-- The row a select chose, claimed specifically under the owner's epoch (one writer at a time:
+-- the IMMEDIATE transaction).
+UPDATE actor_queues
+SET status = 'claimed', claimed_by = :worker_id, claim_epoch = owner_epoch
+WHERE queue_id = :queue_id AND status = 'pending' AND worker_id = :worker_id
+    AND owner_epoch = :epoch
+RETURNING queue_id;
+
 -- name: add_slot
 -- A batch of grants takes each ledger row once, by the number of its grants.
 INSERT INTO yoke_ledger (key, running) VALUES (:key, :n)
