@@ -150,8 +150,7 @@ CREATE TABLE actor_queues (
 
 CREATE INDEX actor_queues_claim ON actor_queues (worker_id, tenant, queue_id)
     WHERE status = 'pending';
-CREATE INDEX actor_queues_instance ON actor_queues (tenant, actor, instance_id, status,
-    group_id, queue_id);
+CREATE INDEX actor_queues_instance ON actor_queues (tenant, actor, instance_id, status);
 
 CREATE TABLE scheduled_events (
     timer_id INTEGER PRIMARY KEY AUTOINCREMENT,
