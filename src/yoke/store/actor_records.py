@@ -49,27 +49,6 @@ class NewEvent:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ClaimedEvent:
-    """A queue row claimed by a worker; `epoch` is the owner epoch the claim was made under."""
-
-    queue_id: int
-    event_id: int
-    tenant: str
-    actor: str
-    instance_id: str
-    group_id: str
-    stream: str
-    data: str  # JSON text
-    attempts: int  # failed attempts before this claim
-    epoch: int
-    appended_at: float
-
-    @property
-    def ref(self) -> InstanceRef:
-        return InstanceRef(tenant=self.tenant, actor=self.actor, instance_id=self.instance_id)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class PendingEvent:
     """A queue row waiting for its owner's claim: what a custom-mode `select` chooses among
     (seed 000: list pending, select, claim the chosen one)."""
@@ -82,8 +61,19 @@ class PendingEvent:
     group_id: str
     stream: str
     data: str  # JSON text
-    attempts: int  # failed attempts so far
+    attempts: int  # failed attempts so far (before this claim, once claimed)
     appended_at: float
+
+    @property
+    def ref(self) -> InstanceRef:
+        return InstanceRef(tenant=self.tenant, actor=self.actor, instance_id=self.instance_id)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimedEvent(PendingEvent):
+    """A queue row claimed by a worker; `epoch` is the owner epoch the claim was made under."""
+
+    epoch: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -540,35 +540,27 @@ class ActorSqlVerbs:
         return {str(r["worker_id"]): int(r["instances"]) for r in rows}
 
 
+def _pending_fields(r: Row) -> dict[str, Any]:
+    return {
+        "queue_id": int(r["queue_id"]),
+        "event_id": int(r["event_id"]),
+        "tenant": str(r["tenant"]),
+        "actor": str(r["actor"]),
+        "instance_id": str(r["instance_id"]),
+        "group_id": str(r["group_id"]),
+        "stream": str(r["stream"]),
+        "data": str(r["data"]),
+        "attempts": int(r["attempts"]),
+        "appended_at": float(r["appended_at"]),
+    }
+
+
 def _claimed(r: Row) -> ClaimedEvent:
-    return ClaimedEvent(
-        queue_id=int(r["queue_id"]),
-        event_id=int(r["event_id"]),
-        tenant=str(r["tenant"]),
-        actor=str(r["actor"]),
-        instance_id=str(r["instance_id"]),
-        group_id=str(r["group_id"]),
-        stream=str(r["stream"]),
-        data=str(r["data"]),
-        attempts=int(r["attempts"]),
-        epoch=int(r["epoch"]),
-        appended_at=float(r["appended_at"]),
-    )
+    return ClaimedEvent(**_pending_fields(r), epoch=int(r["epoch"]))
 
 
 def _pending(r: Row) -> PendingEvent:
-    return PendingEvent(
-        queue_id=int(r["queue_id"]),
-        event_id=int(r["event_id"]),
-        tenant=str(r["tenant"]),
-        actor=str(r["actor"]),
-        instance_id=str(r["instance_id"]),
-        group_id=str(r["group_id"]),
-        stream=str(r["stream"]),
-        data=str(r["data"]),
-        attempts=int(r["attempts"]),
-        appended_at=float(r["appended_at"]),
-    )
+    return PendingEvent(**_pending_fields(r))
 
 
 def _instance(r: Row) -> InstanceInfo:
