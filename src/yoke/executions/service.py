@@ -230,7 +230,7 @@ class Executions(Reading, Control):
     async def _log_and_grant(self, new: NewStart, copy: StepCopy | None, item: Item) -> Start:
         """A start the kernel admitted at once: its log and its grant are one transaction
         (one batch, half the waiting of a log batch then a grant batch)."""
-        local = Local(row=_unlogged(new), copy=copy, item=item)
+        local = Local(row=new.logged(seq=_UNLOGGED), copy=copy, item=item)
         self._local[new.start_id] = local
         self._order.sync(item)
         try:
@@ -751,30 +751,6 @@ class Executions(Reading, Control):
 
 
 _UNLOGGED = 0  # the `seq` of a row not logged yet; the stores number rows from 1
-
-
-def _unlogged(new: NewStart) -> StartRow:
-    """The row `new` will have once logged (its `seq` is the store's to give)."""
-    return StartRow(
-        seq=_UNLOGGED,
-        start_id=new.start_id,
-        kind=new.kind,
-        workflow=new.workflow,
-        session=new.session,
-        priority=new.priority,
-        input=new.input,
-        fingerprint=new.fingerprint,
-        principal=new.principal,
-        idempotency_key=new.idempotency_key,
-        source_execution_id=new.source_execution_id,
-        from_step=new.from_step,
-        status=StartStatus.QUEUED,
-        execution_id=None,
-        reason=None,
-        instance_id=new.instance_id,
-        created_at=new.created_at,
-        decided_at=None,
-    )
 
 
 class _Pick(NamedTuple):

@@ -55,6 +55,31 @@ class NewStart:
     instance_id: str
     created_at: float
 
+    def logged(
+        self, *, seq: int, execution_id: str | None = None, decided_at: float | None = None
+    ) -> StartRow:
+        """Its row once logged: QUEUED, or GRANTED at once with its execution."""
+        return StartRow(
+            seq=seq,
+            start_id=self.start_id,
+            kind=self.kind,
+            workflow=self.workflow,
+            session=self.session,
+            priority=self.priority,
+            input=self.input,
+            fingerprint=self.fingerprint,
+            principal=self.principal,
+            idempotency_key=self.idempotency_key,
+            source_execution_id=self.source_execution_id,
+            from_step=self.from_step,
+            status=StartStatus.QUEUED if execution_id is None else StartStatus.GRANTED,
+            execution_id=execution_id,
+            reason=None,
+            instance_id=self.instance_id,
+            created_at=self.created_at,
+            decided_at=decided_at,
+        )
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StartRow:

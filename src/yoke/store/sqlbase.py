@@ -161,7 +161,7 @@ class SqlStore(ActorSqlVerbs):
     async def log_starts(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
         # `_single`: on PostgreSQL the batch is one INSERT in autocommit, one round trip.
         async with self._single() as tx:
-            return await _insert_starts(tx, [_new_start(s) for s in starts])
+            return await _insert_starts(tx, [(s, _new_start(s)) for s in starts])
 
     async def get_start(self, start_id: str) -> StartRow | None:
         async with self._read() as tx:
@@ -588,13 +588,13 @@ async def _log_fitting(
     logs = [(i, r) for i, r in enumerate(requests) if r.log is not None]
     if not logs:
         return {}
-    batch: list[dict[str, Any]] = []
+    batch: list[tuple[NewStart, dict[str, Any]]] = []
     for i, req in logs:
         assert req.log is not None
         params = _new_start(req.log)
         if i in hopeful:
             params.update(execution_id=req.execution.execution_id, decided_at=now)
-        batch.append(params)
+        batch.append((req.log, params))
     logged = dict(zip((r.start_id for _, r in logs), await _insert_starts(tx, batch), strict=True))
     for i, req in logs:
         row, created = logged[req.start_id]
@@ -603,17 +603,20 @@ async def _log_fitting(
     return logged
 
 
-async def _insert_starts(tx: Tx, batch: list[dict[str, Any]]) -> list[tuple[StartRow, bool]]:
-    """Log the starts of `batch` (`_new_start` parameters): (row, True) for each one written,
-    (the start holding its idempotency key, False) for each one whose key was taken."""
+async def _insert_starts(
+    tx: Tx, batch: list[tuple[NewStart, dict[str, Any]]]
+) -> list[tuple[StartRow, bool]]:
+    """Log the starts of `batch` (each with its `_new_start` parameters): (row, True) for each
+    one written, (the start holding its idempotency key, False) for each one whose key was
+    taken."""
     if not batch:
         return []
-    seqs = await tx.insert("insert_start", batch, key="start_id")
-    return [await _written_or_holder(tx, p, _written_start(p, seqs)) for p in batch]
+    seqs = await tx.insert("insert_start", [p for _, p in batch], key="start_id")
+    return [await _written_or_holder(tx, new, p, _written_start(new, p, seqs)) for new, p in batch]
 
 
 async def _written_or_holder(
-    tx: Tx, params: dict[str, Any], row: StartRow | None
+    tx: Tx, new: NewStart, params: dict[str, Any], row: StartRow | None
 ) -> tuple[StartRow, bool]:
     for _ in range(3):
         if row is not None:
@@ -624,7 +627,8 @@ async def _written_or_holder(
         if holder is not None:
             return _start(holder), False
         # The holder gave its key back (refused with `forget_key`) after the INSERT: again.
-        row = _written_start(params, await tx.insert("insert_start", [params], key="start_id"))
+        seqs = await tx.insert("insert_start", [params], key="start_id")
+        row = _written_start(new, params, seqs)
     if row is not None:
         return row, True
     # The only unique constraints are start_id (a fresh uuid) and the key.
@@ -652,31 +656,14 @@ def _new_start(s: NewStart) -> dict[str, Any]:
     }
 
 
-def _written_start(params: Mapping[str, Any], seqs: Mapping[Any, int]) -> StartRow | None:
-    """The row `insert_start` wrote from `params` (`_new_start`), or None if it was skipped."""
-    seq = seqs.get(params["start_id"])
+def _written_start(
+    new: NewStart, params: Mapping[str, Any], seqs: Mapping[Any, int]
+) -> StartRow | None:
+    """The row `insert_start` wrote for `new` from `params`, or None if it was skipped."""
+    seq = seqs.get(new.start_id)
     if seq is None:
         return None
-    return StartRow(
-        seq=seq,
-        start_id=params["start_id"],
-        kind=StartKind(params["kind"]),
-        workflow=params["workflow"],
-        session=params["session"],
-        priority=params["priority"],
-        input=params["input"],
-        fingerprint=params["fingerprint"],
-        principal=params["principal"],
-        idempotency_key=params["idempotency_key"],
-        source_execution_id=params["source_execution_id"],
-        from_step=params["from_step"],
-        status=StartStatus.QUEUED if params["execution_id"] is None else StartStatus.GRANTED,
-        execution_id=params["execution_id"],
-        reason=None,
-        instance_id=params["instance_id"],
-        created_at=params["created_at"],
-        decided_at=params["decided_at"],
-    )
+    return new.logged(seq=seq, execution_id=params["execution_id"], decided_at=params["decided_at"])
 
 
 def _written_execution(params: Mapping[str, Any], seqs: Mapping[Any, int]) -> ExecutionRow:
