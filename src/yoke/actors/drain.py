@@ -4,12 +4,9 @@ Two kernels decide, the store only records (STYLE habit 1, PEERS observation 5):
 
 * one kernel per instance (KERNEL 4.8, Spec C): `policy="fifo"`, lane = `group_id`, lane cap =
   `queue.concurrency`. Its `pop_next` yields the oldest event of a group with a free slot, so
-  FIFO per group and the per-group cap hold by construction. Custom mode (seed 000: list
-  pending, select, claim the chosen one) instead lists, for a group with a free slot, its
-  pending events in the store, lets the actor's `select` choose among them and the events
-  held here, and claims the chosen one specifically (`claim_event`; a lost race lists again).
-  `select` sees the first `select_window` (default 100) of them in arrival order: a bound on
-  each pick's read and on the events decoded for it; later ones are seen as earlier ones go.
+  FIFO per group and the per-group cap hold by construction. In custom mode the actor's
+  `select` chooses instead, among a group's pending events in the store and those held here:
+  that pick is `custom_pick.py`'s; this module runs it in a runner, one at a time per instance.
 * one worker kernel, `policy="sfq"`, lane = tenant, global cap `YOKE_WORKER_CONCURRENCY`: among
   events their groups let start, it picks which run now, so one tenant's flood shares the
   worker's slots with the others instead of starving them.
@@ -47,11 +44,11 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-from yoke.actors.completions import MAX_PAUSE, CompletionWriter, until_stored
+from yoke.actors.completions import CompletionWriter, until_stored
 from yoke.actors.ctx import ActorCtx, CtxHost, Fenced, InstanceStateCell, StateHandle
+from yoke.actors.custom_pick import CustomPicker, pickable
 from yoke.actors.definitions import ActorDef, ActorRegistry, Event
 from yoke.actors.metrics import ActorMetrics
 from yoke.actors.protocol import ActorStore
@@ -88,14 +85,6 @@ class DrainStats:
     instances: int  # instances known here (holding events, or resting with cached state)
 
 
-class _Picked(Enum):
-    """What one custom-mode pick did for a group."""
-
-    STARTED = "started"  # claimed an event (or took one held here) and handed it on
-    NOTHING = "nothing"  # nothing to choose, select chose none, or no free slot any more
-    RACED = "raced"  # the chosen row was claimed first (by our own batch claim): list again
-
-
 class _Instance:
     __slots__ = (
         "actor",
@@ -123,8 +112,9 @@ class _Instance:
         # kernel forgets idle groups (memory stays O(live groups)).
         self.groups: dict[str, int] = {}
         self.lost = False
-        # Custom mode: one pick at a time per instance (`repick`: look again when it ends);
-        # `backlog`: groups whose last listing left events pending in the store.
+        # Custom mode (`custom_pick.CustomInstance`): one pick at a time per instance
+        # (`repick`: look again when it ends); `backlog`: groups whose last listing left events
+        # pending in the store.
         self.picking = False
         self.repick = False
         self.backlog: set[str] = set()
@@ -197,6 +187,17 @@ class QueueDrainScheduler:
         self._running = 0
         self._counts = {"processed": 0, "errors": 0, "dead": 0, "fenced": 0, "given_up": 0}
         self._tie = itertools.count()
+        self._picker: CustomPicker[_Instance, _Job] = CustomPicker(
+            store=store,
+            worker_id=worker_id,
+            clock=clock,
+            window=self._cfg.select_window,
+            retry_after=self._cfg.retry_store_after,
+            stopping=self._stopping,
+            hold=self._hold_here,
+            start=self._start,
+            decode=_next_attempt,
+        )
 
     def __repr__(self) -> str:
         s = self.stats()
@@ -325,7 +326,7 @@ class QueueDrainScheduler:
 
     def _hold_here(self, inst: _Instance, row: ClaimedEvent) -> _Job:
         """A claimed row joins its group in the instance's kernel (queued there)."""
-        job = _Job(row, inst, _event(row, attempt=row.attempts + 1))
+        job = _Job(row, inst, _next_attempt(row))
         self._jobs[row.queue_id] = job
         k, g = inst.kernel, row.group_id
         n = inst.groups.get(g, 0)
@@ -415,109 +416,28 @@ class QueueDrainScheduler:
         """A custom-mode instance may start more: pick in a runner, as the pick reads the store."""
         if inst.picking:
             inst.repick = True
-        elif not (self._closing or inst.lost) and self._pickable(inst):
+        elif not (self._closing or inst.lost) and pickable(inst):
             inst.picking = True
             self._ready.put_nowait(_Callback(functools.partial(self._pick, inst)))
 
-    def _pickable(self, inst: _Instance) -> list[str]:
-        """Groups with a free slot and something to choose: events held here and not started,
-        or events the last listing left pending in the store."""
-        k = inst.kernel
-        out = []
-        for g in dict.fromkeys([*inst.groups, *inst.backlog]):
-            running = k.lane_stats(g).running
-            if running < inst.cap and (g in inst.backlog or inst.groups.get(g, 0) > running):
-                out.append(g)
-        return out
-
     async def _pick(self, inst: _Instance) -> None:
-        """Seed 000 custom mode, for each group with a free slot: list its pending events, let
-        `select` choose, claim the chosen one; until no slot or no choice is left."""
+        """One pick, in a runner; a failed pick returns its pause and the timer is set here."""
         try:
-            while True:
-                inst.repick = False
-                for group in self._pickable(inst):
-                    races = 0
-                    while (got := await self._pick_one(inst, group)) is not _Picked.NOTHING:
-                        races = races + 1 if got is _Picked.RACED else 0
-                        if races == 3:  # our batch claims keep winning: the next change retries
-                            break
-                if not inst.repick:
-                    break
-            inst.pause = 0.0
-        except YokeError as exc:  # the store is down: look again after a pause
-            inst.pause = min(inst.pause * 2 or self._cfg.retry_store_after, MAX_PAUSE)
-            log.warning(
-                "picking events of %s failed (retrying in %.1fs): %s", inst.ref, inst.pause, exc
-            )
-            asyncio.get_running_loop().call_later(inst.pause, self._look_again, inst)
+            pause = await self._picker.pick(inst)
         finally:
             inst.picking = False
+        if pause is not None:  # the store is down: look again after a pause
+            asyncio.get_running_loop().call_later(pause, self._look_again, inst)
 
     def _look_again(self, inst: _Instance) -> None:
         if not inst.lost:
             self._dirty[inst] = None
             self._pump()
 
-    async def _pick_one(self, inst: _Instance, group: str) -> _Picked:
-        k, window = inst.kernel, self._cfg.select_window
-        if self._closing or inst.lost or k.lane_stats(group).running >= inst.cap:
-            return _Picked.NOTHING
-        listed = await self._store.list_pending(
-            self._worker_id, inst.ref, group, limit=window, now=self._clock.wall()
-        )
-        if self._closing or inst.lost or k.lane_stats(group).running >= inst.cap:
-            return _Picked.NOTHING
-        # Events claimed here already (by the batch claims) are pending too, from select's
-        # point of view: it sees the first `window` of both, in arrival order.
-        held: dict[int, _Job] = {it.id: it.payload for it in k.pending(group)}  # type: ignore[misc]
-        stored = {r.queue_id: r for r in listed if r.queue_id not in held}
-        events = {qid: job.event for qid, job in held.items()}
-        events.update({qid: _event(r, attempt=r.attempts + 1) for qid, r in stored.items()})
-        if stored:
-            inst.backlog.add(group)
-        else:
-            inst.backlog.discard(group)
-        qid = self._choose(inst, group, [events[i] for i in sorted(events)[:window]])
-        if qid is None:
-            return _Picked.NOTHING
-        job = held.get(qid)
-        if job is None:
-            row = await self._store.claim_event(self._worker_id, qid, epoch=inst.cell.epoch)
-            if row is None:
-                return _Picked.RACED
-            if self._closing or inst.lost:
-                # The claim was made under an epoch now over, or we stop: stop_worker or the
-                # takeover puts the row back to pending.
-                return _Picked.NOTHING
-            job = self._hold_here(inst, row)
-        if k.claim(qid) is None:  # cannot happen: its group had a free slot, and no await since
-            return _Picked.NOTHING
-        self._wk.push(qid, job.row.tenant, seq=qid, payload=job)
+    def _start(self, job: _Job) -> None:
+        """A picked job, claimed in its instance's kernel, waits for a worker slot."""
+        self._wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
         self._pump()
-        return _Picked.STARTED
-
-    def _choose(self, inst: _Instance, group: str, events: list[Event]) -> int | None:
-        """Run the actor's select; the queue id it chose, or None for none now."""
-        if not events:
-            return None
-        try:
-            chosen = inst.actor.queue.selector()(events)
-        except Exception:
-            log.exception("select of actor %r failed; taking the oldest event", inst.actor.name)
-            chosen = events[0]
-        if chosen is None:
-            return None
-        qid = chosen.id if isinstance(chosen, Event) else chosen
-        if not any(e.id == qid for e in events):
-            log.warning(
-                "select of actor %r chose %r, not a pending event of group %r",
-                inst.actor.name,
-                chosen,
-                group,
-            )
-            return None
-        return qid
 
     # -- running -----------------------------------------------------------------------------
     async def _runner(self) -> None:
@@ -770,6 +690,11 @@ def _event(row: ClaimedEvent | PendingEvent, *, attempt: int) -> Event:
         attempt=attempt,
         appended_at=row.appended_at,
     )
+
+
+def _next_attempt(row: PendingEvent) -> Event:
+    """A row not yet run here, as its next attempt sees it."""
+    return _event(row, attempt=row.attempts + 1)
 
 
 def _queued_items(k: Kernel) -> list[Item]:
