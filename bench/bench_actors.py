@@ -1,7 +1,10 @@
 """Actors end to end: append + fan-out, claim, `process()`, complete; and timer lateness.
 
 1. Appends/s: 1,000 events per call (one transaction each), as `App.append_many` does them,
-   each fanning out to one of 100 instances of a no-op actor, on PostgreSQL and SQLite.
+   each fanning out to one of 100 instances of a no-op actor, on PostgreSQL and SQLite; by one
+   producer (each call awaited before the next), and by two producers in one process (two
+   tasks, so one prepares its batch while the other's is in the database), with the ratio of
+   each run to PgQueuer's batched enqueue (one producer) measured beside it.
 2. Drain/s: N no-op events appended beforehand; then fresh worker processes drain them. Drain =
    first claim -> last durable completion (worker start-up and its boot claim excluded, as in
    PEERS.md). One worker on PostgreSQL and on SQLite; two workers on PostgreSQL (each owns half
@@ -99,25 +102,38 @@ async def database(kind: str) -> AsyncIterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
 
 
-async def append_all(url: str, n: int, owners: list[str | None]) -> float:
+async def append_all(url: str, n: int, owners: list[str | None], *, producers: int = 1) -> float:
     """Append n events, 1,000 per call, and return events/s. Each call does what
     `App.append_many` does (`registry.new_events`, then one `append_events` transaction) for
     the owner of its instances: instance k belongs to owners[k % len(owners)] (None: no owner
-    yet), so with two workers each 1,000 events are two calls of 500."""
+    yet), so with two workers each 1,000 events are two calls of 500. With several
+    `producers`, that many tasks share the batches (round robin), each awaiting its own calls."""
     store = open_actor_store(url)
     await store.open()
     try:
         rt, _ = runtime("bench-client")
+        bases = list(range(0, n, 1000))
+
+        async def produce(mine: list[int]) -> None:
+            for base in mine:
+                batch = range(base, min(n, base + 1000))
+                for w, owner in enumerate(owners):
+                    items = [
+                        {"k": i % INSTANCES} for i in batch if i % INSTANCES % len(owners) == w
+                    ]
+                    events = rt.registry.new_events("bench", items, tenant="t")
+                    await store.append_events(events, owner=owner, now=time.time())
+
         start = time.perf_counter()
-        for base in range(0, n, 1000):
-            batch = range(base, min(n, base + 1000))
-            for w, owner in enumerate(owners):
-                items = [{"k": i % INSTANCES} for i in batch if i % INSTANCES % len(owners) == w]
-                events = rt.registry.new_events("bench", items, tenant="t")
-                await store.append_events(events, owner=owner, now=time.time())
+        await asyncio.gather(*(produce(bases[p::producers]) for p in range(producers)))
         return n / (time.perf_counter() - start)
     finally:
         await store.close()
+
+
+async def concurrent_append_run(kind: str, n: int, producers: int) -> float:
+    async with database(kind) as url:
+        return await append_all(url, n, ["w0"], producers=producers)
 
 
 async def spawn(url: str, worker_id: str, expect: int, mode: str = "drain") -> Any:
@@ -401,6 +417,7 @@ async def main(quick: bool) -> None:
     drains: dict[str, list[float]] = {label: [] for label, _, _ in SETUPS}
     appends: dict[str, list[float]] = {label: [] for label, _, _ in SETUPS}
     pipelines: dict[str, list[float]] = {label: [] for label, _ in PIPELINES}
+    appends2: dict[str, list[float]] = {label: [] for label, _ in PIPELINES}
     peers: dict[str, list[tuple[float, float]]] = {"pgqueuer": [], "procrastinate": []}
     # Interleaved (yoke, peers, yoke, peers...) so that all see the same load on this shared
     # machine; the ratio of each run to the peer's run beside it is the robust figure.
@@ -411,6 +428,7 @@ async def main(quick: bool) -> None:
             drains[label].append(rate_d)
         for label, kind in PIPELINES:
             pipelines[label].append(await pipeline_run(kind, n))
+            appends2[label].append(await concurrent_append_run(kind, n, producers=2))
         for name, run in (("pgqueuer", pgqueuer_run), ("procrastinate", procrastinate_run)):
             got = await run(n)
             if got is not None:
@@ -419,6 +437,7 @@ async def main(quick: bool) -> None:
         figures[label] = {"drain_per_s": drains[label], "appends_per_s": appends[label]}
     for label, _ in PIPELINES:
         figures[label]["pipeline_per_s"] = pipelines[label]
+        figures[label]["appends_2_producers_per_s"] = appends2[label]
     pgq = [d for _, d in peers["pgqueuer"]]
     pro = [d for _, d in peers["procrastinate"]]
     figures["pgqueuer_batch100"] = {
@@ -464,6 +483,22 @@ async def main(quick: bool) -> None:
         print(
             f"| {name} | {fig(drained).fmt()} | {per_run(drained, pgq)} "
             f"| {per_run(drained, pro)} | {enq} |"
+        )
+    pgq_enqueue = [e for e, _ in peers["pgqueuer"]]
+    print(
+        "\nAppends, batches of 1,000 events (PgQueuer: its batched enqueue of 1,000 jobs per "
+        "call, one producer, same server, same round):\n"
+    )
+    print(
+        "| store | appends/s, 1 producer | x PgQueuer enqueue, per run "
+        "| appends/s, 2 producers | x PgQueuer enqueue, per run |"
+    )
+    print("| --- | --- | --- | --- | --- |")
+    for label, _ in PIPELINES:
+        store = label.split(",")[0]
+        print(
+            f"| {store} | {fig(appends[label]).fmt()} | {per_run(appends[label], pgq_enqueue)} "
+            f"| {fig(appends2[label]).fmt()} | {per_run(appends2[label], pgq_enqueue)} |"
         )
     print(
         "\nDrain: the events are all appended first, then a fresh worker drains them (first "

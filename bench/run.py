@@ -37,6 +37,18 @@ def kept_sections(path: Path) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in SECTION.finditer(path.read_text())}
 
 
+def kept_notes(path: Path) -> str:
+    """The hand-written notes between the header and the first section (about the machines
+    the figures come from): kept as they are, since a run cannot know them."""
+    if not path.exists():
+        return ""
+    text = path.read_text()
+    if not text.startswith(HEADER):
+        return ""
+    first = SECTION.search(text)
+    return text[len(HEADER) : first.start() if first else len(text)]
+
+
 def run_one(name: str, quick: bool) -> str:
     argv = [sys.executable, "-m", f"bench.bench_{name}", *(["--quick"] if quick else [])]
     print(f"running {' '.join(argv[1:])}", file=sys.stderr, flush=True)
@@ -59,6 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     output = Path(args.output)
     sections = kept_sections(output)
+    notes = kept_notes(output)
     for name in args.only.split(","):
         if name and Path(f"bench/bench_{name}.py").exists():
             sections[name] = run_one(name, args.quick)
@@ -67,7 +80,7 @@ def main() -> None:
         for name in ORDER
         if name in sections
     )
-    output.write_text(HEADER + body)
+    output.write_text(HEADER + notes + body)
     print(output.read_text())
 
 
