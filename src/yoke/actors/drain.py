@@ -308,13 +308,16 @@ class QueueDrainScheduler:
         dirty yet) until `_load_states` has read their states."""
         fresh: dict[_Instance, None] = {}
         for row in rows:
+            # A row held here already is claimed again under a newer epoch (we lost the
+            # instance and took it back): the instance of the old epoch is lost, and what it
+            # held but had not started is dropped (`_instance_for`), so the row is held afresh.
+            inst = self._instance_for(row)
             held = self._jobs.get(row.queue_id)
             if held is not None:
-                # Re-claimed under a newer epoch while still held here (we lost and regained
-                # the instance): finish it under the new epoch.
+                # Its old run is under way or waits for its retry: a success completes it under
+                # the new epoch; if it is fenced instead, `_again` holds the row afresh.
                 held.row = row
                 continue
-            inst = self._instance_for(row)
             if inst is None:
                 continue
             self._hold_here(inst, row)
@@ -459,6 +462,7 @@ class QueueDrainScheduler:
             except Fenced as exc:
                 self._lost(inst, exc)
                 self._end(job)
+                self._again(job)
                 return
             except YokeError as exc:  # the store is down: not the event's fault, no attempt
                 log.warning("loading the state of %s failed; retrying: %s", inst.ref, exc)
@@ -476,6 +480,7 @@ class QueueDrainScheduler:
         except Fenced as exc:
             self._lost(inst, exc)
             self._end(job)
+            self._again(job)
             return
         except Exception as exc:
             error = exc
@@ -585,6 +590,18 @@ class QueueDrainScheduler:
             del self._instances[inst.ref]
         self._after_stop()
 
+    def _again(self, job: _Job) -> None:
+        """A job ended fenced, but its row was claimed here again under a newer epoch while it
+        was held (`_accept`): hold the row afresh, for the instance of that epoch. Left alone,
+        it would stay claimed by this worker, which claims pending rows only: in flight for
+        good (until the worker stops)."""
+        row = job.row
+        if row.epoch == job.inst.cell.epoch or row.queue_id in self._jobs or self._closing:
+            return
+        for inst in self._accept([row]):
+            self._dirty[inst] = None  # not loaded yet: its runner loads the state
+        self._after_stop()
+
     def _rest(self, inst: _Instance) -> None:
         """An instance that holds nothing here keeps its cached state for a while; the
         least recently used ones beyond `idle_instances` are forgotten (memory stays bounded)."""
@@ -622,6 +639,7 @@ class QueueDrainScheduler:
                 _, _, job = heapq.heappop(self._retries)
                 if job.inst.lost:
                     self._release_group(job)
+                    self._again(job)
                     continue
                 self._wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
             self._pump()

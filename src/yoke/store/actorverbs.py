@@ -468,8 +468,13 @@ class ActorSqlVerbs:
             ]
         )
         await tx.run("set_owner", {"rows": rows, "owner": owner})
-        n = await tx.run("unclaim", {"rows": rows})
+        # Re-own before unclaiming: the old owner's claims take no instance lock, so on
+        # PostgreSQL one may commit between two of these statements. Once re-owned (and locked
+        # by this transaction) a row is skipped by its claims; a claim that committed before
+        # is undone by the unclaim after. The other order left such a row claimed by the old
+        # owner under its old epoch but owned by the new one: in flight for good.
         await tx.run("reown_queue_rows", {"rows": rows})
+        n = await tx.run("unclaim", {"rows": rows})
         if n:
             await tx.all("notify_actor_queue", {})
         return n
