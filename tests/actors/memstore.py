@@ -116,9 +116,23 @@ class MemoryActorStore:
                 continue
             if r.ref.tenant not in tenants or taken.get(r.ref.tenant, 0) >= quota:
                 continue
+            if self._behind_backoff(r, now):
+                continue
             taken[r.ref.tenant] = taken.get(r.ref.tenant, 0) + 1
             out.append(_claim(r, worker_id, inst.epoch))
         return out
+
+    def _behind_backoff(self, r: _Row, now: float) -> bool:
+        """An earlier row of its group was put back during its backoff and is not due yet."""
+        return any(
+            h.queue_id < r.queue_id
+            and h.status is QueueStatus.PENDING
+            and h.attempts > 0
+            and h.ref == r.ref
+            and h.group_id == r.group_id
+            and h.available_at > now
+            for h in self.rows.values()
+        )
 
     async def list_pending(
         self, worker_id: str, ref: InstanceRef, group_id: str, *, limit: int, now: float

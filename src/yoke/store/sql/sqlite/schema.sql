@@ -151,6 +151,8 @@ CREATE TABLE actor_queues (
 CREATE INDEX actor_queues_claim ON actor_queues (worker_id, tenant, queue_id)
     WHERE status = 'pending';
 CREATE INDEX actor_queues_instance ON actor_queues (tenant, actor, instance_id, status);
+CREATE INDEX actor_queues_backoff ON actor_queues (tenant, actor, instance_id, group_id, queue_id)
+    WHERE status = 'pending' AND attempts > 0;
 
 CREATE TABLE scheduled_events (
     timer_id INTEGER PRIMARY KEY AUTOINCREMENT,
