@@ -99,6 +99,42 @@ def test_new_events_is_new_event_for_each_item() -> None:
         reg.new_events("carts", [], tenant="")
 
 
+def test_an_event_no_store_could_route_is_refused_before_anything_is_built() -> None:
+    """Instance ids and groups come from event data; one a store could not keep (or the API
+    not address) refuses the whole batch as `BadValue`, as do a group_by that raises, data
+    nested too deeply to encode, and a stream or tenant no store keeps."""
+    reg = ActorRegistry()
+    reg.actor(subscribe=["carts"], key="cart_id", queue=Queue(group_by="line"))(noop)
+
+    def boom(data: Any) -> str:
+        raise KeyError("region")
+
+    reg.actor("regions", subscribe=["orders"], queue=Queue(group_by=boom))(noop)
+    good = {"cart_id": "c1"}
+    for bad in ("a\x00b", "\ud800", "", "k" * 257):
+        with pytest.raises(BadValue, match="cart_id"):
+            reg.new_events("carts", [good, {"cart_id": bad}], tenant="acme")
+    for bad in ("\x00", "\udfff", "g" * 257):
+        with pytest.raises(BadValue, match="line"):
+            reg.new_events("carts", [good, {"cart_id": "c2", "line": bad}], tenant="acme")
+    with pytest.raises(BadValue, match="group_by"):
+        reg.new_events("orders", [{}], tenant="acme")
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(BadValue, match="nested"):
+        reg.new_events("carts", [{"cart_id": "c1", "n": deep}], tenant="acme")
+    with pytest.raises(BadValue, match="stream"):
+        reg.new_events("carts\x00", [good], tenant="acme")
+    with pytest.raises(BadValue, match="tenant"):
+        reg.new_events("carts", [good], tenant="t" * 257)
+    # the limits themselves are fine: 256 characters, any valid Unicode, an empty group
+    [e] = reg.new_events("carts", [{"cart_id": "k" * 256, "line": "é" * 256}], tenant="acme")
+    assert e.targets[0].instance_id == "k" * 256 and e.targets[0].group_id == "é" * 256
+    [e] = reg.new_events("carts", [{"cart_id": "ü", "line": ""}], tenant="acme")
+    assert e.targets[0].group_id == ""
+
+
 def test_registry_refuses_bad_definitions() -> None:
     reg = ActorRegistry()
     with pytest.raises(BadType):

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import _truncate
 from tests.store.test_conformance import new_execution, new_start
-from yoke.errors import StoreUnavailable
+from yoke.errors import StoreError, StoreUnavailable
 from yoke.store import (
     ExecutionStatus,
     Finish,
@@ -27,7 +27,7 @@ from yoke.store import (
     postgres,
     sqlfiles,
 )
-from yoke.store.postgres import PostgresStore
+from yoke.store.postgres import PostgresStore, translate
 from yoke.store.sqlbase import _new_start
 from yoke.store.sqlite import SQLiteStore
 
@@ -470,3 +470,18 @@ async def test_postgres_a_key_given_back_after_the_insert_skipped_it_is_taken_ag
         await other.close()
     assert [r.outcome for r in res] == [GrantOutcome.GRANTED, GrantOutcome.GRANTED]
     assert res[1].start is not None and res[1].start.idempotency_key == "K"
+
+
+def test_postgres_values_past_a_limit_are_a_store_error_not_an_outage(pg_url: str) -> None:
+    """PostgreSQL's "program limit exceeded" (here: an index row too large) comes back the
+    same on every retry: it must not read as `StoreUnavailable`, which callers retry."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TEMP TABLE wide (v TEXT PRIMARY KEY)")
+        # random text does not compress below the btree's ~2.7 kB limit
+        with pytest.raises(psycopg.errors.ProgramLimitExceeded) as caught:
+            conn.execute(
+                "INSERT INTO wide SELECT string_agg(md5(g::text), '') "
+                "FROM generate_series(1, 300) AS g"
+            )
+    err = translate(caught.value)
+    assert isinstance(err, StoreError) and not isinstance(err, StoreUnavailable)

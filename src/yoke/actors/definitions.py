@@ -16,12 +16,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from yoke.errors import BadType, BadValue
 from yoke.store.actor_records import NewEvent, Target
+from yoke.store.text import unstorable
 
 if TYPE_CHECKING:
     from yoke.actors.ctx import ActorCtx
 
 DEFAULT_GROUP = ""
 SINGLETON = "_"  # instance id of an actor defined with key=None
+# Instance ids and groups come from event data; the API addresses instances by id, and the
+# stores index both (PostgreSQL refuses an index row over ~2.7 kB), so both are bounded.
+MAX_KEY = 256
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,7 +88,13 @@ class Queue:
         g = self.group_by
         if g is None:
             return DEFAULT_GROUP
-        value = g(data) if callable(g) else _field(data, g)
+        if callable(g):
+            try:
+                value = g(data)
+            except Exception as exc:  # user code: this event cannot be routed
+                raise BadValue(f"group_by failed on the event: {exc!r}") from None
+        else:
+            value = _field(data, g)
         return DEFAULT_GROUP if value is None else str(value)
 
 
@@ -222,6 +232,8 @@ class ActorRegistry:
             raise BadType("stream must be a non-empty str")
         if not isinstance(tenant, str) or not tenant:
             raise BadType("tenant must be a non-empty str")
+        _check_text(stream, "stream")
+        _check_text(tenant, "tenant")
         subscribers = self._by_stream.get(stream, ())
         return [
             NewEvent(
@@ -232,12 +244,31 @@ class ActorRegistry:
 
 
 def _route(subscribers: Sequence[ActorDef], data: Any) -> tuple[Target, ...]:
+    """The event's queue rows. An instance id or group no store could keep, or the API
+    address again, refuses the whole batch (`BadValue`) before anything is written: stored,
+    it would fail its batch there (PostgreSQL) or every later claim of its owner (SQLite)."""
     out: list[Target] = []
     for d in subscribers:
         instance = d.instance_of(data)
-        if instance is not None:
-            out.append(Target(actor=d.name, instance_id=instance, group_id=d.queue.group_of(data)))
+        if instance is None:
+            continue
+        group = d.queue.group_of(data)
+        if not (0 < len(instance) <= MAX_KEY and instance.isascii() and "\x00" not in instance):
+            _check_text(instance, f"event field {d.key!r} (the instance id of actor {d.name!r})")
+        if group and not (len(group) <= MAX_KEY and group.isascii() and "\x00" not in group):
+            g = d.queue.group_by
+            field_name = f"event field {g!r}" if isinstance(g, str) else "group_by's answer"
+            _check_text(group, f"{field_name} (the group of actor {d.name!r})", empty=True)
+        out.append(Target(actor=d.name, instance_id=instance, group_id=group))
     return tuple(out)
+
+
+def _check_text(value: str, what: str, *, empty: bool = False) -> None:
+    if len(value) > MAX_KEY or (not value and not empty):
+        raise BadValue(f"{what} must be {0 if empty else 1} to {MAX_KEY} characters")
+    reason = unstorable(value)
+    if reason is not None:
+        raise BadValue(f"{what} {reason}")
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)  # built once: hot path
@@ -248,6 +279,8 @@ def encode(data: Any) -> str:
         return _ENCODER.encode(data)
     except (TypeError, ValueError) as exc:
         raise BadValue(f"event data must be JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise BadValue("event data is nested too deeply to encode") from None
 
 
 def _field(data: Any, path: str) -> Any:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from yoke.errors import BadType, BadValue
 from yoke.store.records import ExecutionStatus, StartKind, StartStatus
+from yoke.store.text import unstorable
 
 ADMIN = "ADMIN"
 OPERATOR = "OPERATOR"
@@ -23,17 +24,6 @@ OnLimit = Literal["queue", "reject"]
 
 
 PRIORITY_MAX = 2**63 - 1  # what both stores hold (BIGINT)
-
-
-def unstorable(value: str) -> str | None:
-    """Why no database would store `value` (NUL, lone surrogates), or None if it can."""
-    if "\x00" in value:
-        return "must not contain NUL characters"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "must be valid Unicode text"
-    return None
 
 
 def storable_text(value: str, what: str) -> str:

@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, Strin
 
 from yoke.errors import BadValue
 from yoke.executions import AuditEntry, Execution, Limits, Start
-from yoke.executions.model import unstorable
+from yoke.store.text import unstorable
 
 INT_MAX = 2**31 - 1
 MAX_TEXT = 256

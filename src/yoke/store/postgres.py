@@ -71,6 +71,9 @@ def translate(exc: Exception) -> YokeError:
         return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
     if isinstance(exc, psycopg.errors.IntegrityError):
         return Conflict(f"constraint violated: {exc}")
+    if isinstance(exc, psycopg.errors.ProgramLimitExceeded):
+        # e.g. an index row too large: the same statement fails again; not an outage
+        return StoreError(f"PostgreSQL refused the values: {exc}")
     if isinstance(exc, psycopg.OperationalError):
         return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
     return StoreError(f"PostgreSQL error: {exc}")
