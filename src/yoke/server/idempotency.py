@@ -98,8 +98,8 @@ def check_key(key: str) -> str:
 def fingerprint(method: str, path: str, body: bytes) -> str:
     try:
         canon = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
-    except (ValueError, UnicodeDecodeError):
-        canon = body  # not JSON: it will be refused, but compare it as bytes all the same
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        canon = body  # not JSON (or too deep): it will be refused, but compare it as bytes
     return hashlib.sha256(method.encode() + b" " + path.encode() + b"\n" + canon).hexdigest()
 
 

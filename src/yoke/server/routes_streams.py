@@ -2,13 +2,18 @@
 
 The body is the event (a JSON object); it is appended to the stream in the caller's tenant and
 fanned out to the subscribed actor instances by `app.append`. It answers 202: the event is
-stored, its processing happens later. Idempotency-Key works as on every creating POST. This
-module must never route events itself.
+stored, its processing happens later. Idempotency-Key works as on every creating POST.
+
+Nesting is bounded as for a start's input, so no event is too deep to encode, store or decode
+later. What the event routes by (its instance ids and groups) is checked by the runtime's
+registry before anything is written (a `BadValue`: 422). This module must never route events
+itself.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -18,6 +23,8 @@ from yoke.errors import BadValue
 from yoke.server.auth import home_tenant, principal_of
 from yoke.server.models import check_text
 from yoke.server.state import BadRequest, ServerState, json_response, read_body
+
+MAX_DEPTH = 200  # levels of arrays and objects, as pydantic allows in a start's input
 
 
 class StreamsRoutes:
@@ -31,16 +38,42 @@ class StreamsRoutes:
         async def answer() -> Response:
             p = principal_of(request)
             stream = check_text(request.path_params["stream"], "stream")
-            raw = await read_body(request)
-            try:
-                data = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                raise BadRequest("the body must be JSON (the event)") from None
-            if not isinstance(data, dict):
-                raise BadValue("an event must be a JSON object")
+            data = parse_event(await read_body(request))
             tenant = home_tenant(p)
             event_id = await self.s.app.append(stream, data, tenant=tenant)
             return json_response({"stream": stream, "tenant": tenant, "event_id": event_id}, 202)
 
         response, _ = await self.s.idempotent(request, answer)
         return response
+
+
+def parse_event(raw: bytes) -> dict[str, Any]:
+    too_deep = BadRequest(f"the body must be JSON nested at most {MAX_DEPTH} levels deep")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("the body must be JSON (the event)") from None
+    except RecursionError:
+        raise too_deep from None
+    if not isinstance(data, dict):
+        raise BadValue("an event must be a JSON object")
+    if _deeper_than(data, MAX_DEPTH):
+        raise too_deep
+    return data
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    # Iterative: a recursive walk would fail on the very bodies it is meant to refuse.
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict):
+            children: Any = v.values()
+        elif isinstance(v, list):
+            children = v
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children)
+    return False

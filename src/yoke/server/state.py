@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -121,14 +122,19 @@ class Invalid(InvalidArgument):
         self.errors = errors
 
 
+# Plain ASCII decimal numbers only: Python's int() and float() also take "1_000", " 5 ",
+# full-width digits and "infinity", which no client means and no schema describes.
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def query_float(request: Request, name: str, *, low: float, high: float) -> float | None:
     raw = request.query_params.get(name)
     if raw is None:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadValue(f"query parameter {name} must be a number") from None
+    if not _FLOAT.fullmatch(raw):
+        raise BadValue(f"query parameter {name} must be a number")
+    value = float(raw)
     if not math.isfinite(value) or not low <= value <= high:
         raise BadValue(f"query parameter {name} must be from {low:g} to {high:g}")
     return value
@@ -138,10 +144,10 @@ def query_int(request: Request, name: str, *, default: int, low: int, high: int)
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadValue(f"query parameter {name} must be an integer") from None
+    if not _INT.fullmatch(raw):
+        raise BadValue(f"query parameter {name} must be an integer")
+    # Past 20 digits it is out of any range here (and int() raises past 4300 digits).
+    value = int(raw) if len(raw) <= 20 else high + 1
     if not low <= value <= high:
         raise BadValue(f"query parameter {name} must be from {low} to {high}")
     return value
