@@ -419,14 +419,16 @@ class MemoryActorStore:
         return n
 
     async def claim_orphans(self, worker_id: str, *, stale_before: float, now: float) -> Takeover:
-        live = {
+        gone = {
             w.worker_id
             for w in self.workers.values()
-            if w.stopped_at is None and w.heartbeat_at >= stale_before
+            if w.stopped_at is not None or w.heartbeat_at < stale_before
         }
         n = requeued = 0
         for inst in self.instances.values():
-            if inst.worker_id == worker_id or inst.worker_id in live:
+            if inst.worker_id is not None and (
+                inst.worker_id == worker_id or inst.worker_id not in gone
+            ):
                 continue
             requeued += self._release(inst, worker_id)
             n += 1

@@ -118,22 +118,28 @@ async def test_a_claim_between_the_statements_of_a_takeover_is_not_stranded(
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lock_orphans takes the instances of stopped or silent workers only, not those of "
-    "an owner with no runtime_workers row, as ActorStore.claim_orphans promises",
-)
-async def test_instances_of_an_unknown_owner_are_taken_over(actor_store: ActorStore) -> None:
-    if not isinstance(actor_store, SqlStore):
-        pytest.skip("the reference store takes them over")
+async def test_an_owner_with_no_worker_row_keeps_its_instances_until_it_goes_silent(
+    actor_store: ActorStore,
+) -> None:
+    """An owner is set only by a registered worker (a runtime registers before it appends as
+    owner, and a takeover names the worker taking), or by whoever uses the store directly to
+    give instances to a worker that has not started yet. Worker rows are never deleted, so an
+    owner with no row is one not registered yet: its instances wait for it, and are taken
+    once it has registered and then stopped or gone silent."""
     ev = NewEvent(
         tenant="t",
         stream="s",
         data="{}",
         targets=(Target(actor="a", instance_id="x", group_id=""),),
     )
-    await actor_store.append_events([ev], owner="gone", now=1.0)  # "gone" has no worker row
+    await actor_store.append_events([ev], owner="later", now=1.0)  # "later" has no row yet
     await actor_store.register_worker("w1", hostname="h", pid=1, now=2.0)
     got = await actor_store.claim_orphans("w1", stale_before=1.5, now=2.0)
+    info = await actor_store.get_instance(REF)
+    assert got.instances == 0 and info is not None and info.worker_id == "later"
+    await actor_store.register_worker("later", hostname="h", pid=2, now=3.0)
+    got = await actor_store.claim_orphans("w1", stale_before=2.5, now=4.0)
+    assert got.instances == 0, "a live owner keeps its instances"
+    got = await actor_store.claim_orphans("w1", stale_before=3.5, now=10.0)
     info = await actor_store.get_instance(REF)
     assert got.instances == 1 and info is not None and info.worker_id == "w1"

@@ -151,8 +151,10 @@ class ActorStore(Protocol):
         ...
 
     async def claim_orphans(self, worker_id: str, *, stale_before: float, now: float) -> Takeover:
-        """Take every instance with no owner, or whose owner is stopped, unknown or silent
-        since `stale_before`; bump their epochs and put their claimed rows back to pending."""
+        """Take every instance with no owner, or whose owner's worker row is stopped or silent
+        since `stale_before`; bump their epochs and put their claimed rows back to pending. An
+        owner with no worker row yet keeps its instances: owners are named by registered
+        workers, or by a direct caller for a worker about to start (rows are never deleted)."""
         ...
 
     async def list_workers(self) -> list[WorkerRow]: ...
