@@ -5,7 +5,9 @@ Completions are queued here as they happen; one writer task deletes them in batc
 `batch_size` rows, each batch taking whatever finished while the previous statement ran, so
 under load a completion costs a fraction of a transaction (PEERS.md observation 1). A batch
 that fails because the store is unavailable is retried with backoff, never dropped; rows the
-store refuses (fenced: the instance belongs to another worker now) are counted and logged.
+store refuses (fenced: the instance belongs to another worker now) are logged, and the drain
+is told whose they were (each completion carries a tag of the drain's choosing): those
+instances are lost here, and what the drain holds of them must not run.
 
 Why retry rather than log and move on: a claimed row whose completion, requeue or dead letter
 is not written stays claimed in the store, and this worker claims pending rows only, so the
@@ -22,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from yoke.actors.protocol import ActorStore
 from yoke.errors import YokeError
@@ -31,6 +33,7 @@ from yoke.store.actor_records import Completion
 log = logging.getLogger("yoke.actors.drain")
 
 T = TypeVar("T")
+Tag = TypeVar("Tag")
 
 MAX_PAUSE = 5.0  # seconds between two attempts, at most: a returning store is noticed soon
 STOPPING_ATTEMPTS = 3  # a stopping worker gives a write up after this many failed attempts
@@ -62,7 +65,7 @@ async def until_stored(
             pause = min(pause * 2, MAX_PAUSE)
 
 
-class CompletionWriter:
+class CompletionWriter(Generic[Tag]):
     def __init__(
         self,
         store: ActorStore,
@@ -70,14 +73,15 @@ class CompletionWriter:
         *,
         batch_size: int,
         retry_after: float,
-        on_fenced: Callable[[int], None],
+        on_fenced: Callable[[list[Tag]], None],
     ) -> None:
         self._store = store
         self._worker_id = worker_id
         self._batch = batch_size
         self._retry_after = retry_after
-        self._on_fenced = on_fenced
+        self._on_fenced = on_fenced  # called with the tags of the completions refused
         self._done: list[Completion] = []
+        self._tags: list[Tag] = []  # parallel to _done
         self._wake = asyncio.Event()
         # Held while a batch is written (and retried): flush() waits for it.
         self._writing = asyncio.Lock()
@@ -93,8 +97,9 @@ class CompletionWriter:
             f"stopping={self._stopping}, given_up={self.given_up})"
         )
 
-    def add(self, done: Completion) -> None:
+    def add(self, done: Completion, tag: Tag) -> None:
         self._done.append(done)
+        self._tags.append(tag)
         self._wake.set()
 
     def stop(self) -> None:
@@ -120,8 +125,8 @@ class CompletionWriter:
                 await self._write_batch()
 
     async def _write_batch(self) -> None:
-        batch = self._done[: self._batch]
-        del self._done[: len(batch)]
+        batch, tags = self._done[: self._batch], self._tags[: self._batch]
+        del self._done[: len(batch)], self._tags[: len(batch)]
         stored = await until_stored(
             lambda: self._store.complete(self._worker_id, batch),
             what=f"writing {len(batch)} completions",
@@ -131,6 +136,7 @@ class CompletionWriter:
         if stored is None:  # stopping, and the store refuses: the rest would be refused alike
             self.given_up += len(batch) + len(self._done)
             self._done.clear()
+            self._tags.clear()
             return
         ok, attempts = stored
         missing = len(batch) - len(ok)
@@ -143,5 +149,6 @@ class CompletionWriter:
                 missing,
             )
             return
-        self._on_fenced(missing)
         log.warning("%d completions refused: their instances belong to another worker", missing)
+        written = set(ok)
+        self._on_fenced([t for c, t in zip(batch, tags, strict=True) if c.queue_id not in written])

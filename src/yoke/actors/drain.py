@@ -172,12 +172,12 @@ class QueueDrainScheduler:
         self._retries: list[tuple[float, int, _Job]] = []
         self._retry_wake = asyncio.Event()
         self._wake = asyncio.Event()
-        self._completions = CompletionWriter(
+        self._completions: CompletionWriter[_Instance] = CompletionWriter(
             store,
             worker_id,
             batch_size=self._cfg.batch_size,
             retry_after=self._cfg.retry_store_after,
-            on_fenced=self._count_fenced,
+            on_fenced=self._refused,
         )
         self._idle = asyncio.Event()
         self._more = False
@@ -258,8 +258,20 @@ class QueueDrainScheduler:
     def _stopping(self) -> bool:
         return self._closing
 
-    def _count_fenced(self, n: int) -> None:
-        self._counts["fenced"] += n
+    def _refused(self, owners: list[_Instance]) -> None:
+        """The store refused these completions: their instances belong to another worker
+        now. What this worker holds of them and has not started is dropped (the new owner runs
+        it); left alone it would run here too, its effects (emit, schedule) made twice."""
+        self._counts["fenced"] += len(owners)
+        for inst in dict.fromkeys(owners):
+            if not inst.lost:
+                log.warning(
+                    "lost instance %s/%s: its completions were refused",
+                    inst.ref.actor,
+                    inst.ref.instance_id,
+                )
+                self._drop_queued(inst)
+        self._after_stop()
 
     # -- claiming --------------------------------------------------------------------------
     def _room(self) -> int:
@@ -490,7 +502,7 @@ class QueueDrainScheduler:
         if error is None:
             self._counts["processed"] += 1
             self._metrics.processed(inst.actor.name)
-            self._completions.add(job.completion)
+            self._completions.add(job.completion, inst)
             self._end(job)
         else:
             await self._failed(job, error)
