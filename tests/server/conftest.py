@@ -17,6 +17,8 @@ import httpx
 import pytest
 
 import yoke
+from tests.actors.conftest import truncate_actor_tables
+from yoke.actors import ActorCtx, ActorSettings, Event
 from yoke.executions import Limits, Principal
 from yoke.server import Server, TokenBook
 
@@ -117,5 +119,62 @@ async def serve(db_url: str, tokens_file: Path) -> AsyncIterator[Serve]:
         return server, client
 
     yield start
+    for cm in reversed(stack):
+        await cm.__aexit__(None, None, None)
+
+
+# -- the actor app of the actor route tests ---------------------------------------------
+WORKER = "test-worker"
+STALE_AFTER = 60.0
+
+Start = Callable[..., Awaitable[tuple[Server, Client]]]
+
+
+def actor_app(database_url: str, *, worker: bool) -> yoke.App:
+    app = yoke.App(
+        database_url,
+        actor_settings=ActorSettings(
+            worker_id=WORKER, stale_after=STALE_AFTER, shutdown_timeout=5.0
+        ),
+        actor_worker=worker,
+    )
+    gate = asyncio.Event()  # `slow` holds its events until the test (or teardown) sets it
+    app.gate = gate  # type: ignore[attr-defined]
+
+    @app.actor(subscribe=["carts"], key="cart_id", queue=yoke.Queue(concurrency=2, group_by="line"))
+    async def cart(ctx: ActorCtx, event: Event) -> None:
+        await ctx.state.update(lambda s: {**s, "items": s.get("items", 0) + 1})
+
+    @app.actor(
+        subscribe=["carts"], key="cart_id", backoff=yoke.Backoff(initial=0.001, max_attempts=2)
+    )
+    async def audit(ctx: ActorCtx, event: Event) -> None:
+        if event.data.get("bad"):
+            raise RuntimeError("refused")
+
+    @app.actor(subscribe=["slow"], key="k")
+    async def slow(ctx: ActorCtx, event: Event) -> None:
+        await gate.wait()
+
+    return app
+
+
+@pytest.fixture
+async def start(database_url: str, tokens_file: Path) -> AsyncIterator[Start]:
+    """`server, client = await start(worker=True)`: an actor app served in process."""
+    if database_url.startswith("postgres"):
+        truncate_actor_tables(database_url)
+    stack: list[Any] = []
+
+    async def go(*, worker: bool = True) -> tuple[Server, Client]:
+        server = Server(
+            actor_app(database_url, worker=worker), tokens=TokenBook.from_file(tokens_file)
+        )
+        cm = running(server)
+        client = await cm.__aenter__()
+        stack.append(cm)
+        return server, client
+
+    yield go
     for cm in reversed(stack):
         await cm.__aexit__(None, None, None)

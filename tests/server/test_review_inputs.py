@@ -14,43 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.actors.conftest import truncate_actor_tables
-from tests.server.conftest import Client, Serve, running
-from tests.server.test_actor_routes import actor_app, until
+from tests.server.conftest import Serve, Start
+from tests.server.test_actor_routes import until
 from tests.server.test_errors import assert_problem
 from yoke.errors import BadValue, StoreUnavailable
-from yoke.server import Server, TokenBook
 
-Start = Callable[..., Awaitable[tuple[Server, Client]]]
 EVENTS = "/v1/streams/carts/events"
-
-
-@pytest.fixture
-async def start(database_url: str, tokens_file: Path) -> AsyncIterator[Start]:
-    """`server, client = await start(worker=...)`: the actor test app, served in process."""
-    if database_url.startswith("postgres"):
-        truncate_actor_tables(database_url)
-    stack: list[Any] = []
-
-    async def go(*, worker: bool = False) -> tuple[Server, Client]:
-        server = Server(
-            actor_app(database_url, worker=worker), tokens=TokenBook.from_file(tokens_file)
-        )
-        cm = running(server)
-        client = await cm.__aenter__()
-        stack.append(cm)
-        return server, client
-
-    yield go
-    for cm in reversed(stack):
-        await cm.__aexit__(None, None, None)
 
 
 async def nothing_stored(op: httpx.AsyncClient) -> None:
@@ -80,7 +54,7 @@ UNROUTABLE: list[tuple[str, bytes]] = [
 async def test_an_event_that_cannot_be_routed_is_422_and_writes_nothing(
     start: Start, case: str, body: bytes
 ) -> None:
-    _, client = await start()
+    _, client = await start(worker=False)
     acme, op = client("acme"), client("operator")
     for headers in ({}, {"Idempotency-Key": f"k-{len(body)}"}):
         problem = assert_problem(await acme.post(EVENTS, content=body, headers=headers), 422)
@@ -99,7 +73,7 @@ async def test_a_poisoned_key_never_reaches_the_worker(start: Start) -> None:
 
 
 async def test_odd_but_storable_keys_are_accepted_and_addressable(start: Start) -> None:
-    _, client = await start()
+    _, client = await start(worker=False)
     acme = client("acme")
     for key in ("k" * 256, "org/7 ü?", "😀", "%2F", " "):
         event = {"cart_id": key, "x": "\u0000 and \ud800 in data: stored escaped, harmless"}
@@ -113,7 +87,7 @@ async def test_odd_but_storable_keys_are_accepted_and_addressable(start: Start) 
 @pytest.mark.parametrize("key", [None, "deep"])
 @pytest.mark.parametrize("depth", [201, 2_000, 100_000])
 async def test_a_deeply_nested_event_is_400(start: Start, depth: int, key: str | None) -> None:
-    _, client = await start()
+    _, client = await start(worker=False)
     acme = client("acme")
     headers = {"Idempotency-Key": key} if key else {}
     body = assert_problem(await acme.post(EVENTS, content=nested(depth), headers=headers), 400)
@@ -136,7 +110,7 @@ NOT_PLAIN_NUMBERS = ["1_0", "%EF%BC%91", "%205", "5%20", "0x10", "1e2", "", "9" 
 
 @pytest.mark.parametrize("raw", NOT_PLAIN_NUMBERS)
 async def test_a_paging_limit_is_a_plain_decimal(start: Start, raw: str) -> None:
-    _, client = await start()
+    _, client = await start(worker=False)
     op = client("operator")
     assert_problem(await op.get(f"/v1/actors/cart/instances?limit={raw}"), 422)
     assert_problem(await op.get(f"/v1/executions?limit={raw}"), 422)
@@ -157,7 +131,7 @@ async def test_a_wait_is_a_plain_decimal(serve: Serve, raw: str) -> None:
 async def test_the_store_unavailable_is_503_on_every_actor_route(
     start: Start, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server, client = await start()
+    server, client = await start(worker=False)
     op = client("operator")
 
     async def down(*args: object, **kwargs: object) -> Any:
@@ -183,16 +157,14 @@ async def test_the_store_unavailable_is_503_on_every_actor_route(
     assert (await op.post(EVENTS, json={"cart_id": "c1"}, headers=key)).status_code == 202
 
 
-# The fix, in yoke/actors/definitions.py (not this reviewer's to make): `new_events` (or
-# `_route`) refuses with BadValue, before any event is built, a Target whose instance_id is
-# empty, longer than 256 characters or `unstorable()`, or whose group_id is `unstorable()`.
-# Today PostgreSQL fails the batch with StoreError, an untranslated UnicodeEncodeError, or
-# (a key past the index row limit) StoreUnavailable, as if a retry could help; SQLite stores
-# the batch whole, and a lone surrogate then fails every claim of the worker. The HTTP portal
-# checks this itself (routes_streams.check_routing), so only the Python API is exposed.
+# The runtime's registry refuses such a batch as BadValue before any event is built
+# (`definitions._route`). Before, PostgreSQL failed the batch with StoreError, an untranslated
+# UnicodeEncodeError, or (a key past the index row limit) StoreUnavailable, as if a retry could
+# help; SQLite stored the batch whole, and a lone surrogate then failed every claim of the
+# worker.
 @pytest.mark.parametrize("bad", ["a\x00b", "\ud800", "k" * 3000])
 async def test_a_rejected_batch_append_writes_none_of_its_events(start: Start, bad: str) -> None:
-    server, client = await start()
+    server, client = await start(worker=False)
     batch = [{"cart_id": "good-1"}, {"cart_id": bad}, {"cart_id": "good-2"}]
     with pytest.raises(BadValue):
         await server.app.append_many("carts", batch, tenant="acme")
