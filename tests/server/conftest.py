@@ -8,6 +8,7 @@ in process through `httpx.ASGITransport`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -106,28 +107,23 @@ Serve = Callable[..., Awaitable[tuple[Server, Client]]]
 @pytest.fixture
 async def serve(db_url: str, tokens_file: Path) -> AsyncIterator[Serve]:
     """`server, client = await serve(limits=...)`; the lifespan is left at the end."""
-    stack: list[Any] = []
+    async with contextlib.AsyncExitStack() as stack:
 
-    async def start(
-        limits: Limits | None = None, *, tokens: bool = True, retention: float = 3600.0
-    ) -> tuple[Server, Client]:
-        book = TokenBook.from_file(tokens_file) if tokens else None
-        server = Server(make_app(db_url, limits), tokens=book, retention=retention)
-        cm = running(server)
-        client = await cm.__aenter__()
-        stack.append(cm)
-        return server, client
+        async def start(
+            limits: Limits | None = None, *, tokens: bool = True, retention: float = 3600.0
+        ) -> tuple[Server, Client]:
+            book = TokenBook.from_file(tokens_file) if tokens else None
+            server = Server(make_app(db_url, limits), tokens=book, retention=retention)
+            return server, await stack.enter_async_context(running(server))
 
-    yield start
-    for cm in reversed(stack):
-        await cm.__aexit__(None, None, None)
+        yield start
 
 
 # -- the actor app of the actor route tests ---------------------------------------------
 WORKER = "test-worker"
 STALE_AFTER = 60.0
 
-Start = Callable[..., Awaitable[tuple[Server, Client]]]
+Start = Serve
 
 
 def actor_app(database_url: str, *, worker: bool) -> yoke.App:
@@ -164,17 +160,12 @@ async def start(database_url: str, tokens_file: Path) -> AsyncIterator[Start]:
     """`server, client = await start(worker=True)`: an actor app served in process."""
     if database_url.startswith("postgres"):
         truncate_actor_tables(database_url)
-    stack: list[Any] = []
+    async with contextlib.AsyncExitStack() as stack:
 
-    async def go(*, worker: bool = True) -> tuple[Server, Client]:
-        server = Server(
-            actor_app(database_url, worker=worker), tokens=TokenBook.from_file(tokens_file)
-        )
-        cm = running(server)
-        client = await cm.__aenter__()
-        stack.append(cm)
-        return server, client
+        async def go(*, worker: bool = True) -> tuple[Server, Client]:
+            server = Server(
+                actor_app(database_url, worker=worker), tokens=TokenBook.from_file(tokens_file)
+            )
+            return server, await stack.enter_async_context(running(server))
 
-    yield go
-    for cm in reversed(stack):
-        await cm.__aexit__(None, None, None)
+        yield go
