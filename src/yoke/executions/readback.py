@@ -5,7 +5,9 @@ drops as it is sent): the store raises, yet the batch may have committed. Its gr
 slots and have executions that only this process would run; treated as failed, the slots
 would stay taken until the process stops. So a failed batch is read back: if any of its
 executions exists, the batch committed, and each request's outcome is rebuilt from what the
-store holds. If none exists, nothing was granted and the failure stands.
+store holds. If none exists, nothing was granted and the failure stands. If the store cannot
+tell yet (it is still down), the read-back fails too: the caller must ask again, for a batch
+that committed and is taken as failed leaves executions nobody runs and slots nobody frees.
 
 This module only reads the store (and logs again a start whose log is not found, to learn who
 holds its idempotency key); it never touches the kernel.
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from yoke.errors import YokeError
 from yoke.store import (
     ExecutionRow,
     GrantOutcome,
@@ -30,14 +31,11 @@ async def committed_outcomes(
     store: Store, requests: Sequence[GrantRequest]
 ) -> list[GrantResult] | None:
     """The outcomes of a batch of `requests` that committed though its answer was lost, or
-    None if it granted nothing (or the store cannot tell now)."""
-    try:
-        executions = [await store.get_execution(r.execution.execution_id) for r in requests]
-        if all(e is None for e in executions):
-            return None
-        return [await _outcome(store, r, e) for r, e in zip(requests, executions, strict=True)]
-    except YokeError:
+    None if it granted nothing. Raises `YokeError` while the store cannot tell."""
+    executions = [await store.get_execution(r.execution.execution_id) for r in requests]
+    if all(e is None for e in executions):
         return None
+    return [await _outcome(store, r, e) for r, e in zip(requests, executions, strict=True)]
 
 
 async def _outcome(
