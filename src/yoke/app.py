@@ -262,11 +262,24 @@ class App:
                     # we start from now on is recoverable.
                     log.warning("instance %s was declared dead; registering again", instance_id)
                     await store.register_instance(instance_id, now=now)
+                    await self.executions.stop_recovered()
                 await store.recover_dead(
                     stale_before=now - s.instance_stale_after, now=now, exclude=instance_id
                 )
+                await self._follow_limits(store)
             except YokeError as exc:
                 log.warning("heartbeat failed: %s", exc)
+
+    async def _follow_limits(self, store: Store) -> None:
+        """Limits changed by a peer (recorded in the control log) apply here from the next
+        heartbeat: every instance puts its own caps into the ledger slots it asks for."""
+        recorded = await store.latest_limits()
+        if recorded is None:
+            return
+        limits = Limits.from_json(json.loads(recorded))
+        if limits != await self.executions.limits():
+            log.info("limits changed by a peer; applying them: %s", limits)
+            self.executions.apply_limits(limits)
 
 
 async def run_worker(app: App, *, stop: asyncio.Event | None = None) -> None:

@@ -633,6 +633,21 @@ class Executions(Reading, Control):
         return await self._shielded(self._log_and_admit(new, copy))
 
     # -- running -------------------------------------------------------------------------------
+    async def stop_recovered(self) -> int:
+        """This instance was declared dead and a peer recovered it: the executions the peer
+        recorded ABORTED (it freed their slots, which may be granted again already) must not go
+        on running here. Executions granted here since then stay. Queued starts the peer
+        aborted are found GONE when picked. Returns how many runs were stopped."""
+        store = self._require()
+        stopped = 0
+        for execution_id, run in list(self._runs.items()):
+            row = await store.get_execution(execution_id)
+            if row is None or row.status.finished:
+                log.warning("stopping %s: a peer recorded it %s", execution_id, row and row.status)
+                self._stop(run)
+                stopped += 1
+        return stopped
+
     def _launch(self, ex: ExecutionRow, local: Local) -> None:
         assert self._spawn is not None
         run = self._run(ex, local)
