@@ -1,14 +1,16 @@
-"""A runtime change must not land without its control-log entry: here the log's write fails
-(the store drops the connection) after the priority change itself was stored."""
+"""A runtime change must not land without its control-log entry, nor the entry without the
+change: a priority change and its entry are one transaction. Here the database itself refuses
+the entry (a trigger), after the priority was written in the same transaction."""
 
 from __future__ import annotations
 
-from typing import Any
+import sqlite3
 
+import psycopg
 import pytest
 
 import yoke
-from yoke.errors import StoreUnavailable
+from yoke.errors import YokeError
 from yoke.executions import Limits, StartStatus
 
 from .helpers import Gates, make_app
@@ -16,11 +18,36 @@ from .helpers import Gates, make_app
 OPERATOR = yoke.Principal("op", ["OPERATOR"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="set_priority stores the new priority, then appends the audit entry in another "
-    "transaction: if the append fails the change stays, with no audit trail",
-)
+def refuse_audit_entries(database_url: str) -> None:
+    if database_url.startswith("sqlite:"):
+        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as db:
+            db.execute(
+                "CREATE TRIGGER refuse_audit BEFORE INSERT ON yoke_control_log "
+                "BEGIN SELECT RAISE(ABORT, 'audit refused'); END"
+            )
+        return
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'audit refused'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse_audit BEFORE INSERT ON yoke_control_log "
+            "FOR EACH ROW EXECUTE FUNCTION refuse_audit()"
+        )
+
+
+def allow_audit_entries(database_url: str) -> None:
+    """The test databases outlive a test (PostgreSQL's are truncated, not dropped)."""
+    if database_url.startswith("sqlite:"):
+        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as db:
+            db.execute("DROP TRIGGER IF EXISTS refuse_audit")
+        return
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER IF EXISTS refuse_audit ON yoke_control_log")
+        conn.execute("DROP FUNCTION IF EXISTS refuse_audit()")
+
+
 async def test_a_priority_change_whose_audit_fails_changes_nothing(database_url: str) -> None:
     gates = Gates()
     app = make_app(database_url, gates, limits=Limits(max_running=1))
@@ -31,21 +58,14 @@ async def test_a_priority_change_whose_audit_fails_changes_nothing(database_url:
         await ex.start("hold", {"gate": "a"})
         queued = await ex.start("hold", {"gate": "b"})
         assert queued.status is StartStatus.QUEUED
-        real = store.append_control
-
-        async def down(**kw: Any) -> Any:
-            store.append_control = real  # type: ignore[method-assign]
-            raise StoreUnavailable("the database is down")
-
-        store.append_control = down  # type: ignore[method-assign]
+        refuse_audit_entries(database_url)
         try:
-            with pytest.raises(StoreUnavailable):
+            with pytest.raises(YokeError):
                 await ex.set_priority(queued.start_id, 7, principal=OPERATOR)
             row = await store.get_start(queued.start_id)
-            assert row is not None
-            audited = [e for e in await ex.audit() if e.kind == "priority"]
-            # Either both happened or neither: a change without its audit entry is the defect.
-            assert (row.priority == 7) == bool(audited)
+            assert row is not None and row.priority == queued.priority  # unchanged
+            assert [e for e in await ex.audit() if e.kind == "priority"] == []
         finally:
+            allow_audit_entries(database_url)
             gates.open("a")
             gates.open("b")

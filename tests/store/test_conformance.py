@@ -16,6 +16,7 @@ from yoke.store import (
     Finish,
     GrantOutcome,
     GrantRequest,
+    NewControl,
     NewExecution,
     NewStart,
     Slot,
@@ -179,14 +180,35 @@ async def test_a_refusal_can_give_the_idempotency_key_back(store: Store) -> None
     assert created and b.start_id != a.start_id
 
 
-async def test_priority_changes_only_while_queued(store: Store) -> None:
+def priority_entry(subject: str, after: int) -> NewControl:
+    return NewControl(
+        kind="priority",
+        principal="op",
+        tenant=None,
+        roles=("OPERATOR",),
+        subject=subject,
+        before=None,
+        after=str(after),
+        at=5.0,
+    )
+
+
+async def test_priority_changes_only_while_queued_with_its_audit_entry(store: Store) -> None:
     a, _ = await store.log_start(new_start())
-    row = await store.set_start_priority(a.start_id, 7)
+    row = await store.set_start_priority(a.start_id, 7, audit=priority_entry(a.start_id, 7))
     assert row is not None and row.priority == 7
     await grant(store, a.start_id)
-    row = await store.set_start_priority(a.start_id, 9)
+    row = await store.set_start_priority(a.start_id, 9, audit=priority_entry(a.start_id, 9))
     assert row is not None and row.priority == 7 and row.status is StartStatus.GRANTED
-    assert await store.set_start_priority("missing", 1) is None
+    assert await store.set_start_priority("missing", 1, audit=priority_entry("missing", 1)) is None
+    # Only the change that happened is logged, with what it was given.
+    [entry] = await store.control_log()
+    assert (entry.kind, entry.subject, entry.after, entry.roles) == (
+        "priority",
+        a.start_id,
+        "7",
+        ("OPERATOR",),
+    )
 
 
 async def test_finish_frees_the_slots_exactly_once(store: Store) -> None:

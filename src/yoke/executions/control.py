@@ -29,9 +29,7 @@ from yoke.executions.model import (
     check_priority,
 )
 from yoke.executions.state import ExecutionsState, check_id, need
-from yoke.store import (
-    StartStatus,
-)
+from yoke.store import NewControl, StartStatus
 
 
 class Control(ExecutionsState):
@@ -79,7 +77,9 @@ class Control(ExecutionsState):
                 kind="priority", principal=principal, subject=start_id, before=before, after=after
             )
         )
-        new = await store.set_start_priority(start_id, priority)
+        # The change and its audit entry are one transaction: neither lands without the other.
+        audit = self._entry("priority", principal, start_id, before, after)
+        new = await store.set_start_priority(start_id, priority, audit=audit)
         if new is None or new.status is not StartStatus.QUEUED:
             raise Conflict(f"start {start_id} was decided meanwhile")
         local = self._local.get(start_id)
@@ -88,7 +88,6 @@ class Control(ExecutionsState):
             self._kernel.reprioritize(start_id, priority)
             if local.item is not None:
                 self._order.sync(local.item)
-        await self._audit("priority", principal, start_id, before, after)
         self.wake()
         return self._answer(new)
 
@@ -120,13 +119,28 @@ class Control(ExecutionsState):
     async def _audit(
         self, kind: str, principal: Principal, subject: str | None, before: Any, after: Any
     ) -> None:
+        e = self._entry(kind, principal, subject, before, after)
         await self._require().append_control(
+            kind=e.kind,
+            principal=e.principal,
+            tenant=e.tenant,
+            roles=e.roles,
+            subject=e.subject,
+            before=e.before,
+            after=e.after,
+            now=e.at,
+        )
+
+    def _entry(
+        self, kind: str, principal: Principal, subject: str | None, before: Any, after: Any
+    ) -> NewControl:
+        return NewControl(
             kind=kind,
             principal=principal.name,
             tenant=principal.tenant,
-            roles=sorted(principal.roles),
+            roles=tuple(sorted(principal.roles)),
             subject=subject,
             before=json.dumps(before),
             after=json.dumps(after),
-            now=self._clock.wall(),
+            at=self._clock.wall(),
         )

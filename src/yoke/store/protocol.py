@@ -26,6 +26,7 @@ from yoke.store.records import (
     Finish,
     GrantRequest,
     GrantResult,
+    NewControl,
     NewExecution,
     NewStart,
     Recovery,
@@ -118,9 +119,12 @@ class Store(Protocol):
         the call (unchanged if it was no longer QUEUED); None if there is no such start."""
         ...
 
-    async def set_start_priority(self, start_id: str, priority: int) -> StartRow | None:
-        """Change the priority of a QUEUED start; returns the row after (unchanged if not
-        QUEUED); None if there is no such start."""
+    async def set_start_priority(
+        self, start_id: str, priority: int, *, audit: NewControl
+    ) -> StartRow | None:
+        """Change the priority of a QUEUED start and write `audit` to the control log, in one
+        transaction (neither lands without the other); returns the row after (unchanged, and
+        nothing logged, if not QUEUED); None if there is no such start."""
         ...
 
     # -- executions ------------------------------------------------------------------------

@@ -200,6 +200,20 @@ class Finish:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class NewControl:
+    """A control-log entry to write: who changed what, from what, to what (JSON text)."""
+
+    kind: str
+    principal: str
+    tenant: str | None
+    roles: tuple[str, ...]
+    subject: str | None
+    before: str | None
+    after: str | None
+    at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ControlRow:
     seq: int
     kind: str

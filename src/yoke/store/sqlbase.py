@@ -30,6 +30,7 @@ from yoke.store.records import (
     GrantOutcome,
     GrantRequest,
     GrantResult,
+    NewControl,
     NewExecution,
     NewStart,
     Recovery,
@@ -337,11 +338,15 @@ class SqlStore(ActorSqlVerbs):
                 row = await tx.one("get_start", {"start_id": start_id})
         return None if row is None else _start(row)
 
-    async def set_start_priority(self, start_id: str, priority: int) -> StartRow | None:
-        async with self._single() as tx:
+    async def set_start_priority(
+        self, start_id: str, priority: int, *, audit: NewControl
+    ) -> StartRow | None:
+        async with self._write() as tx:
             row = await tx.one("set_start_priority", {"start_id": start_id, "priority": priority})
             if row is None:
                 row = await tx.one("get_start", {"start_id": start_id})
+            else:
+                await tx.one("append_control", _control_params(audit))
         return None if row is None else _start(row)
 
     # -- executions ------------------------------------------------------------------------
@@ -457,20 +462,18 @@ class SqlStore(ActorSqlVerbs):
         after: str | None,
         now: float,
     ) -> ControlRow:
+        entry = NewControl(
+            kind=kind,
+            principal=principal,
+            tenant=tenant,
+            roles=tuple(roles),
+            subject=subject,
+            before=before,
+            after=after,
+            at=now,
+        )
         async with self._single() as tx:
-            row = await tx.one(
-                "append_control",
-                {
-                    "kind": kind,
-                    "principal": principal,
-                    "tenant": tenant,
-                    "roles": json.dumps(list(roles)),
-                    "subject": subject,
-                    "before": before,
-                    "after": after,
-                    "now": now,
-                },
-            )
+            row = await tx.one("append_control", _control_params(entry))
         assert row is not None
         return _control(row)
 
@@ -726,6 +729,19 @@ def _execution(r: Row) -> ExecutionRow:
         created_at=float(r["created_at"]),
         finished_at=None if r["finished_at"] is None else float(r["finished_at"]),
     )
+
+
+def _control_params(c: NewControl) -> dict[str, Any]:
+    return {
+        "kind": c.kind,
+        "principal": c.principal,
+        "tenant": c.tenant,
+        "roles": json.dumps(list(c.roles)),
+        "subject": c.subject,
+        "before": c.before,
+        "after": c.after,
+        "now": c.at,
+    }
 
 
 def _control(r: Row) -> ControlRow:
