@@ -61,6 +61,17 @@ def make_app(database_url: str, gates: Gates | None = None, **over: Any) -> App:
     return app
 
 
+def echo_app(database_url: str, **over: Any) -> App:
+    """An app with one workflow, `echo`, that returns its input."""
+    app = make_app(database_url, **over)
+
+    @app.workflow()
+    async def echo(ctx: Context, input: Any) -> Any:
+        return input
+
+    return app
+
+
 async def wait_until(pred: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
     """Poll an async condition until it holds; fail after `timeout` seconds."""
     loop = asyncio.get_running_loop()

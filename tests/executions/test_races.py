@@ -19,7 +19,7 @@ from yoke.errors import BadType, BadValue, ShuttingDown, StoreUnavailable
 from yoke.executions import Limits, StartStatus
 from yoke.store import ExecutionStatus, GrantOutcome, GrantRequest, Slot, Store
 
-from .helpers import Gates, make_app, wait_until
+from .helpers import Gates, echo_app, make_app, wait_until
 
 
 @asynccontextmanager
@@ -236,17 +236,6 @@ def after_grants(store: Store, act: Callable[[Any], Awaitable[None]]) -> None:
 
 
 OPERATOR = yoke.Principal("op", roles=["OPERATOR"])
-
-
-def echo_app(database_url: str, **over: Any) -> yoke.App:
-    """An app with one workflow, `echo`, that returns its input."""
-    app = make_app(database_url, **over)
-
-    @app.workflow()
-    async def echo(ctx: yoke.Context, input: Any) -> Any:
-        return input
-
-    return app
 
 
 async def test_a_start_found_full_keeps_a_priority_set_just_after_it_was_logged(

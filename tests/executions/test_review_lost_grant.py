@@ -13,22 +13,11 @@ import asyncio
 import contextlib
 from typing import Any
 
-import yoke
 from yoke.errors import StoreUnavailable
 from yoke.executions import Limits, StartStatus
 from yoke.store import ExecutionStatus, Store
 
-from .helpers import Gates, make_app, wait_until
-
-
-def echo_app(database_url: str, **over: Any) -> yoke.App:
-    app = make_app(database_url, **over)
-
-    @app.workflow()
-    async def echo(ctx: yoke.Context, input: Any) -> Any:
-        return input
-
-    return app
+from .helpers import Gates, echo_app, make_app, wait_until
 
 
 def commit_then_go_down(store: Store, reads_down: int) -> None:
