@@ -6,8 +6,8 @@ slots and have executions that only this process would run; treated as failed, t
 would stay taken until the process stops. So a failed batch is read back: if any of its
 executions exists, the batch committed, and each request's outcome is rebuilt from what the
 store holds. If none exists, nothing was granted and the failure stands. If the store cannot
-tell yet (it is still down), the read-back fails too: the caller must ask again, for a batch
-that committed and is taken as failed leaves executions nobody runs and slots nobody frees.
+tell yet (it is still down), it is asked again, with back-off: a batch that committed and is
+taken as failed leaves executions nobody runs and slots nobody frees.
 
 This module only reads the store (and logs again a start whose log is not found, to learn who
 holds its idempotency key); it never touches the kernel.
@@ -15,8 +15,11 @@ holds its idempotency key); it never touches the kernel.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
 
+from yoke.errors import YokeError
 from yoke.store import (
     ExecutionRow,
     GrantOutcome,
@@ -25,6 +28,26 @@ from yoke.store import (
     StartStatus,
     Store,
 )
+
+log = logging.getLogger("yoke.executions")
+
+
+async def read_back(
+    store: Store, requests: Sequence[GrantRequest], *, stopping: Callable[[], bool]
+) -> list[GrantResult] | None:
+    """What a failed batch committed (None: nothing), asked until the store can tell. Once
+    `stopping()`, given up after 3 tries (None): a peer's recovery then frees the slots."""
+    attempt = 0
+    while True:
+        try:
+            return await committed_outcomes(store, requests)
+        except YokeError as exc:
+            attempt += 1
+            if stopping() and attempt >= 3:
+                log.error("what a grant batch committed is unknown: %s", exc)
+                return None
+            log.warning("reading back a failed grant batch failed (%s), attempt %d", exc, attempt)
+            await asyncio.sleep(min(0.1 * 2**attempt, 5.0))  # back-off, then again
 
 
 async def committed_outcomes(

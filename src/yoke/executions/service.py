@@ -55,7 +55,7 @@ from yoke.executions.model import (
     encode_json,
     storable_text,
 )
-from yoke.executions.readback import committed_outcomes
+from yoke.executions.readback import read_back
 from yoke.executions.reading import Reading
 from yoke.executions.state import (
     ExecutionsStats,
@@ -409,7 +409,11 @@ class Executions(Reading, Control):
             results = await store.grant_starts(requests, now=self._clock.wall())
         except BaseException as exc:
             # A lost answer is not always a lost commit: what did commit is applied.
-            found = await self._read_back(store, requests) if isinstance(exc, YokeError) else None
+            found = (
+                await read_back(store, requests, stopping=lambda: self._closing)
+                if isinstance(exc, YokeError)
+                else None
+            )
             if found is None:
                 for p in picks:
                     if p.from_pump or p.local.orphaned:
@@ -424,26 +428,6 @@ class Executions(Reading, Control):
                 self._back_in_line(p.item, p.local)
             _tried(p)
         return results
-
-    async def _read_back(
-        self, store: Store, requests: Sequence[GrantRequest]
-    ) -> list[GrantResult] | None:
-        """What a failed batch committed (None: nothing). Asked until the store can tell: a
-        committed batch taken as failed would leave executions that nobody runs, holding their
-        slots. Stopping, give up after a few tries (a peer's recovery then frees the slots)."""
-        attempt = 0
-        while True:
-            try:
-                return await committed_outcomes(store, requests)
-            except YokeError as exc:
-                attempt += 1
-                if self._closing and attempt >= 3:
-                    log.error("what a grant batch committed is unknown: %s", exc)
-                    return None
-                log.warning(
-                    "reading back a failed grant batch failed (%s), attempt %d", exc, attempt
-                )
-                await asyncio.sleep(min(0.1 * 2**attempt, 5.0))  # back-off, then again
 
     def _apply(self, item: Item, local: Local, res: GrantResult) -> None:
         if res.outcome is GrantOutcome.GRANTED:
