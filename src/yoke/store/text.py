@@ -10,12 +10,11 @@ from __future__ import annotations
 
 def unstorable(value: str) -> str | None:
     """Why no database would store `value` (NUL, lone surrogates), or None if it can."""
-    if value.isascii():
-        return "must not contain NUL characters" if "\x00" in value else None
     if "\x00" in value:
         return "must not contain NUL characters"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "must be valid Unicode text"
+    if not value.isascii():  # ASCII text encodes as is: the common case skips the encoding
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "must be valid Unicode text"
     return None
