@@ -409,24 +409,28 @@ async def test_control_log_keeps_order_and_the_newest_limits(store: Store) -> No
     assert await store.latest_limits() is None
     for n in (1, 2):
         await store.append_control(
-            kind="limits",
-            principal="root",
-            tenant=None,
-            roles=["ADMIN"],
-            subject=None,
-            before=None,
-            after=f'{{"max_running":{n}}}',
-            now=float(n),
+            NewControl(
+                kind="limits",
+                principal="root",
+                tenant=None,
+                roles=("ADMIN",),
+                subject=None,
+                before=None,
+                after=f'{{"max_running":{n}}}',
+                at=float(n),
+            )
         )
     await store.append_control(
-        kind="priority",
-        principal="op",
-        tenant="t",
-        roles=["OPERATOR"],
-        subject="start-1",
-        before='{"priority":0}',
-        after='{"priority":5}',
-        now=3.0,
+        NewControl(
+            kind="priority",
+            principal="op",
+            tenant="t",
+            roles=("OPERATOR",),
+            subject="start-1",
+            before='{"priority":0}',
+            after='{"priority":5}',
+            at=3.0,
+        )
     )
     assert await store.latest_limits() == '{"max_running":2}'
     log = await store.control_log()

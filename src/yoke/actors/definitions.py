@@ -16,16 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from yoke.errors import BadType, BadValue
 from yoke.store.actor_records import NewEvent, Target
-from yoke.store.text import unstorable
+from yoke.store.text import MAX_TEXT, check_text
 
 if TYPE_CHECKING:
     from yoke.actors.ctx import ActorCtx
 
 DEFAULT_GROUP = ""
 SINGLETON = "_"  # instance id of an actor defined with key=None
-# Instance ids and groups come from event data; the API addresses instances by id, and the
-# stores index both (PostgreSQL refuses an index row over ~2.7 kB), so both are bounded.
-MAX_KEY = 256
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -232,8 +229,8 @@ class ActorRegistry:
             raise BadType("stream must be a non-empty str")
         if not isinstance(tenant, str) or not tenant:
             raise BadType("tenant must be a non-empty str")
-        _check_text(stream, "stream")
-        _check_text(tenant, "tenant")
+        check_text(stream, "stream")
+        check_text(tenant, "tenant")
         subscribers = self._by_stream.get(stream, ())
         return [
             NewEvent(
@@ -253,22 +250,15 @@ def _route(subscribers: Sequence[ActorDef], data: Any) -> tuple[Target, ...]:
         if instance is None:
             continue
         group = d.queue.group_of(data)
-        if not (0 < len(instance) <= MAX_KEY and instance.isascii() and "\x00" not in instance):
-            _check_text(instance, f"event field {d.key!r} (the instance id of actor {d.name!r})")
-        if group and not (len(group) <= MAX_KEY and group.isascii() and "\x00" not in group):
+        # The common case (short ASCII) is decided here, once per event and subscriber.
+        if not (0 < len(instance) <= MAX_TEXT and instance.isascii() and "\x00" not in instance):
+            check_text(instance, f"event field {d.key!r} (the instance id of actor {d.name!r})")
+        if group and not (len(group) <= MAX_TEXT and group.isascii() and "\x00" not in group):
             g = d.queue.group_by
             field_name = f"event field {g!r}" if isinstance(g, str) else "group_by's answer"
-            _check_text(group, f"{field_name} (the group of actor {d.name!r})", empty=True)
+            check_text(group, f"{field_name} (the group of actor {d.name!r})", empty=True)
         out.append(Target(actor=d.name, instance_id=instance, group_id=group))
     return tuple(out)
-
-
-def _check_text(value: str, what: str, *, empty: bool = False) -> None:
-    if len(value) > MAX_KEY or (not value and not empty):
-        raise BadValue(f"{what} must be {0 if empty else 1} to {MAX_KEY} characters")
-    reason = unstorable(value)
-    if reason is not None:
-        raise BadValue(f"{what} {reason}")
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)  # built once: hot path

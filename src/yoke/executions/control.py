@@ -119,17 +119,7 @@ class Control(ExecutionsState):
     async def _audit(
         self, kind: str, principal: Principal, subject: str | None, before: Any, after: Any
     ) -> None:
-        e = self._entry(kind, principal, subject, before, after)
-        await self._require().append_control(
-            kind=e.kind,
-            principal=e.principal,
-            tenant=e.tenant,
-            roles=e.roles,
-            subject=e.subject,
-            before=e.before,
-            after=e.after,
-            now=e.at,
-        )
+        await self._require().append_control(self._entry(kind, principal, subject, before, after))
 
     def _entry(
         self, kind: str, principal: Principal, subject: str | None, before: Any, after: Any

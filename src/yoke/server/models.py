@@ -15,12 +15,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StringConstraints
 
-from yoke.errors import BadValue
 from yoke.executions import AuditEntry, Execution, Limits, Start
-from yoke.store.text import unstorable
+from yoke.store.text import MAX_TEXT, unstorable
 
 INT_MAX = 2**31 - 1
-MAX_TEXT = 256
 
 
 def storable(text: str) -> str:
@@ -29,16 +27,6 @@ def storable(text: str) -> str:
     if reason is not None:
         raise ValueError(reason)
     return text
-
-
-def check_text(value: str, what: str) -> str:
-    """The same rule for path and query parameters, as a `BadValue` (422)."""
-    if not value or len(value) > MAX_TEXT:
-        raise BadValue(f"{what} must be 1 to {MAX_TEXT} characters")
-    try:
-        return storable(value)
-    except ValueError as exc:
-        raise BadValue(f"{what} {exc}") from None
 
 
 Text = Annotated[

@@ -21,8 +21,8 @@ from pydantic import BaseModel, Field
 from yoke.actors.definitions import ActorDef, GroupBy
 from yoke.actors.inspection import ActorView, InstanceView, WorkerView
 from yoke.errors import BadValue
-from yoke.server.models import check_text
 from yoke.store.actor_records import DeadLetter, InstanceRef
+from yoke.store.text import check_text
 
 MAX_CURSOR = 2048
 

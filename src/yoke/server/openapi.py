@@ -20,6 +20,7 @@ from pydantic.json_schema import models_json_schema
 
 from yoke.server import models as m
 from yoke.server import models_actors as ma
+from yoke.store.text import MAX_TEXT
 
 REF = "#/components/schemas/{model}"
 PROBLEM = "application/problem+json"
@@ -93,7 +94,7 @@ def _path_param(name: str) -> dict[str, Any]:
         "name": name,
         "in": "path",
         "required": True,
-        "schema": {"type": "string", "minLength": 1, "maxLength": m.MAX_TEXT},
+        "schema": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
     }
 
 
@@ -371,7 +372,7 @@ def _paths() -> dict[str, Any]:
 
 def _actor_paths() -> dict[str, Any]:
     name, instance_id = _path_param("name"), _path_param("instance_id")
-    text = {"type": "string", "minLength": 1, "maxLength": m.MAX_TEXT}
+    text = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}
     tenant = _query(
         "tenant",
         text,

@@ -23,7 +23,6 @@ from starlette.routing import Route
 from yoke.actors.inspection import ActorInspector, no_instance
 from yoke.executions import ADMIN, OPERATOR, Principal
 from yoke.server.auth import home_tenant, need, principal_of, privileged
-from yoke.server.models import check_text
 from yoke.server.models_actors import (
     actor_json,
     decode_cursor,
@@ -33,6 +32,7 @@ from yoke.server.models_actors import (
     worker_json,
 )
 from yoke.server.state import ServerState, json_response, query_int
+from yoke.store.text import check_text
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

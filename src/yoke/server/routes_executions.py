@@ -15,9 +15,10 @@ from starlette.routing import Route
 from yoke.errors import BadValue
 from yoke.executions import Execution, ExecutionStatus
 from yoke.server.auth import check_visible, owns, principal_of, privileged, tenant_of
-from yoke.server.models import RestartIn, check_text, execution_json
+from yoke.server.models import RestartIn, execution_json
 from yoke.server.routes_starts import StartsRoutes
 from yoke.server.state import ServerState, json_response, parse, query_int, read_body
+from yoke.store.text import check_text
 
 STATUSES = {s.value for s in ExecutionStatus}
 

@@ -20,8 +20,9 @@ from yoke.executions import ADMIN, OPERATOR, Start, StartStatus
 from yoke.server import introspect
 from yoke.server.auth import check_session, check_visible, need, principal_of, privileged
 from yoke.server.metrics import Outcome
-from yoke.server.models import PriorityIn, StartIn, check_text, start_json
+from yoke.server.models import PriorityIn, StartIn, start_json
 from yoke.server.state import ServerState, json_response, parse, query_float, read_body
+from yoke.store.text import check_text
 
 log = logging.getLogger("yoke.server")
 

@@ -21,8 +21,8 @@ from starlette.routing import Route
 
 from yoke.errors import BadValue
 from yoke.server.auth import home_tenant, principal_of
-from yoke.server.models import check_text
 from yoke.server.state import BadRequest, ServerState, json_response, read_body
+from yoke.store.text import check_text
 
 MAX_DEPTH = 200  # levels of arrays and objects, as pydantic allows in a start's input
 

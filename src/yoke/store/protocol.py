@@ -169,18 +169,7 @@ class Store(Protocol):
     async def steps_of(self, execution_id: str) -> list[StepRow]: ...
 
     # -- control log -----------------------------------------------------------------------
-    async def append_control(
-        self,
-        *,
-        kind: str,
-        principal: str,
-        tenant: str | None,
-        roles: Sequence[str],
-        subject: str | None,
-        before: str | None,
-        after: str | None,
-        now: float,
-    ) -> ControlRow: ...
+    async def append_control(self, entry: NewControl) -> ControlRow: ...
 
     async def control_log(self, *, limit: int = 100, offset: int = 0) -> list[ControlRow]:
         """Oldest first."""

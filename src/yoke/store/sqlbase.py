@@ -450,28 +450,7 @@ class SqlStore(ActorSqlVerbs):
         ]
 
     # -- control log -----------------------------------------------------------------------
-    async def append_control(
-        self,
-        *,
-        kind: str,
-        principal: str,
-        tenant: str | None,
-        roles: Sequence[str],
-        subject: str | None,
-        before: str | None,
-        after: str | None,
-        now: float,
-    ) -> ControlRow:
-        entry = NewControl(
-            kind=kind,
-            principal=principal,
-            tenant=tenant,
-            roles=tuple(roles),
-            subject=subject,
-            before=before,
-            after=after,
-            at=now,
-        )
+    async def append_control(self, entry: NewControl) -> ControlRow:
         async with self._single() as tx:
             row = await tx.one("append_control", _control_params(entry))
         assert row is not None
