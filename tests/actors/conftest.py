@@ -64,6 +64,16 @@ def actor_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def app_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database per real backend, for an app (no in-memory store)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/yoke.db"
+    url: str = request.getfixturevalue("pg_url")
+    truncate_actor_tables(url)
+    return url
+
+
 @pytest.fixture
 async def actor_store(actor_db_url: str) -> AsyncIterator[ActorStore]:
     """The store every runtime of a test shares."""

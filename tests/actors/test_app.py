@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
 import yoke
-from tests.actors.conftest import FAST, open_actor_store, truncate_actor_tables, wait_for
+from tests.actors.conftest import FAST, open_actor_store, wait_for
 from yoke.actors import ActorSettings, Event
 from yoke.config import Settings
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def app_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/yoke.db"
-    url: str = request.getfixturevalue("pg_url")
-    truncate_actor_tables(url)
-    return url
 
 
 async def test_app_runs_actors_and_their_timers(app_url: str) -> None:

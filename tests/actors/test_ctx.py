@@ -15,19 +15,10 @@ from typing import Any
 import pytest
 
 import yoke
-from tests.actors.conftest import FAST, truncate_actor_tables, wait_for
+from tests.actors.conftest import FAST, wait_for
 from yoke.actors import ActorCtx, ActorSettings, Event
 from yoke.config import Settings
 from yoke.errors import BadValue
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def app_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/yoke.db"
-    url: str = request.getfixturevalue("pg_url")
-    truncate_actor_tables(url)
-    return url
 
 
 def make_app(url: str) -> yoke.App:

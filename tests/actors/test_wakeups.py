@@ -22,14 +22,13 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
 import yoke
-from tests.actors.conftest import open_actor_store, truncate_actor_tables, wait_for
+from tests.actors.conftest import open_actor_store, wait_for
 from yoke.actors import ActorCtx, ActorRuntime, ActorSettings, Event
 from yoke.config import Settings
 from yoke.store.postgres import PostgresStore
@@ -45,13 +44,9 @@ SLOW: dict[str, Any] = {
 PROMPT = 2.0  # seconds: generous for a loaded machine, far below the 30 s polls
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/yoke.db"
-    pg: str = request.getfixturevalue("pg_url")
-    truncate_actor_tables(pg)
-    return pg
+@pytest.fixture
+def url(app_url: str) -> str:
+    return app_url
 
 
 Seen = list[tuple[float, Event]]
