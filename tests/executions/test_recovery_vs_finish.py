@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import psycopg
 import pytest
@@ -39,12 +40,13 @@ async def pg(pg_databases: Callable[[], str]) -> AsyncIterator[tuple[Store, str]
         await store.close()
 
 
-async def _waiting_on_a_lock(url: str, seconds: float = 10.0) -> bool:
-    """Whether some session of this database waits for a row lock, within `seconds`."""
+async def _waits_on_a_lock(url: str, task: asyncio.Task[Any], seconds: float = 10.0) -> bool:
+    """Whether `task` comes to wait for a row lock (some session of this database does) within
+    `seconds`; False at once if it ends without waiting."""
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
-        while loop.time() < deadline:
+        while loop.time() < deadline and not task.done():
             cur = await conn.execute(
                 "SELECT count(*) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND wait_event_type = 'Lock'"
@@ -82,7 +84,7 @@ async def test_recovery_waits_for_a_finish_in_progress_and_frees_each_slot_once(
         recovery = asyncio.create_task(
             store.recover_dead(stale_before=5.0, now=10.0, exclude="live")
         )
-        assert await _waiting_on_a_lock(url), "recovery never met the finish's row lock"
+        assert await _waits_on_a_lock(url, recovery), "recovery did not wait for the finish"
         assert not recovery.done()
         if outcome == "commit":
             await finisher.commit()
