@@ -9,39 +9,66 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from yoke.errors import BadType, BadValue
 
 DEFAULT_DATABASE_URL = "sqlite:///./.yoke/yoke.db"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def setting(default: Any, help: str) -> Any:
+    """A settings field with its meaning, which `docs/CONFIGURATION.md` is generated from."""
+    return field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Everything a yoke process is configured with. `from_env` builds it from `YOKE_*`."""
 
-    database_url: str = DEFAULT_DATABASE_URL
-    # Seconds running executions get to finish on shutdown before they are aborted.
-    execution_shutdown_timeout: float = 30.0
-    # How often this process writes its heartbeat, and after how long without one a process is
-    # taken for dead (its RUNNING executions and QUEUED starts are then marked ABORTED).
-    heartbeat_interval: float = 5.0
-    instance_stale_after: float = 30.0
-    # Backup poll for slots freed by other processes (PostgreSQL also wakes on NOTIFY).
-    slot_poll_interval: float = 1.0
-    sqlite_busy_timeout: float = 5.0
-    pg_pool_min: int = 1
-    pg_pool_max: int = 10
-    pg_connect_timeout: float = 5.0
-    instance_id: str | None = None
+    database_url: str = setting(
+        DEFAULT_DATABASE_URL, "`sqlite:///path` (embedded) or `postgresql://...` (shared)"
+    )
+    execution_shutdown_timeout: float = setting(
+        30.0, "seconds running executions get to finish on shutdown before they are aborted"
+    )
+    heartbeat_interval: float = setting(5.0, "seconds between this process's heartbeats")
+    instance_stale_after: float = setting(
+        30.0,
+        "seconds without a heartbeat after which a process is taken for dead (its RUNNING "
+        "executions and QUEUED starts become ABORTED)",
+    )
+    slot_poll_interval: float = setting(
+        1.0, "backup poll for slots freed by other processes (PostgreSQL also wakes on NOTIFY)"
+    )
+    sqlite_busy_timeout: float = setting(5.0, "seconds SQLite waits for a lock")
+    pg_pool_min: int = setting(1, "PostgreSQL connections kept open")
+    pg_pool_max: int = setting(10, "PostgreSQL connections at most")
+    pg_connect_timeout: float = setting(5.0, "seconds to connect to PostgreSQL")
+    instance_id: str | None = setting(None, "this process's id (default: drawn at start)")
     # Limits from configuration; the newest limits in the control log win over these at boot.
-    max_running: int | None = None
-    max_running_per_session: int | None = None
-    max_running_per_workflow: int | None = None
-    max_queued: int | None = None
-    on_limit: str = "queue"
+    max_running: int | None = setting(None, "executions running at once (off: unlimited)")
+    max_running_per_session: int | None = setting(None, "executions running per session")
+    max_running_per_workflow: int | None = setting(None, "executions running per workflow")
+    max_queued: int | None = setting(None, "starts waiting at once")
+    on_limit: str = setting("queue", "`queue` (wait, 202) or `reject` (429) when a limit is full")
+    # The HTTP server.
+    tokens_file: str | None = setting(
+        None, "TOML file of bearer tokens; without it the server is loopback-only, all admin"
+    )
+    idempotency_retention: float = setting(
+        24 * 3600.0, "seconds the first answer to an Idempotency-Key is kept for replays"
+    )
+    ready_timeout: float = setting(2.0, "seconds the store has to answer `/readyz`")
+    max_body_bytes: int = setting(1 << 20, "request body size at most (413 past it)")
+    max_header_line_bytes: int = setting(
+        16 << 10, "request line or one header line at most (414 / 431 past it)"
+    )
+    max_header_bytes: int = setting(64 << 10, "request line and headers in all at most (431)")
+    log_level: str = setting("info", "`debug`, `info`, `warning` or `error` (`--log-level`)")
+    log_format: str = setting("text", "`text` or `json`, one object a line (`--log-format`)")
 
     def __post_init__(self) -> None:
         for name in (
@@ -51,8 +78,22 @@ class Settings:
             "slot_poll_interval",
             "sqlite_busy_timeout",
             "pg_connect_timeout",
+            "idempotency_retention",
+            "ready_timeout",
         ):
             _check_seconds(name, getattr(self, name))
+        for name in ("max_body_bytes", "max_header_line_bytes", "max_header_bytes"):
+            _check_count(name, getattr(self, name))
+            if getattr(self, name) < 1024:
+                raise BadValue(f"{name} must be at least 1024 bytes, got {getattr(self, name)}")
+        if self.idempotency_retention <= 0:
+            raise BadValue("idempotency_retention must be > 0 seconds")
+        if self.log_level.lower() not in LOG_LEVELS:
+            raise BadValue(
+                f"log_level must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}"
+            )
+        if self.log_format not in ("text", "json"):
+            raise BadValue(f"log_format must be 'text' or 'json', got {self.log_format!r}")
         for name in (
             "max_running",
             "max_running_per_session",
@@ -122,3 +163,47 @@ def _check_count(name: str, value: object) -> None:
         raise BadType(f"{name} must be an int or None, not {type(value).__name__}")
     if value < 0:
         raise BadValue(f"{name} must be >= 0, got {value}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EnvVar:
+    """One environment variable of yoke, for the generated reference."""
+
+    name: str
+    default: str
+    help: str
+
+
+def env_vars(cls: type, name_of: Callable[[str], str] | None = None) -> list[EnvVar]:
+    """The variables of a settings dataclass, from its fields' `help` (every field needs one)."""
+    out: list[EnvVar] = []
+    for f in fields(cls):
+        help = f.metadata.get("help")
+        if not help:
+            raise BadValue(f"{cls.__name__}.{f.name} has no help text for the env reference")
+        name = name_of(f.name) if name_of else "YOKE_" + f.name.upper()
+        out.append(EnvVar(name=name, default=_shown(f.default), help=help))
+    return out
+
+
+def _shown(default: object) -> str:
+    if default is None or default == "":
+        return "-"
+    if isinstance(default, float) and default.is_integer():
+        return str(int(default))
+    return str(default)
+
+
+def env_reference(groups: Sequence[tuple[str, Sequence[EnvVar]]]) -> str:
+    """Markdown: one table per group of variables."""
+    lines = [
+        "# Configuration",
+        "",
+        "Every environment variable yoke reads, with its default and meaning. This page is",
+        "generated from the settings (`yoke settings --markdown`); a test fails when they differ.",
+        "Command-line options (`yoke serve --log-level ...`) win over the environment.",
+    ]
+    for title, variables in groups:
+        lines += ["", f"## {title}", "", "| variable | default | meaning |", "| --- | --- | --- |"]
+        lines += [f"| `{v.name}` | `{v.default}` | {v.help} |" for v in variables]
+    return "\n".join(lines) + "\n"

@@ -1,8 +1,8 @@
 """Fixtures of the server tests: an in-process server (lifespan entered) and httpx clients.
 
 `serve` builds a `Server` over a fresh SQLite database with a small app of test workflows and
-three tokens: an ADMIN, an OPERATOR and two plain tenants (acme, globex). Clients talk to it
-in process through `httpx.ASGITransport`.
+five tokens: an ADMIN, an OPERATOR, two plain tenants (acme, globex) and a METRICS scraper.
+Clients talk to it in process through `httpx.ASGITransport`.
 """
 
 from __future__ import annotations
@@ -28,13 +28,17 @@ TOKENS = {
     "operator": ("t-operator", Principal("ops", roles=["OPERATOR"], tenant=None)),
     "acme": ("t-acme", Principal("acme-ci", tenant="acme")),
     "globex": ("t-globex", Principal("globex-ci", tenant="globex")),
+    "scraper": ("t-scraper", Principal("prometheus", roles=["METRICS"], tenant=None)),
 }
 
+# acme may ask priorities up to 9; globex has the default of a plain token (0).
+MAX_PRIORITY = {"acme": 9}
 TOKENS_TOML = "\n".join(
     f'[[tokens]]\ntoken = "{t}"\nprincipal = "{p.name}"\n'
     + (f'tenant = "{p.tenant}"\n' if p.tenant else "")
     + f"roles = {sorted(p.roles)!r}\n".replace("'", '"')
-    for t, p in TOKENS.values()
+    + (f"max_priority = {MAX_PRIORITY[who]}\n" if who in MAX_PRIORITY else "")
+    for who, (t, p) in TOKENS.items()
 )
 
 
@@ -72,9 +76,12 @@ async def running(server: Server) -> AsyncIterator[Client]:
     clients: list[httpx.AsyncClient] = []
 
     def client(who: str) -> httpx.AsyncClient:
-        headers = {"Authorization": f"Bearer {TOKENS[who][0]}"} if who in TOKENS else {}
+        # Raw bodies in these tests are JSON (or meant to be): declared so, as a client must.
+        headers = {"Content-Type": "application/json"}
+        if who in TOKENS:
+            headers["Authorization"] = f"Bearer {TOKENS[who][0]}"
         c = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=server), base_url="http://yoke.test", headers=headers
+            transport=httpx.ASGITransport(app=server), base_url="http://localhost", headers=headers
         )
         clients.append(c)
         return c

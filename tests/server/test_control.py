@@ -39,13 +39,14 @@ async def test_scheduler_shows_slots_sessions_and_next_picks(serve: Serve) -> No
     await acme.post("/v1/starts", json={"workflow": "hold"})
     await acme.post("/v1/starts", json={"workflow": "echo"})
     await globex.post("/v1/starts", json={"workflow": "hold"})
-    await globex.post("/v1/starts", json={"workflow": "echo", "priority": 3})
-    s = (await acme.get("/v1/scheduler")).json()
+    await globex.post("/v1/starts", json={"workflow": "echo"})
+    s = (await client("operator").get("/v1/scheduler")).json()
     assert s["running"] == 2 and s["queued"] == 2 and s["slots_free"] == 0
     assert {x["session"]: (x["running"], x["queued"]) for x in s["sessions"]} == {
         "acme": (1, 1),
         "globex": (1, 1),
     }
+    assert s["others"] is None
     assert s["next_picks"] == [] and s["fairness"] == 1.0  # both sessions held by their cap
     assert s["ledger"]["global"] == 2 and not s["shutting_down"]
     await client("admin").put("/v1/limits", json={"max_running": 2, "max_running_per_session": 2})
@@ -60,9 +61,12 @@ async def test_next_picks_follow_priority_then_fewest_running(serve: Serve) -> N
     a = (await acme.post("/v1/starts", json={"workflow": "echo"})).json()
     g = (await globex.post("/v1/starts", json={"workflow": "echo"})).json()
     p = (await acme.post("/v1/starts", json={"workflow": "echo", "priority": 9})).json()
-    s = (await acme.get("/v1/scheduler")).json()
+    s = (await client("operator").get("/v1/scheduler")).json()
     assert s["queued"] == 3
     assert [x["start_id"] for x in s["next_picks"]] == [p["start_id"], g["start_id"], a["start_id"]]
+    # A tenant sees the same order, of its own starts only.
+    s = (await acme.get("/v1/scheduler")).json()
+    assert [x["start_id"] for x in s["next_picks"]] == [p["start_id"], a["start_id"]]
 
 
 async def test_audit_needs_admin_and_pages(serve: Serve) -> None:

@@ -141,8 +141,10 @@ async def test_missing_or_unknown_token_is_401(serve: Serve, header: str | None)
     r = await c.get("/v1/limits", headers=headers)
     assert_problem(r, 401)
     assert r.headers["www-authenticate"].startswith("Bearer")
-    for open_path in ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"):
+    for open_path in ("/healthz", "/readyz", "/openapi.json", "/docs", "/docs/init.js"):
         assert (await c.get(open_path)).status_code == 200
+    # With a tokens file, metrics are for a token with a role that may read them.
+    assert_problem(await c.get("/metrics"), 401)
 
 
 async def test_an_unexpected_failure_is_503_problem_without_traceback(

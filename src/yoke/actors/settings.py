@@ -1,18 +1,7 @@
 """Settings of the actor runtime, from `YOKE_*` variables (the seed's names where it has them).
 
-| variable | default | meaning |
-| --- | --- | --- |
-| `YOKE_WORKER_ID` | `{hostname}-{uuid}` | stable identity of this worker |
-| `YOKE_WORKER_CONCURRENCY` | 64 | concurrent `process()` calls per worker, shared by tenants |
-| `YOKE_WORKER_HEARTBEAT_SECS` | 15 | heartbeat period of `runtime_workers` |
-| `YOKE_WORKER_STALE_SECS` | 60 | a worker silent this long is stale; others take its instances |
-| `YOKE_NOTIFY_POLL_BACKUP_SECS` | 15 | drain backup poll when a NOTIFY was missed |
-| `YOKE_SCHEDULE_WAKE_POLL_SECS` | 10 | timer backup poll |
-| `YOKE_ACTOR_BATCH_SIZE` | 1000 | rows per claim / completion statement |
-| `YOKE_ACTOR_PREFETCH` | 2048 | claimed rows held by a worker beyond the running ones |
-| `YOKE_WORKER_SHUTDOWN_TIMEOUT` | 10 | seconds running `process()` calls get at shutdown |
-
-This module only turns text into values: no database, no clock.
+Each field carries its meaning; `docs/CONFIGURATION.md` lists them with their variables
+(`ENV`), generated from here. This module only turns text into values: no database, no clock.
 """
 
 from __future__ import annotations
@@ -24,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from yoke.config import setting
 from yoke.errors import BadValue
 
 
@@ -31,7 +21,7 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}-{uuid.uuid4()}"
 
 
-_ENV = {
+ENV = {  # field -> variable
     "worker_id": "YOKE_WORKER_ID",
     "concurrency": "YOKE_WORKER_CONCURRENCY",
     "heartbeat_interval": "YOKE_WORKER_HEARTBEAT_SECS",
@@ -46,15 +36,17 @@ _ENV = {
 
 @dataclass(frozen=True, kw_only=True)
 class ActorSettings:
-    worker_id: str = ""  # "" = default_worker_id(), drawn once per settings value
-    concurrency: int = 64
-    heartbeat_interval: float = 15.0
-    stale_after: float = 60.0
-    poll_interval: float = 15.0
-    timer_poll_interval: float = 10.0
-    batch_size: int = 1000
-    prefetch: int = 2048
-    shutdown_timeout: float = 10.0
+    worker_id: str = setting("", "stable identity of this worker (default `{hostname}-{uuid}`)")
+    concurrency: int = setting(64, "concurrent `process()` calls per worker, shared by tenants")
+    heartbeat_interval: float = setting(15.0, "seconds between a worker's heartbeats")
+    stale_after: float = setting(
+        60.0, "seconds without a heartbeat after which a worker is stale; others take its instances"
+    )
+    poll_interval: float = setting(15.0, "drain backup poll when a NOTIFY was missed")
+    timer_poll_interval: float = setting(10.0, "timer backup poll")
+    batch_size: int = setting(1000, "rows per claim or completion statement")
+    prefetch: int = setting(2048, "claimed rows a worker holds beyond the running ones")
+    shutdown_timeout: float = setting(10.0, "seconds running `process()` calls get at shutdown")
 
     def __post_init__(self) -> None:
         if not self.worker_id:
@@ -87,7 +79,7 @@ class ActorSettings:
         source = os.environ if env is None else env
         values: dict[str, Any] = {}
         for f in fields(cls):
-            raw = source.get(_ENV[f.name], "").strip()
+            raw = source.get(ENV[f.name], "").strip()
             if not raw:
                 continue
             kind = str(f.type)
@@ -96,7 +88,7 @@ class ActorSettings:
                     int(raw) if kind == "int" else float(raw) if kind == "float" else raw
                 )
             except ValueError:
-                raise BadValue(f"{_ENV[f.name]} must be a number, got {raw!r}") from None
+                raise BadValue(f"{ENV[f.name]} must be a number, got {raw!r}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

@@ -15,7 +15,7 @@ This module must never change the scheduler's state.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,10 +169,29 @@ def next_picks(ex: Executions, ledger: dict[str, int], n: int = 5) -> list[dict[
     return picks
 
 
-def scheduler(ex: Executions, ledger: dict[str, int]) -> dict[str, Any]:
+def scheduler(
+    ex: Executions, ledger: dict[str, int], visible: Callable[[str], bool] | None = None
+) -> dict[str, Any]:
+    """The scheduler's state; with `visible`, only the sessions it accepts are named (in the
+    sessions, the ledger and the next picks) and all others are one nameless sum, `others`."""
     k, lim = _kernel(ex), _limits(ex)
     per = sessions(ex)
     running = ledger.get(GLOBAL, k.running)
+    picks = next_picks(ex, ledger)
+    shown, others = per, None
+    if visible is not None:
+        shown = [s for s in per if visible(s.session)]
+        hidden = [s for s in per if not visible(s.session)]
+        others = {
+            "running": sum(s.running for s in hidden),
+            "queued": sum(s.queued for s in hidden),
+        }
+        ledger = {
+            key: v
+            for key, v in ledger.items()
+            if not key.startswith("session:") or visible(key.removeprefix("session:"))
+        }
+        picks = [p for p in picks if visible(p["session"])]
     return {
         "running": running,
         "queued": k.queued,
@@ -181,9 +200,10 @@ def scheduler(ex: Executions, ledger: dict[str, int]) -> dict[str, Any]:
         "ledger": {key: v for key, v in sorted(ledger.items()) if v},
         "sessions": [
             {"session": s.session, "running": s.running, "queued": s.queued}
-            for s in sorted(per, key=lambda s: (-s.queued, -s.running, s.session))
+            for s in sorted(shown, key=lambda s: (-s.queued, -s.running, s.session))
         ],
-        "next_picks": next_picks(ex, ledger),
+        "others": others,
+        "next_picks": picks,
         "fairness": jain(s.running for s in per),
         "shutting_down": closing(ex),
     }

@@ -53,6 +53,11 @@ class PriorityIn(_Body):
 
 class RestartIn(_Body):
     from_step: Text | None = None
+    priority: Priority = 0
+
+
+class ResumeIn(_Body):
+    priority: Priority = 0
 
 
 class LimitsIn(_Body):
@@ -232,6 +237,11 @@ class SessionOut(BaseModel):
     queued: int
 
 
+class OthersOut(BaseModel):
+    running: int
+    queued: int
+
+
 class SchedulerOut(BaseModel):
     running: int
     queued: int
@@ -239,6 +249,9 @@ class SchedulerOut(BaseModel):
     slots_free: int | None
     ledger: dict[str, int]
     sessions: list[SessionOut]
+    others: OthersOut | None = Field(
+        description="to a tenant: every other tenant's sessions as one sum, without names"
+    )
     next_picks: list[PickOut]
     fairness: float
     shutting_down: bool

@@ -1,9 +1,11 @@
-"""The OpenAPI 3.1 description of the v1 API, written by hand over the models' JSON schemas.
+"""The OpenAPI 3.1 description of the server, built from the route table.
 
-Paths are written out here, next to one another, so the description reads like the DESIGN.md
-table it mirrors; bodies and answers take their schemas from `models`, so a field cannot be
-described one way and served another. Every operation lists the error answers it can give as
-problem JSON. The test suite checks real answers against this document (schemathesis).
+Every row of `routes.table` becomes one operation: its summary, who may call it, its
+parameters (path parameters from the path itself), its body and answers with schemas taken
+from the pydantic models, so a field cannot be described one way and served another. The
+error answers an operation can give are those its row lists plus those the row implies: 401
+without a token (unless public), 403 for a role, 400/413/415 for a body, 503 always. The test
+suite checks real answers against this document (schemathesis).
 
 This module must never serve anything; it only builds a dict.
 """
@@ -11,7 +13,6 @@ This module must never serve anything; it only builds a dict.
 from __future__ import annotations
 
 import copy
-import functools
 from importlib import metadata
 from typing import Any
 
@@ -19,67 +20,60 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from yoke.server import models as m
-from yoke.server import models_actors as ma
+from yoke.server.routing import Answer, Op
 from yoke.store.text import MAX_TEXT
 
 REF = "#/components/schemas/{model}"
 PROBLEM = "application/problem+json"
-_MODELS: list[type[BaseModel]] = [
-    m.StartIn,
-    m.PriorityIn,
-    m.RestartIn,
-    m.LimitsIn,
-    m.StartOut,
-    m.ExecutionOut,
-    m.ExecutionPageOut,
-    m.LimitsOut,
-    m.AuditPageOut,
-    m.WhyOut,
-    m.SchedulerOut,
-    m.EventOut,
-    ma.ActorListOut,
-    ma.InstancePageOut,
-    ma.InstanceOut,
-    ma.WorkerListOut,
-    m.Problem,
-]
+ERRORS = {
+    400: "Malformed request (not JSON, or not an object)",
+    401: "No valid token",
+    403: "The principal lacks a role or may not ask this, or a reviewer vetoed the change",
+    404: "No such object (or another tenant's)",
+    409: "The state does not allow it",
+    413: "Body too large",
+    415: "The body is not sent as application/json",
+    422: "Invalid body or parameter, or key reuse",
+    429: "A limit is full and on_limit is reject",
+    503: "Shutting down, standby, or the store does not answer",
+}
 
 
-def _ref(model: type[BaseModel]) -> dict[str, str]:
-    return {"$ref": REF.format(model=model.__name__)}
+def _schema(schema: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(schema, dict):
+        return schema
+    return {"$ref": REF.format(model=schema.__name__)}
 
 
-def _json(
-    model: type[BaseModel],
-    description: str,
-    headers: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def _answer(a: Answer) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "description": description,
-        "content": {"application/json": {"schema": _ref(model)}},
+        "description": a.description,
+        "content": {a.media_type: {"schema": _schema(a.schema)}},
     }
-    if headers:
-        out["headers"] = headers
+    if a.headers:
+        out["headers"] = dict(a.headers)
+    if a.links:
+        out["links"] = dict(a.links)
     return out
 
 
-def _errors(*codes: int) -> dict[str, Any]:
-    text = {
-        400: "Malformed request (not JSON, or not an object)",
-        401: "No valid token",
-        403: "The principal lacks a role, or a reviewer vetoed the change",
-        404: "No such object (or another tenant's)",
-        409: "The state does not allow it",
-        413: "Body too large",
-        422: "Invalid body or parameter, or key reuse",
-        429: "A limit is full and on_limit is reject",
-        503: "Shutting down or standby",
-    }
+def error_codes(op: Op) -> list[int]:
+    codes = set(op.errors) | {503}
+    if not op.access.public:
+        codes.add(401)
+    if op.access.roles:
+        codes.add(403)
+    if op.body is not None:
+        codes |= {400, 413, 415, 422}
+    return sorted(codes)
+
+
+def _errors(op: Op) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for code in (*codes, 401, 503):
+    for code in error_codes(op):
         entry: dict[str, Any] = {
-            "description": text[code],
-            "content": {PROBLEM: {"schema": _ref(m.Problem)}},
+            "description": ERRORS[code],
+            "content": {PROBLEM: {"schema": _schema(m.Problem)}},
         }
         if code in (429, 503):
             entry["headers"] = {
@@ -90,345 +84,42 @@ def _errors(*codes: int) -> dict[str, Any]:
 
 
 def _path_param(name: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "path",
-        "required": True,
-        "schema": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
+    schema = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}
+    return {"name": name, "in": "path", "required": True, "schema": schema}
+
+
+def operation(op: Op) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "summary": op.summary,
+        "description": f"Who may call it: {op.access.describe()}.",
+        "operationId": op.name,
     }
-
-
-def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "query",
-        "required": False,
-        "schema": schema,
-        "description": description,
+    if op.access.roles:
+        out["x-roles"] = sorted(op.access.roles)
+    params = [_path_param(p) for p in op.path_params] + list(op.query)
+    if params:
+        out["parameters"] = params
+    if op.body is not None:
+        out["requestBody"] = {
+            "required": op.body_required,
+            "content": {"application/json": {"schema": _schema(op.body)}},
+        }
+    out["responses"] = {
+        **{str(code): _answer(a) for code, a in sorted(op.answers.items())},
+        **_errors(op),
     }
+    if op.access.public:
+        out["security"] = []
+    return out
 
 
-WAIT = _query(
-    "wait", {"type": "number", "minimum": 0, "maximum": 60}, "seconds to long-poll for the grant"
-)
-IDEM = {
-    "name": "Idempotency-Key",
-    "in": "header",
-    "required": False,
-    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
-    "description": "a retry with the same key and body replays the first answer",
-}
-
-
-_START_LINKS = {
-    "GetStart": {"operationId": "getStart", "parameters": {"start_id": "$response.body#/start_id"}},
-    "WhyStart": {"operationId": "whyStart", "parameters": {"start_id": "$response.body#/start_id"}},
-    "CancelStart": {
-        "operationId": "cancelStart",
-        "parameters": {"start_id": "$response.body#/start_id"},
-    },
-}
-_EXECUTION_LINKS = {
-    "GetExecution": {
-        "operationId": "getExecution",
-        "parameters": {"execution_id": "$response.body#/execution_id"},
-    },
-    "RestartExecution": {
-        "operationId": "restartExecution",
-        "parameters": {"execution_id": "$response.body#/execution_id"},
-    },
-    "CancelExecution": {
-        "operationId": "cancelExecution",
-        "parameters": {"execution_id": "$response.body#/execution_id"},
-    },
-}
-
-
-def _start_answers(*errors: int) -> dict[str, Any]:
-    granted = _json(m.StartOut, "Granted: the execution runs")
-    granted["links"] = {**_START_LINKS, **_EXECUTION_LINKS}
-    queued = _json(m.StartOut, "Queued", {"Location": {"schema": {"type": "string"}}})
-    queued["links"] = _START_LINKS
-    return {"201": granted, "202": queued, **_errors(400, 404, 409, 413, 422, 429, *errors)}
-
-
-def _body(model: type[BaseModel], required: bool = True) -> dict[str, Any]:
-    return {"required": required, "content": {"application/json": {"schema": _ref(model)}}}
-
-
-def _paths() -> dict[str, Any]:
-    start_id, execution_id = _path_param("start_id"), _path_param("execution_id")
-    return {
-        "/v1/starts": {
-            "post": {
-                "summary": "Ask for a slot: granted, queued, or refused",
-                "operationId": "createStart",
-                "parameters": [WAIT, IDEM],
-                "requestBody": _body(m.StartIn),
-                "responses": _start_answers(403),
-            }
-        },
-        "/v1/starts/{start_id}": {
-            "get": {
-                "summary": "A start, with its execution id once granted",
-                "operationId": "getStart",
-                "parameters": [start_id, WAIT],
-                "responses": {"200": _json(m.StartOut, "The start"), **_errors(404, 422)},
-            },
-            "patch": {
-                "summary": "Change a queued start's priority (OPERATOR)",
-                "operationId": "setStartPriority",
-                "parameters": [start_id],
-                "requestBody": _body(m.PriorityIn),
-                "responses": {
-                    "200": _json(m.StartOut, "The start"),
-                    **_errors(400, 403, 404, 409, 413, 422),
-                },
-            },
-            "delete": {
-                "summary": "Cancel a queued start",
-                "operationId": "cancelStart",
-                "parameters": [start_id],
-                "responses": {
-                    "200": _json(m.StartOut, "The cancelled start"),
-                    **_errors(404, 409, 422),
-                },
-            },
-        },
-        "/v1/starts/{start_id}/why": {
-            "get": {
-                "summary": "Why a start waits: the limit that holds it, how many go first",
-                "operationId": "whyStart",
-                "parameters": [start_id],
-                "responses": {"200": _json(m.WhyOut, "The explanation"), **_errors(404, 422)},
-            }
-        },
-        "/v1/executions": {
-            "get": {
-                "summary": "Executions, newest first",
-                "operationId": "listExecutions",
-                "parameters": [
-                    _query(
-                        "status",
-                        {
-                            "type": "string",
-                            "enum": sorted(
-                                ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED"]
-                            ),
-                        },
-                        "status",
-                    ),
-                    _query("session", {"type": "string", "minLength": 1}, "session"),
-                    _query("workflow", {"type": "string", "minLength": 1}, "workflow"),
-                    _query(
-                        "limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"
-                    ),
-                    _query(
-                        "cursor",
-                        {"type": "string", "pattern": "^[0-9]{1,18}$"},
-                        "next_cursor of the page before",
-                    ),
-                ],
-                "responses": {"200": _json(m.ExecutionPageOut, "A page"), **_errors(422)},
-            }
-        },
-        "/v1/executions/{execution_id}": {
-            "get": {
-                "summary": "An execution: status, output or error, links",
-                "operationId": "getExecution",
-                "parameters": [execution_id],
-                "responses": {"200": _json(m.ExecutionOut, "The execution"), **_errors(404, 422)},
-            }
-        },
-        "/v1/executions/{execution_id}/restart": {
-            "post": {
-                "summary": "Restart (whole, or from a step); answers like POST /v1/starts",
-                "operationId": "restartExecution",
-                "parameters": [execution_id, WAIT, IDEM],
-                "requestBody": _body(m.RestartIn, required=False),
-                "responses": _start_answers(),
-            }
-        },
-        "/v1/executions/{execution_id}/resume": {
-            "post": {
-                "summary": "Resume, re-using the steps done; answers like POST /v1/starts",
-                "operationId": "resumeExecution",
-                "parameters": [execution_id, WAIT, IDEM],
-                "responses": _start_answers(),
-            }
-        },
-        "/v1/executions/{execution_id}/cancel": {
-            "post": {
-                "summary": "Cancel a running execution",
-                "operationId": "cancelExecution",
-                "parameters": [execution_id],
-                "responses": {
-                    "200": _json(m.ExecutionOut, "The cancelled execution"),
-                    **_errors(404, 409, 422),
-                },
-            }
-        },
-        "/v1/limits": {
-            "get": {
-                "summary": "The limits",
-                "operationId": "getLimits",
-                "responses": {"200": _json(m.LimitsOut, "The limits"), **_errors()},
-            },
-            "put": {
-                "summary": "Replace the limits (ADMIN); a field left out is off",
-                "operationId": "setLimits",
-                "requestBody": _body(m.LimitsIn),
-                "responses": {
-                    "200": _json(m.LimitsOut, "The new limits"),
-                    **_errors(400, 403, 413, 422),
-                },
-            },
-        },
-        "/v1/scheduler": {
-            "get": {
-                "summary": "Slots in use, queued by session, the next picks",
-                "operationId": "getScheduler",
-                "responses": {"200": _json(m.SchedulerOut, "The scheduler"), **_errors()},
-            }
-        },
-        "/v1/audit": {
-            "get": {
-                "summary": "Control-log entries (ADMIN)",
-                "operationId": "getAudit",
-                "parameters": [
-                    _query(
-                        "limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"
-                    ),
-                    _query(
-                        "offset",
-                        {"type": "integer", "minimum": 0, "maximum": 2**31 - 1},
-                        "entries to skip",
-                    ),
-                ],
-                "responses": {
-                    "200": _json(m.AuditPageOut, "Entries, oldest first"),
-                    **_errors(403, 422),
-                },
-            }
-        },
-        "/v1/streams/{stream}/events": {
-            "post": {
-                "summary": "Append an event to a stream (the built-in portal for actors)",
-                "operationId": "appendEvent",
-                "parameters": [_path_param("stream"), IDEM],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": {"type": "object"}}},
-                },
-                "responses": {
-                    "202": _json(m.EventOut, "Stored; actors process it later"),
-                    **_errors(400, 413, 422),
-                },
-            }
-        },
-        **_actor_paths(),
-        "/metrics": {
-            "get": {
-                "summary": "Prometheus metrics",
-                "operationId": "metrics",
-                "security": [],
-                "responses": {
-                    "200": {
-                        "description": "Prometheus text",
-                        "content": {"text/plain": {"schema": {"type": "string"}}},
-                    }
-                },
-            }
-        },
-        "/healthz": {
-            "get": {
-                "summary": "Liveness",
-                "operationId": "healthz",
-                "security": [],
-                "responses": {
-                    "200": {
-                        "description": "Alive",
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    }
-                },
-            }
-        },
-        "/readyz": {
-            "get": {
-                "summary": "Readiness (503 while starting, stopping or standby)",
-                "operationId": "readyz",
-                "security": [],
-                "responses": {
-                    "200": {
-                        "description": "Ready",
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    },
-                    "503": _errors()["503"],
-                },
-            }
-        },
-    }
-
-
-def _actor_paths() -> dict[str, Any]:
-    name, instance_id = _path_param("name"), _path_param("instance_id")
-    text = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}
-    tenant = _query(
-        "tenant",
-        text,
-        "one tenant; default: every tenant for OPERATOR or ADMIN, the caller's own for others "
-        "(who are shown nothing of another tenant)",
-    )
-    instance_tenant = _query(
-        "tenant",
-        text,
-        "the instance's tenant (ids are unique per tenant); default: the caller's own; another "
-        "tenant's instance is 404 without OPERATOR or ADMIN",
-    )
-    return {
-        "/v1/actors": {
-            "get": {
-                "summary": "The app's actors: subscriptions, queue settings, counts",
-                "operationId": "listActors",
-                "parameters": [tenant],
-                "responses": {"200": _json(ma.ActorListOut, "The actors"), **_errors(422)},
-            }
-        },
-        "/v1/actors/{name}/instances": {
-            "get": {
-                "summary": "Instances of an actor, by tenant and id",
-                "operationId": "listActorInstances",
-                "parameters": [
-                    name,
-                    tenant,
-                    _query(
-                        "limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"
-                    ),
-                    _query(
-                        "cursor",
-                        {"type": "string", "minLength": 1, "maxLength": ma.MAX_CURSOR},
-                        "next_cursor of the page before",
-                    ),
-                ],
-                "responses": {"200": _json(ma.InstancePageOut, "A page"), **_errors(404, 422)},
-            }
-        },
-        "/v1/actors/{name}/instances/{instance_id}": {
-            "get": {
-                "summary": "An instance: state, queue depth, in flight, dead letters, owner",
-                "operationId": "getActorInstance",
-                "parameters": [name, instance_id, instance_tenant],
-                "responses": {"200": _json(ma.InstanceOut, "The instance"), **_errors(404, 422)},
-            }
-        },
-        "/v1/workers": {
-            "get": {
-                "summary": "Actor workers: heartbeats, live or stale, instances owned (OPERATOR)",
-                "operationId": "listWorkers",
-                "responses": {"200": _json(ma.WorkerListOut, "The workers"), **_errors(403)},
-            }
-        },
-    }
+def _models(ops: list[Op]) -> list[type[BaseModel]]:
+    found: dict[str, type[BaseModel]] = {"Problem": m.Problem}
+    for op in ops:
+        for schema in (op.body, *(a.schema for a in op.answers.values())):
+            if isinstance(schema, type) and issubclass(schema, BaseModel):
+                found[schema.__name__] = schema
+    return list(found.values())
 
 
 def _version() -> str:
@@ -438,14 +129,17 @@ def _version() -> str:
         return "0+unknown"
 
 
-@functools.cache
-def spec(workflows: tuple[str, ...] = ()) -> dict[str, Any]:
+def spec(ops: list[Op], workflows: tuple[str, ...] = ()) -> dict[str, Any]:
     """The document; `workflows` (the app's registered names) become the examples of a start's
     `workflow`, so a reader (and a fuzzer) sees names that exist."""
-    _, defs = models_json_schema([(model, "validation") for model in _MODELS], ref_template=REF)
+    models = _models(ops)
+    _, defs = models_json_schema([(model, "validation") for model in models], ref_template=REF)
     schemas = copy.deepcopy(defs.get("$defs", {}))
-    if workflows:
+    if workflows and "StartIn" in schemas:
         schemas["StartIn"]["properties"]["workflow"]["examples"] = list(workflows)
+    paths: dict[str, dict[str, Any]] = {}
+    for op in ops:
+        paths.setdefault(op.described_path, {})[op.method.lower()] = operation(op)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -453,7 +147,7 @@ def spec(workflows: tuple[str, ...] = ()) -> dict[str, Any]:
             "version": _version(),
             "description": "A fair, durable, multi-tenant scheduler: the v1 API.",
         },
-        "paths": _paths(),
+        "paths": paths,
         "components": {
             "schemas": schemas,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

@@ -72,6 +72,8 @@ def from_yoke_error(exc: YokeError, instance: str | None = None) -> Response:
             extra["retry_after"] = round(exc.retry_after, 3)
     elif exc.status == 503:
         headers["Retry-After"] = "1"
+    elif exc.status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="yoke"'
     errors = getattr(exc, "errors", None)  # field by field, for a body that failed validation
     if isinstance(errors, list):
         extra["errors"] = errors

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from yoke.errors import BadValue
 from yoke.executions import Execution, ExecutionStatus
-from yoke.server.auth import check_visible, owns, principal_of, privileged, tenant_of
-from yoke.server.models import RestartIn, execution_json
+from yoke.server.auth import (
+    check_priority,
+    check_visible,
+    owns,
+    principal_of,
+    privileged,
+    tenant_of,
+)
+from yoke.server.models import RestartIn, ResumeIn, execution_json
 from yoke.server.routes_starts import StartsRoutes
 from yoke.server.state import ServerState, json_response, parse, query_int, read_body
 from yoke.store.text import check_text
@@ -27,15 +33,6 @@ class ExecutionsRoutes:
     def __init__(self, state: ServerState, starts: StartsRoutes) -> None:
         self.s = state
         self.starts = starts
-
-    def routes(self) -> list[Route]:
-        return [
-            Route("/v1/executions", self.list, methods=["GET"]),
-            Route("/v1/executions/{execution_id}", self.show, methods=["GET"]),
-            Route("/v1/executions/{execution_id}/restart", self.restart, methods=["POST"]),
-            Route("/v1/executions/{execution_id}/resume", self.resume, methods=["POST"]),
-            Route("/v1/executions/{execution_id}/cancel", self.cancel, methods=["POST"]),
-        ]
 
     async def _visible(self, request: Request) -> Execution:
         execution_id = check_text(request.path_params["execution_id"], "execution_id")
@@ -75,8 +72,12 @@ class ExecutionsRoutes:
             wait = self.starts.wait_of(request)
             ex = await self._visible(request)
             body = parse(RestartIn, await read_body(request), empty_ok=True)
+            check_priority(request, body.priority)
             start = await self.s.executions.restart(
-                ex.execution_id, body.from_step, principal=principal_of(request)
+                ex.execution_id,
+                body.from_step,
+                priority=body.priority,
+                principal=principal_of(request),
             )
             return await self.starts.start_answer(start, wait)
 
@@ -86,10 +87,11 @@ class ExecutionsRoutes:
         async def answer() -> Response:
             wait = self.starts.wait_of(request)
             ex = await self._visible(request)
-            raw = await read_body(request)
-            if raw.strip() and raw.strip() != b"{}":
-                raise BadValue("resume takes no body (or an empty JSON object)")
-            start = await self.s.executions.resume(ex.execution_id, principal=principal_of(request))
+            body = parse(ResumeIn, await read_body(request), empty_ok=True)
+            check_priority(request, body.priority)
+            start = await self.s.executions.resume(
+                ex.execution_id, priority=body.priority, principal=principal_of(request)
+            )
             return await self.starts.start_answer(start, wait)
 
         return await self.starts.counted(request, answer)

@@ -13,12 +13,17 @@ from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from yoke.errors import Conflict, ShuttingDown, YokeError
-from yoke.executions import ADMIN, OPERATOR, Start, StartStatus
+from yoke.executions import Start, StartStatus
 from yoke.server import introspect
-from yoke.server.auth import check_session, check_visible, need, principal_of, privileged
+from yoke.server.auth import (
+    check_priority,
+    check_session,
+    check_visible,
+    principal_of,
+    privileged,
+)
 from yoke.server.metrics import Outcome
 from yoke.server.models import PriorityIn, StartIn, start_json
 from yoke.server.state import ServerState, json_response, parse, query_float, read_body
@@ -30,15 +35,6 @@ log = logging.getLogger("yoke.server")
 class StartsRoutes:
     def __init__(self, state: ServerState) -> None:
         self.s = state
-
-    def routes(self) -> list[Route]:
-        return [
-            Route("/v1/starts", self.create, methods=["POST"]),
-            Route("/v1/starts/{start_id}", self.show, methods=["GET"]),
-            Route("/v1/starts/{start_id}", self.reprioritize, methods=["PATCH"]),
-            Route("/v1/starts/{start_id}", self.cancel, methods=["DELETE"]),
-            Route("/v1/starts/{start_id}/why", self.why, methods=["GET"]),
-        ]
 
     # -- shared with restart and resume ----------------------------------------------------
     def wait_of(self, request: Request) -> float | None:
@@ -85,6 +81,7 @@ class StartsRoutes:
             p = principal_of(request)
             wait = self.wait_of(request)
             body = parse(StartIn, await read_body(request))
+            check_priority(request, body.priority)
             session = body.session
             if session is not None:
                 check_session(p, session)
@@ -117,7 +114,6 @@ class StartsRoutes:
 
     async def reprioritize(self, request: Request) -> Response:
         p = principal_of(request)
-        need(p, OPERATOR, ADMIN)
         start_id = check_text(request.path_params["start_id"], "start_id")
         body = parse(PriorityIn, await read_body(request))
         start = await self.s.executions.set_priority(start_id, body.priority, principal=p)

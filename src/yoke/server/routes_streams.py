@@ -17,7 +17,6 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from yoke.errors import BadValue
 from yoke.server.auth import home_tenant, principal_of
@@ -30,9 +29,6 @@ MAX_DEPTH = 200  # levels of arrays and objects, as pydantic allows in a start's
 class StreamsRoutes:
     def __init__(self, state: ServerState) -> None:
         self.s = state
-
-    def routes(self) -> list[Route]:
-        return [Route("/v1/streams/{stream}/events", self.append, methods=["POST"])]
 
     async def append(self, request: Request) -> Response:
         async def answer() -> Response:

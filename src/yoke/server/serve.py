@@ -15,7 +15,6 @@ import asyncio
 import gc
 import importlib
 import ipaddress
-import logging
 import os
 import signal
 import socket
@@ -27,6 +26,8 @@ import uvicorn
 from yoke.app import App
 from yoke.errors import BadValue
 from yoke.server.asgi import Server
+from yoke.server.logs import configure_logging
+from yoke.server.protocol import HeadLimits, bounded_protocol
 
 _YOUNG_GC_THRESHOLD = 20_000  # allocations between young collections (CPython's default: 700)
 
@@ -103,20 +104,34 @@ def run(
     host: str = "127.0.0.1",
     port: int = 8000,
     database_url: str | None = None,
-    log_level: str = "info",
+    log_level: str | None = None,
+    log_format: str | None = None,
 ) -> None:
     app = load_app(spec)
-    if database_url:
-        app.settings = app.settings.with_(database_url=database_url)
+    app.settings = app.settings.with_(
+        **{
+            k: v
+            for k, v in (
+                ("database_url", database_url),
+                ("log_level", log_level),
+                ("log_format", log_format),
+            )
+            if v
+        }
+    )
+    settings = app.settings
+    configure_logging(settings.log_level, settings.log_format)
     server = Server.from_env(app)
     check_bind(host, server)
-    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    head = HeadLimits(max_line=settings.max_header_line_bytes, max_head=settings.max_header_bytes)
     config = uvicorn.Config(
         server,
         host=host,
         port=port,
+        http=bounded_protocol(head),
         lifespan="on",
-        log_level=log_level,
+        log_level=settings.log_level.lower(),
+        log_config=None,  # the handlers of `configure_logging`, for uvicorn's loggers too
         timeout_graceful_shutdown=int(app.settings.execution_shutdown_timeout) + 5,
         # A client that opened its connection but is slow to send (a burst of starts from one
         # busy process) must not be cut off after uvicorn's default 5 s.

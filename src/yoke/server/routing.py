@@ -1,0 +1,143 @@
+"""What one row of the route table says, and how a row becomes a Starlette route.
+
+An `Op` names a method and path, the handler, who may call it (`Access`), its request body and
+its answers. `starlette_routes` turns the rows into routes whose endpoint checks, in this order
+and before the handler reads anything: the caller is known (401, unless the row is public; the
+`Authenticate` middleware only says who the token belongs to), holds one of the row's roles
+(403), and sends a JSON body as `application/json` (415). Only then does the handler parse the
+body (400/422), so a caller without the role learns nothing about what a valid body is.
+`server/openapi.py` describes the same rows, so the routes, their role checks and the API
+description cannot disagree.
+
+This module must never hold a route's logic or know a particular route.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from yoke.errors import Forbidden, YokeError
+from yoke.server.auth import principal_of
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Access:
+    """Who may call a route: anyone without a token (`public`), any principal (no `roles`), or
+    a principal holding one of `roles`."""
+
+    public: bool = False
+    roles: frozenset[str] = frozenset()
+
+    def describe(self) -> str:
+        if self.public:
+            return "no token needed"
+        return "any principal" if not self.roles else " or ".join(sorted(self.roles))
+
+
+PUBLIC = Access(public=True)
+ANY = Access()
+
+
+def role(*names: str) -> Access:
+    return Access(roles=frozenset(names))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Answer:
+    """A success answer: its schema (a model, or a JSON schema dict), and what it means."""
+
+    schema: type[BaseModel] | dict[str, Any]
+    description: str
+    media_type: str = "application/json"
+    headers: Mapping[str, Any] = field(default_factory=dict)
+    links: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Op:
+    """One row of the route table."""
+
+    method: str
+    path: str  # Starlette syntax: `{name}` or `{name:path}`
+    handler: Handler
+    access: Access
+    name: str  # the OpenAPI operationId
+    summary: str
+    answers: Mapping[int, Answer]
+    errors: tuple[int, ...] = ()  # besides those the row implies (401, 403, 413, 415...)
+    body: type[BaseModel] | dict[str, Any] | None = None  # a JSON body: its model or schema
+    body_required: bool = True
+    query: tuple[dict[str, Any], ...] = ()  # OpenAPI parameter objects (query and header)
+
+    @property
+    def path_params(self) -> list[str]:
+        return re.findall(r"{(\w+)(?::\w+)?}", self.path)
+
+    @property
+    def described_path(self) -> str:
+        """The path as OpenAPI writes it (no Starlette converters)."""
+        return re.sub(r"{(\w+):\w+}", r"{\1}", self.path)
+
+
+class UnsupportedMediaType(YokeError):
+    status = 415
+    title = "Unsupported media type"
+
+
+def is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def _has_body(request: Request) -> bool:
+    length = request.headers.get("content-length")
+    if length is not None:
+        return length.strip() not in ("", "0")
+    return "transfer-encoding" in request.headers
+
+
+def guarded(op: Op) -> Handler:
+    """The row's handler behind its access check and, for a JSON body, its media type check."""
+    roles, handler = op.access.roles, op.handler
+    wants_json = op.body is not None
+
+    async def endpoint(request: Request) -> Response:
+        if not op.access.public:
+            p = principal_of(request)
+            if roles and not p.has_any(*roles):
+                raise Forbidden(f"{p.name} lacks role {' or '.join(sorted(roles))}")
+        # A body that is not declared JSON is refused unread: a browser's cross-site form or
+        # `text/plain` POST cannot pass for an API call.
+        if (
+            wants_json
+            and _has_body(request)
+            and not is_json(request.headers.get("content-type", ""))
+        ):
+            raise UnsupportedMediaType("the body must be sent as Content-Type: application/json")
+        return await handler(request)
+
+    endpoint.__name__ = op.name
+    return endpoint
+
+
+def starlette_routes(ops: list[Op]) -> list[Route]:
+    seen: set[tuple[str, str]] = set()
+    routes: list[Route] = []
+    for op in ops:
+        if (op.method, op.path) in seen:
+            raise ValueError(f"{op.method} {op.path} is in the route table twice")
+        seen.add((op.method, op.path))
+        routes.append(Route(op.path, guarded(op), methods=[op.method], name=op.name))
+    return routes
