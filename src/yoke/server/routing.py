@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -63,9 +63,9 @@ class Answer:
     links: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Op:
-    """One row of the route table."""
+    """One row of the route table: `Op(method, path, handler, access, name, summary, ...)`."""
 
     method: str
     path: str  # Starlette syntax: `{name}` or `{name:path}`
@@ -73,6 +73,7 @@ class Op:
     access: Access
     name: str  # the OpenAPI operationId
     summary: str
+    _: KW_ONLY
     answers: Mapping[int, Answer]
     errors: tuple[int, ...] = ()  # besides those the row implies (401, 403, 413, 415...)
     body: type[BaseModel] | dict[str, Any] | None = None  # a JSON body: its model or schema
