@@ -128,7 +128,9 @@ def test_a_huge_header_is_refused_after_the_head_bound(server: Running) -> None:
 
 def test_one_long_header_line_is_431_and_a_long_target_is_414(server: Running) -> None:
     line = b"X-Big: " + b"b" * (17 << 10) + b"\r\n"
-    answer, _ = stream(server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + line + b"\r\n", iter(()), 0)
+    answer, _ = stream(
+        server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + line + b"\r\n", iter(()), 0
+    )
     assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
     target = b"/healthz?" + b"q" * (17 << 10)
     answer, _ = stream(server, b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n", iter(()), 0)

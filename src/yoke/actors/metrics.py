@@ -2,7 +2,9 @@
 
 `yoke_actor_process_total` and `yoke_actor_process_errors_total` count `process()` calls per
 actor; `yoke_queue_depth` is per instance, but only for the `depth_limit` deepest instances at
-each refresh (bounded cardinality: label sets of instances that drop out are removed);
+each refresh, and the rest of each actor's rows as one series with tenant and instance
+`_other` (bounded cardinality however many tenants and instances there are: label sets that
+drop out are removed);
 `yoke_runtime_workers` counts workers with a recent heartbeat. The two gauges are read from
 the store by `refresh()`, which a worker's heartbeat calls and the server's `/metrics` calls on
 every scrape (so a server without a worker, or between heartbeats, never shows stale gauges).
@@ -13,7 +15,7 @@ apps in one process (as in tests) count apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from yoke.actors.inspection import WorkerStatus, worker_status
@@ -26,6 +28,7 @@ except ImportError:  # pragma: no cover - exercised only where prometheus_client
     _prom = None  # type: ignore[assignment]
 
 DEPTH_LIMIT = 50  # yoke_queue_depth series at most: the deepest instances
+OTHER = "_other"  # the tenant and instance label of the rest of an actor's queue rows
 
 
 class ActorMetrics:
@@ -70,14 +73,26 @@ class ActorMetrics:
                 c = self._failed[actor] = self._errors_total.labels(actor)
             c.inc()
 
-    def set_depths(self, depths: Iterable[QueueDepth]) -> None:
+    def set_depths(
+        self, depths: Iterable[QueueDepth], totals: Mapping[str, int] | None = None
+    ) -> None:
+        """The deepest instances by name; with `totals` (queue rows per actor), the rest of
+        each actor's rows under `_other`."""
         if not self.enabled:
             return
         seen: set[tuple[str, str, str]] = set()
+        rest = dict(totals or {})
         for d in depths:
             labels = (d.tenant, d.actor, d.instance_id)
             seen.add(labels)
             self._depth.labels(*labels).set(d.depth)
+            if d.actor in rest:
+                rest[d.actor] -= d.depth
+        for actor, n in rest.items():
+            if n > 0:
+                labels = (OTHER, actor, OTHER)
+                seen.add(labels)
+                self._depth.labels(*labels).set(n)
         for labels in self._depth_labels - seen:
             self._depth.remove(*labels)
         self._depth_labels = seen
@@ -99,8 +114,9 @@ class ActorMetrics:
             if worker_status(w, now=now, stale_after=stale_after) is WorkerStatus.LIVE
         ]
         depths = await store.queue_depths(limit=depth_limit)
+        counts = await store.actor_counts(tenant=None)
         self.set_workers(len(live))
-        self.set_depths(depths)
+        self.set_depths(depths, {c.actor: c.pending + c.in_flight for c in counts})
 
     def __repr__(self) -> str:
         return f"ActorMetrics(enabled={self.enabled})"
