@@ -109,6 +109,7 @@ def test_a_declared_length_past_the_bound_is_refused_unread(server: Running) -> 
     answer, sent = stream(server, head, forever(CHUNK), limit=100 * MiB)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert b"connection: close" in answer.lower()
+    assert sent < 20 * MiB, sent  # answered without waiting for the body
     healthy(server)
 
 
