@@ -1,7 +1,7 @@
 """The operational routes: `/metrics`, `/healthz`, `/readyz`, `/openapi.json` and `/docs`.
 
-Ready means the store answers: `/readyz` asks it for its schema version within
-`YOKE_READY_TIMEOUT` seconds and answers 503 with the reason when it does not (or while the
+Ready means the store answers: `/readyz` reads the newest recorded limits (one indexed row,
+a real round trip) within `YOKE_READY_TIMEOUT` seconds and answers 503 with the reason when it does not (or while the
 server starts or stops), so a load balancer stops sending starts that would all get 503.
 `/docs` is Swagger UI from the files of the `swagger-ui-py` package, served from here: it
 works offline and runs under the same Content-Security-Policy as every other answer (no
@@ -76,7 +76,7 @@ class OpsRoutes:
         timeout = app.settings.ready_timeout
         try:
             async with asyncio.timeout(timeout):
-                await store.schema_version()
+                await store.latest_limits()
         except TimeoutError:
             raise StoreUnavailable(f"the store did not answer within {timeout:g} s") from None
         except YokeError as exc:
