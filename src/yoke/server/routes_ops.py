@@ -1,8 +1,9 @@
 """The operational routes: `/metrics`, `/healthz`, `/readyz`, `/openapi.json` and `/docs`.
 
 Ready means the store answers: `/readyz` reads the newest recorded limits (one indexed row,
-a real round trip) within `YOKE_READY_TIMEOUT` seconds and answers 503 with the reason when it does not (or while the
-server starts or stops), so a load balancer stops sending starts that would all get 503.
+a real round trip) within `YOKE_READY_TIMEOUT` seconds and answers 503 with the reason when
+it does not (or while the server starts or stops), so a load balancer stops sending starts
+that would all get 503.
 `/docs` is Swagger UI from the files of the `swagger-ui-py` package, served from here: it
 works offline and runs under the same Content-Security-Policy as every other answer (no
 inline script, nothing from another origin).
