@@ -72,10 +72,19 @@ def test_registry_routes_to_subscribers_by_key() -> None:
         Target(actor="noop", instance_id="5", group_id="a"),
         Target(actor="audit", instance_id=SINGLETON, group_id=""),
     )
-    # a missing key field: that actor gets nothing, the others still do
-    assert reg.route("carts", {"line": "a"}) == (
-        Target(actor="audit", instance_id=SINGLETON, group_id=""),
-    )
+    # An event must carry every subscriber's key, as a string or an integer: anything else
+    # names no instance, and the event is refused rather than stored to route nowhere.
+    for bad in (
+        {"line": "a"},
+        {"cart_id": None},
+        {"cart_id": {"x": 1}},
+        {"cart_id": [1]},
+        {"cart_id": True},
+        {"cart_id": 1.5},
+    ):
+        with pytest.raises(BadValue, match="'cart_id' as a string or an integer"):
+            reg.route("carts", bad)
+    assert reg.route("carts", {"cart_id": -7})[0].instance_id == "-7"
     assert reg.route("orders", {"order": {"id": "o1"}})[1] == Target(
         actor="orders", instance_id="o1", group_id=""
     )
@@ -88,7 +97,7 @@ def test_new_events_is_new_event_for_each_item() -> None:
     reg = ActorRegistry()
     reg.actor(subscribe=["carts"], key="cart_id", queue=Queue(group_by="line"))(noop)
     reg.actor("audit", subscribe=["carts"])(noop)
-    items = [{"cart_id": 1, "line": "a"}, {"line": "b"}, {"cart_id": {"x": 1}}, {"cart_id": 2}]
+    items = [{"cart_id": 1, "line": "a"}, {"cart_id": "b", "line": "b"}, {"cart_id": 2}]
     assert reg.new_events("carts", items, tenant="acme") == [
         reg.new_event("carts", d, tenant="acme") for d in items
     ]

@@ -12,9 +12,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from tests.actors.conftest import MakeRuntime, wait_for
 from yoke.actors import ActorCtx, Backoff, Event, Queue
 from yoke.actors.protocol import ActorStore
+from yoke.errors import BadValue
 
 
 async def test_fan_out_reaches_the_right_instances(
@@ -27,27 +30,31 @@ async def test_fan_out_reaches_the_right_instances(
     @rt.actor(subscribe=["carts"], key="cart_id")
     async def cart(ctx: ActorCtx, event: Event) -> None:
         seen.append(("cart", ctx.instance_id, event.data["n"]))
-        if len(seen) == 5:
+        if len(seen) == 7:
             done.set()
 
     @rt.actor(subscribe=["carts", "other"], key="user")
     async def user(ctx: ActorCtx, event: Event) -> None:
         seen.append(("user", ctx.instance_id, event.data["n"]))
-        if len(seen) == 5:
+        if len(seen) == 7:
             done.set()
 
     async with rt.running(actor_store):
         await rt.append("carts", {"cart_id": "c1", "user": "u1", "n": 1})
-        await rt.append("carts", {"cart_id": "c2", "n": 2})  # no user field: cart only
+        with pytest.raises(BadValue):  # a subscriber's key (user) is missing: refused
+            await rt.append("carts", {"cart_id": "c2", "n": 2})
+        await rt.append("carts", {"cart_id": "c2", "user": 7, "n": 2})
         await rt.append("other", {"user": "u2", "n": 3})
         await rt.append("ignored", {"cart_id": "c1", "n": 4})  # no subscriber
-        await rt.append_many("carts", [{"cart_id": "c1", "n": 5}])
+        await rt.append_many("carts", [{"cart_id": "c1", "user": "u1", "n": 5}])
         await wait_for(done)
     assert sorted(seen) == [
         ("cart", "c1", 1),
         ("cart", "c1", 5),
         ("cart", "c2", 2),
+        ("user", "7", 2),
         ("user", "u1", 1),
+        ("user", "u1", 5),
         ("user", "u2", 3),
     ]
     view = await rt.instance("cart", "c1")

@@ -144,14 +144,22 @@ class ActorDef:
     backoff: Backoff
     process: Process = field(repr=False)
 
-    def instance_of(self, data: Any) -> str | None:
-        """The instance an event of this actor goes to; None if its key field is missing."""
+    def instance_of(self, data: Any) -> str:
+        """The instance an event of this actor goes to: its key field, a string or an integer.
+        Anything else (missing, null, a bool, a float, an object) names no instance it could
+        mean, so the event is refused (`BadValue`) rather than stored to route nowhere."""
         if self.key is None:
             return SINGLETON
         value = _field(data, self.key)
-        if value is None or isinstance(value, dict | list):
-            return None
-        return str(value)
+        if type(value) is str:
+            return value
+        if type(value) is int:
+            return str(value)
+        got = "nothing" if value is None else type(value).__name__
+        raise BadValue(
+            f"an event for actor {self.name!r} must carry its key {self.key!r} as a string or "
+            f"an integer, got {got}"
+        )
 
 
 class ActorRegistry:
@@ -215,7 +223,8 @@ class ActorRegistry:
         return sorted(self._actors)
 
     def route(self, stream: str, data: Any) -> tuple[Target, ...]:
-        """The queue rows an event on `stream` fans out to (subscribers whose key is present)."""
+        """The queue rows an event on `stream` fans out to: one per subscriber (`BadValue` if
+        the event lacks a subscriber's key)."""
         return _route(self._by_stream.get(stream, ()), data)
 
     def new_event(self, stream: str, data: Any, *, tenant: str) -> NewEvent:
@@ -247,8 +256,6 @@ def _route(subscribers: Sequence[ActorDef], data: Any) -> tuple[Target, ...]:
     out: list[Target] = []
     for d in subscribers:
         instance = d.instance_of(data)
-        if instance is None:
-            continue
         group = d.queue.group_of(data)
         # The common case (short ASCII) is decided here, once per event and subscriber.
         if not (0 < len(instance) <= MAX_TEXT and instance.isascii() and "\x00" not in instance):
