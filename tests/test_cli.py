@@ -123,7 +123,7 @@ def test_start_show_list_cancel_resume_restart(server_url: str) -> None:
     )
     assert code == 0 and json.loads(out)["kind"] == "restart"
     code, out = _yoke(server_url, "executions", "list")
-    assert code == 0 and "checkout" in out and "execution_id" in out
+    assert code == 0 and start["execution_id"] in out and "execution_id" in out
 
 
 def test_limits_and_audit(server_url: str) -> None:
@@ -145,7 +145,52 @@ def test_limits_and_audit(server_url: str) -> None:
     assert code == 0 and json.loads(out)["items"][-1]["after"]["max_running"] == 5
     code, out = _yoke(server_url, "audit")
     assert code == 0 and "limits" in out
-    _yoke(server_url, "limits", "set")  # back to no limits for the other tests
+    # back to no limits for the other tests
+    _yoke(
+        server_url, "limits", "set", "--clear", "max_running", "--clear", "max_running_per_workflow"
+    )
+
+
+def test_limits_set_changes_only_the_limits_given(server_url: str) -> None:
+    code, out = _yoke(server_url, "limits", "set", "--max-running", "3", "--json")
+    assert code == 0 and json.loads(out)["max_running"] == 3, out
+    code, out = _yoke(server_url, "limits", "set", "--max-queued", "5", "--json")
+    assert code == 0, out
+    limits = json.loads(out)
+    assert limits["max_running"] == 3 and limits["max_queued"] == 5
+    code, out = _yoke(server_url, "limits", "set", "--clear", "max_running", "--json")
+    limits = json.loads(out)
+    assert limits["max_running"] is None and limits["max_queued"] == 5
+    code, out = _yoke(server_url, "limits", "set", "--clear", "max_speed")
+    assert code == 2 and "--clear takes one of" in out
+    code, out = _yoke(server_url, "limits", "set", "--max-queued", "1", "--clear", "max_queued")
+    assert code == 2 and "both set and cleared" in out
+    code, out = _yoke(server_url, "limits", "set", "--clear", "max_queued", "--json")
+    assert json.loads(out)["max_queued"] is None
+
+
+def test_tables_show_whole_ids_and_local_times(server_url: str) -> None:
+    import re
+
+    code, out = _yoke(
+        server_url,
+        "start",
+        "checkout",
+        "--input",
+        '{"order": 9, "items": [], "total": 1}',
+        "--wait",
+        "5",
+        "--json",
+    )
+    eid = json.loads(out)["execution_id"]
+    code, out = _yoke(server_url, "executions", "list")  # an 80-column console
+    assert code == 0 and eid in out, out
+    local_iso = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d"
+    code, out = _yoke(server_url, "executions", "show", eid)
+    assert re.search(r"created_at\s+" + local_iso, out), out
+    _yoke(server_url, "limits", "set", "--max-queued", "100")
+    code, out = _yoke(server_url, "audit")
+    assert re.search(local_iso, out), out
 
 
 def test_errors_exit_non_zero(server_url: str, tmp_path: Path) -> None:
@@ -182,6 +227,11 @@ app = yoke.App()
 @app.actor(subscribe=["pings"], key="id")
 async def pinger(ctx, event):
     await ctx.state.update(lambda s: {**s, "n": s.get("n", 0) + 1})
+
+
+@app.actor(subscribe=["bad"], key="id", backoff=yoke.Backoff(initial=0.01, max_attempts=3))
+async def failing(ctx, event):
+    raise RuntimeError("always fails")
 """
 
 
@@ -230,3 +280,63 @@ def test_worker_command_runs_until_sigterm_and_deregisters(tmp_path: Path) -> No
 def test_worker_command_refuses_a_bad_app() -> None:
     result = CliRunner().invoke(app, ["worker", "--app", "no_such_module:app"])
     assert result.exit_code == 2
+
+
+def test_worker_logs_its_start_failures_and_stop_as_json(tmp_path: Path) -> None:
+    import asyncio
+    import signal
+    import time
+
+    (tmp_path / "pingapp.py").write_text(WORKER_APP)
+    db = tmp_path / "w.db"
+    log = tmp_path / "worker.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                *("-m", "yoke", "worker", "--app", "pingapp:app", "--log-format", "json"),
+                *("--database-url", f"sqlite:///{db}", "--log-level", "info"),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={"YOKE_WORKER_ID": "w-logs", "PATH": "/usr/bin:/bin"},
+        )
+    try:
+        # An appender that runs no worker, with the same fan-out as the worker's app.
+        appender = yoke.App(f"sqlite:///{db}", actor_worker=False)
+
+        @appender.actor(subscribe=["bad"], key="id")
+        async def failing(ctx: object, event: object) -> None:
+            raise AssertionError("never run here")
+
+        async def append() -> None:
+            async with appender.running():
+                await appender.append_many("bad", [{"id": f"i{n}"} for n in range(20)])
+
+        deadline = time.monotonic() + 30
+        while "starting" not in log.read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+        asyncio.run(append())
+        # 20 events x 3 attempts: 60 failures, of which 5 are written (then rate-limited).
+        while log.read_text().count("failed, attempt") < 5:
+            assert time.monotonic() < deadline + 30, log.read_text()
+            time.sleep(0.1)
+        time.sleep(1.0)  # the other failures happen meanwhile; none may add a line
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    messages = [x["message"] for x in lines]
+    start = next(m for m in messages if "starting" in m)
+    assert "w-logs" in start and "w.db" in start and "failing, pinger" in start and "64" in start
+    failures = [x for x in lines if "failed, attempt" in x["message"]]
+    assert failures and all(x["level"] == "warning" for x in failures)
+    assert "'failing' instance 'i" in failures[0]["message"]
+    assert "RuntimeError: always fails" in failures[0]["message"]
+    assert len(failures) <= 5, "failures of one actor are rate-limited"
+    assert any("stopped" in m and "w-logs" in m for m in messages), messages

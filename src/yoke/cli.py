@@ -41,6 +41,12 @@ URL = typer.Option(
 TOKEN = typer.Option(None, "--token", envvar="YOKE_TOKEN", help="Bearer token.")
 AS_JSON = typer.Option(False, "--json", help="Print the server's JSON answer.")
 WAIT = typer.Option(None, "--wait", min=0, max=60, help="Seconds to wait for the grant.")
+LOG_LEVEL = typer.Option(
+    None, "--log-level", help="debug, info, warning or error (default YOKE_LOG_LEVEL, info)."
+)
+LOG_FORMAT = typer.Option(
+    None, "--log-format", help="text, or json: one object a line (default YOKE_LOG_FORMAT)."
+)
 
 out = Console()
 err = Console(stderr=True)
@@ -71,14 +77,22 @@ def serve(
     ),
     port: int = typer.Option(8000, min=0, max=65535),
     database_url: str = typer.Option(None, "--database-url", help="Overrides YOKE_DATABASE_URL."),
-    log_level: str = typer.Option("info", "--log-level"),
+    log_level: str = LOG_LEVEL,
+    log_format: str = LOG_FORMAT,
 ) -> None:
     """Serve an app's v1 HTTP API on uvicorn; SIGTERM shuts down gracefully."""
     from yoke.errors import YokeError
     from yoke.server.serve import run
 
     try:
-        run(app_spec, host=host, port=port, database_url=database_url, log_level=log_level)
+        run(
+            app_spec,
+            host=host,
+            port=port,
+            database_url=database_url,
+            log_level=log_level,
+            log_format=log_format,
+        )
     except YokeError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
@@ -88,20 +102,48 @@ def serve(
 def worker(
     app_spec: str = typer.Option(..., "--app", help="The app to run, as module:attribute."),
     database_url: str = typer.Option(None, "--database-url", help="Overrides YOKE_DATABASE_URL."),
+    log_level: str = LOG_LEVEL,
+    log_format: str = LOG_FORMAT,
 ) -> None:
     """Run an app's actor worker (drain, timers, heartbeat) and executions until SIGTERM."""
+    import logging
+
     from yoke.app import run_worker
     from yoke.errors import YokeError
+    from yoke.server.logs import configure_logging
     from yoke.server.serve import load_app
 
+    log = logging.getLogger("yoke.worker")
     try:
         target = load_app(app_spec)
-        if database_url:
-            target.settings = target.settings.with_(database_url=database_url)
+        changes = {"database_url": database_url, "log_level": log_level, "log_format": log_format}
+        target.settings = target.settings.with_(**{k: v for k, v in changes.items() if v})
+        configure_logging(target.settings.log_level, target.settings.log_format)
+        runtime = target.actors
+        log.info(
+            "worker %s starting: store %s, actors %s, concurrency %d",
+            runtime.worker_id,
+            redact(target.settings.database_url),
+            ", ".join(runtime.registry.names()) or "none",
+            runtime.settings.concurrency,
+        )
         asyncio.run(run_worker(target))
+        log.info("worker %s stopped", runtime.worker_id)
     except YokeError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+
+
+def redact(url: str) -> str:
+    """A database URL without its password, for a log line."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 # -- client verbs ---------------------------------------------------------------------------------
@@ -129,7 +171,8 @@ def _show(data: Any, as_json: bool, title: str | None = None) -> None:
     table.add_column()
     for key, value in data.items():
         if key != "links":
-            table.add_row(key, value if isinstance(value, str) else json.dumps(value))
+            shown = _readable(key, value)
+            table.add_row(key, shown if isinstance(shown, str) else json.dumps(shown))
     out.print(table)
 
 
@@ -145,9 +188,13 @@ def _rows(
         return
     table = Table(title=title)
     for col in columns:
-        table.add_column(col)
+        # Ids and times are shown whole (a cut id cannot be pasted back); others wrap, never cut.
+        keep = col.endswith(("_id", "_at")) or col == "at"
+        cells = [_cell(_readable(col, i.get(col))) for i in items]
+        whole = max(map(len, cells), default=0) if keep else 0
+        table.add_column(col, no_wrap=bool(whole), min_width=whole or None, overflow="fold")
     for item in items:
-        table.add_row(*(_cell(item.get(c)) for c in columns))
+        table.add_row(*(_cell(_readable(c, item.get(c))) for c in columns))
     out.print(table)
 
 
@@ -296,6 +343,10 @@ def limits_show(url: str = URL, token: str = TOKEN, as_json: bool = AS_JSON) -> 
     _show(data, as_json, "limits")
 
 
+LIMITS = ("max_running", "max_running_per_session", "max_running_per_workflow", "max_queued")
+CLEAR = typer.Option(None, "--clear", help=f"Turn a limit off (repeatable): {', '.join(LIMITS)}.")
+
+
 @limits_app.command("set")
 def limits_set(
     max_running: int = typer.Option(None, "--max-running", min=0),
@@ -304,13 +355,14 @@ def limits_set(
         None, "--max-running-per-workflow", help='A number, or JSON like {"report": 2}.'
     ),
     max_queued: int = typer.Option(None, "--max-queued", min=0),
-    on_limit: str = typer.Option("queue", "--on-limit", help="queue or reject."),
+    on_limit: str = typer.Option(None, "--on-limit", help="queue or reject."),
+    clear: list[str] = CLEAR,
     url: str = URL,
     token: str = TOKEN,
     as_json: bool = AS_JSON,
 ) -> None:
-    """Replace the limits (role ADMIN): a limit not given is off."""
-    body = {
+    """Change the limits given (role ADMIN); the others stay as they are."""
+    given: dict[str, Any] = {
         "max_running": max_running,
         "max_running_per_session": max_running_per_session,
         "max_running_per_workflow": None
@@ -319,8 +371,19 @@ def limits_set(
         "max_queued": max_queued,
         "on_limit": on_limit,
     }
+    changes = {k: v for k, v in given.items() if v is not None}
+    for name in clear or ():
+        if name not in LIMITS:
+            err.print(f"[red]error:[/red] --clear takes one of {', '.join(LIMITS)}, got {name!r}")
+            raise typer.Exit(2)
+        if name in changes:
+            err.print(f"[red]error:[/red] {name} is both set and cleared")
+            raise typer.Exit(2)
+        changes[name] = None
     with _client(url, token) as c:
-        _, data = c.call("PUT", "/v1/limits", body=body)
+        # The server replaces the whole object: start from what is in force.
+        _, current = c.call("GET", "/v1/limits")
+        _, data = c.call("PUT", "/v1/limits", body={**current, **changes})
     _show(data, as_json, "limits")
 
 
@@ -337,16 +400,22 @@ def audit(
         _, data = c.call("GET", "/v1/audit", params={"limit": limit, "offset": offset})
     items = data["items"]
     if not as_json:
-        items = [
-            {**i, "at": _when(i["at"]), "change": _change(i["before"], i["after"])} for i in items
-        ]
+        items = [{**i, "change": _change(i["before"], i["after"])} for i in items]
     _rows(items, ["seq", "at", "kind", "principal", "subject", "change"], as_json, "audit")
 
 
 def _when(at: float) -> str:
+    """A time in the local zone, ISO 8601 to the second (with its offset)."""
     import datetime
 
-    return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.datetime.fromtimestamp(at).astimezone().isoformat(timespec="seconds")
+
+
+def _readable(key: str, value: Any) -> Any:
+    """Times (`*_at`, as epoch seconds in the API) in local ISO form; the rest as it is."""
+    if (key == "at" or key.endswith("_at")) and isinstance(value, int | float):
+        return _when(value)
+    return value
 
 
 def _change(before: Any, after: Any) -> str:
@@ -359,6 +428,30 @@ def _change(before: Any, after: Any) -> str:
         ", ".join(f"{k}: {json.dumps(before.get(k))} -> {json.dumps(after.get(k))}" for k in keys)
         or "no change"
     )
+
+
+def env_reference_text() -> str:
+    """docs/CONFIGURATION.md: every variable yoke reads, generated from the settings."""
+    from yoke.actors.settings import ENV, ActorSettings
+    from yoke.config import EnvVar, Settings, env_reference, env_vars
+
+    client = [
+        EnvVar(name=str(o.envvar), default=str(o.default or "-"), help=str(o.help))
+        for o in (URL, TOKEN)
+    ]
+    return env_reference(
+        [
+            ("Server, executions and logs (`yoke serve`, `yoke worker`)", env_vars(Settings)),
+            ("Actor workers", env_vars(ActorSettings, ENV.__getitem__)),
+            ("Client commands (`yoke start`, `yoke limits`...)", client),
+        ]
+    )
+
+
+@app.command("settings")
+def settings_command() -> None:
+    """Print every environment variable yoke reads, with its default and meaning (Markdown)."""
+    typer.echo(env_reference_text(), nl=False)
 
 
 @db_app.command("upgrade")

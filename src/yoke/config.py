@@ -200,7 +200,8 @@ def env_reference(groups: Sequence[tuple[str, Sequence[EnvVar]]]) -> str:
         "# Configuration",
         "",
         "Every environment variable yoke reads, with its default and meaning. This page is",
-        "generated from the settings (`yoke settings --markdown`); a test fails when they differ.",
+        "generated from the settings (`yoke settings > docs/CONFIGURATION.md`); a test fails",
+        "when they differ.",
         "Command-line options (`yoke serve --log-level ...`) win over the environment.",
     ]
     for title, variables in groups:

@@ -50,6 +50,7 @@ from yoke.actors.completions import CompletionWriter, until_stored
 from yoke.actors.ctx import ActorCtx, CtxHost, Fenced, InstanceStateCell, StateHandle
 from yoke.actors.custom_pick import CustomPicker, pickable
 from yoke.actors.definitions import ActorDef, ActorRegistry, Event
+from yoke.actors.failure_log import FailureLog
 from yoke.actors.metrics import ActorMetrics
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
@@ -161,6 +162,7 @@ class QueueDrainScheduler:
         self._host = host
         self._worker_id = worker_id
         self._clock = clock
+        self._failure_log = FailureLog()
         self._cfg = config or DrainConfig()
         self._metrics = metrics or ActorMetrics(None)
         self._wk = Kernel(policy="sfq", global_cap=self._cfg.concurrency)
@@ -515,14 +517,11 @@ class QueueDrainScheduler:
         failures = job.row.attempts + job.failures
         text = f"{type(error).__name__}: {error}"
         backoff = inst.actor.backoff
-        if backoff.exhausted(failures):
-            log.warning(
-                "actor %r event %d failed %d times, now a dead letter: %s",
-                inst.actor.name,
-                job.row.queue_id,
-                failures,
-                text,
-            )
+        delay = None if backoff.exhausted(failures) else backoff.delay(failures)
+        self._failure_log.failed(
+            inst.ref, failures, error, retry_in=delay, now=self._clock.monotonic()
+        )
+        if delay is None:
             # Its group slot stays held until the store takes the dead letter: FIFO holds.
             stored = await until_stored(
                 lambda: self._store.dead_letter(
@@ -540,15 +539,6 @@ class QueueDrainScheduler:
                 self._counts["fenced"] += 1
             self._end(job)
             return
-        delay = backoff.delay(failures)
-        log.info(
-            "actor %r event %d failed (attempt %d), retry in %.2fs: %s",
-            inst.actor.name,
-            job.row.queue_id,
-            failures,
-            delay,
-            text,
-        )
         # Written before the retry runs, so that a takeover meanwhile honours the attempt and
         # the backoff; the group slot stays held until then (nothing of its group overtakes).
         stored = await until_stored(

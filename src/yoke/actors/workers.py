@@ -100,6 +100,7 @@ class WorkerHeartbeat:
     async def run(self) -> None:
         pause = 0.5
         next_beat = self._clock.monotonic()
+        down_since: float | None = None  # when the store stopped answering our heartbeat
         while True:
             delay = self._interval
             try:
@@ -110,7 +111,16 @@ class WorkerHeartbeat:
                     await self._claim(self._clock.wall())
                 delay = max(0.0, next_beat - self._clock.monotonic())
                 pause = 0.5
+                if down_since is not None:
+                    log.warning(
+                        "worker %s: the store answers again after %.1fs",
+                        self.worker_id,
+                        self._clock.monotonic() - down_since,
+                    )
+                    down_since = None
             except YokeError as exc:
+                if down_since is None:
+                    down_since = self._clock.monotonic()
                 log.warning("heartbeat failed (retrying in %.1fs): %s", pause, exc)
                 delay, pause = min(pause, self._interval), min(pause * 2, 10.0)
             self._poke.clear()
