@@ -1,0 +1,364 @@
+"""Benchmark of admission against the store's limit: granted starts per second in process and
+over HTTP, beside the same SQL statements run by the bare driver with no yoke Python on top.
+
+    .venv/bin/python -m bench.bench_admission [--quick] [--runs N] [--no-pg] [--profile]
+
+A granted start of a no-op workflow costs the store two batched transactions: the grant (log
+the start, create its execution, take the ledger slots) and the finish (end the execution, free
+the slots). The store's limit runs exactly those statements, with yoke's own query text,
+through the bare driver, in batches of `CLIENTS` rows (the most that `CLIENTS` callers can put
+in one batch), the grant of batch k beside the finish of batch k-1, with every parameter made
+before the clock starts. Beside it, in the same run and on a fresh database each: `CLIENTS`
+tasks calling `app.executions.start` in a closed loop (until every execution has finished),
+and `CLIENTS` HTTP clients posting `/v1/starts` to a real `yoke serve` (uvicorn) on loopback,
+then paced at half that saturated rate, each request timed from when it was due. Ratios are
+taken within each run; figures are medians of the runs (min-max). `--profile` also writes a
+cProfile of the in-process starts to bench/results/admission_profile.txt. Traffic goes only to
+127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import platform
+import pstats
+import sqlite3
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+import yoke
+from bench.bench_server import ServeProcess, load, paced
+from bench.bench_server import _request as http_request
+from bench.common import fresh_databases, machine
+from yoke.app import open_store
+from yoke.store import sqlfiles
+
+RESULTS = Path(__file__).resolve().parent / "results" / "admission.json"
+PROFILE = Path(__file__).resolve().parent / "results" / "admission_profile.txt"
+CLIENTS = 64
+INSTANCE = "bench-limit"
+
+
+# -- the store's limit: yoke's statements, bare driver -------------------------------------------
+def _rows(n: int) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """(start, execution, finish) parameters of n granted no-op starts, as yoke writes them."""
+    now = time.time()
+    out = []
+    for _ in range(n):
+        start_id, execution_id = str(uuid.uuid4()), str(uuid.uuid4())
+        start = {
+            "start_id": start_id,
+            "kind": "start",
+            "workflow": "noop",
+            "session": "default",
+            "priority": 0,
+            "input": "null",
+            "fingerprint": "",
+            "principal": None,
+            "idem_scope": "",
+            "idempotency_key": None,
+            "source_execution_id": None,
+            "from_step": None,
+            "instance_id": INSTANCE,
+            "created_at": now,
+            "execution_id": execution_id,
+            "decided_at": now,
+        }
+        execution = {
+            "execution_id": execution_id,
+            "start_id": start_id,
+            "workflow": "noop",
+            "session": "default",
+            "input": "null",
+            "parent_id": None,
+            "restarted_from": None,
+            "resumed_from": None,
+            "slot_keys": '["global", "session:default", "workflow:noop"]',
+            "instance_id": INSTANCE,
+            "created_at": now,
+        }
+        finish = {"execution_id": execution_id, "status": "SUCCEEDED", "output": "null"}
+        out.append((start, execution, finish | {"error": None}))
+    return out
+
+
+def _batches(n: int) -> list[list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]]:
+    rows = _rows(n)
+    return [rows[i : i + CLIENTS] for i in range(0, len(rows), CLIENTS)]
+
+
+def _counts(batch: list[Any]) -> str:
+    keys = ("global", "session:default", "workflow:noop")
+    return json.dumps(dict.fromkeys(keys, len(batch)))
+
+
+async def _prepare(url: str) -> None:
+    store = open_store(url)
+    await store.open()  # the schema
+    await store.register_instance(INSTANCE, now=time.time())
+    await store.close()
+
+
+async def sqlite_limit(url: str, n: int) -> float:
+    """One connection on its own thread, as the SQLite store has; a grant batch and a finish
+    batch are each one BEGIN IMMEDIATE ... COMMIT with a savepoint, a statement per row."""
+    await _prepare(url)
+    q = sqlfiles.queries("sqlite")
+    conn = sqlite3.connect(
+        url.removeprefix("sqlite:///"), isolation_level=None, check_same_thread=False
+    )
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    batches = _batches(n)
+
+    def grant(batch: list[Any]) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("SAVEPOINT yoke_write")
+        for start, _, _ in batch:
+            conn.execute(q["insert_start"], start)
+        for _, execution, _ in batch:
+            conn.execute(q["insert_execution"], execution)
+        conn.execute(q["add_slot_counts"], {"counts": _counts(batch)}).fetchall()
+        conn.execute("RELEASE yoke_write")
+        conn.execute("COMMIT")
+
+    def finish(batch: list[Any]) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("SAVEPOINT yoke_write")
+        for _, _, done in batch:
+            conn.execute(q["finish_execution"], done | {"now": time.time()}).fetchall()
+        conn.execute(q["release_slot_counts"], {"counts": _counts(batch)})
+        conn.execute("RELEASE yoke_write")
+        conn.execute("COMMIT")
+
+    executor = ThreadPoolExecutor(max_workers=1)
+    loop = asyncio.get_running_loop()
+    try:
+        t0 = time.perf_counter()
+        for i, batch in enumerate(batches):
+            await loop.run_in_executor(executor, grant, batch)
+            if i:
+                await loop.run_in_executor(executor, finish, batches[i - 1])
+        await loop.run_in_executor(executor, finish, batches[-1])
+        elapsed = time.perf_counter() - t0
+    finally:
+        executor.shutdown()
+        conn.close()
+    return sum(len(b) for b in batches) / elapsed
+
+
+async def postgres_limit(url: str, n: int) -> float:
+    """Two connections: the grant of batch k beside the finish of batch k-1, each one
+    transaction of yoke's batch statements (`<query>_many`, the batch as one JSON parameter)."""
+    await _prepare(url)
+    q = sqlfiles.queries("postgres")
+    batches = _batches(n)
+    grants = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    finishes = await psycopg.AsyncConnection.connect(url, autocommit=True)
+
+    async def grant(batch: list[Any]) -> None:
+        async with grants.transaction():
+            await grants.execute(
+                q["insert_start_many"], {"batch": json.dumps([s for s, _, _ in batch])}
+            )
+            await grants.execute(
+                q["insert_execution_many"], {"batch": json.dumps([e for _, e, _ in batch])}
+            )
+            await grants.execute(q["add_slot_counts"], {"counts": _counts(batch)})
+
+    async def finish(batch: list[Any]) -> None:
+        async with finishes.transaction():
+            await finishes.execute(
+                q["finish_execution_many"],
+                {"batch": json.dumps([f for _, _, f in batch]), "now": time.time()},
+            )
+            await finishes.execute(q["release_slot_counts"], {"counts": _counts(batch)})
+
+    try:
+        t0 = time.perf_counter()
+        for i, batch in enumerate(batches):
+            await asyncio.gather(grant(batch), *([finish(batches[i - 1])] if i else []))
+        await finish(batches[-1])
+        elapsed = time.perf_counter() - t0
+    finally:
+        await grants.close()
+        await finishes.close()
+    return sum(len(b) for b in batches) / elapsed
+
+
+# -- yoke in process ---------------------------------------------------------------------------
+def _app(url: str) -> yoke.App:
+    app = yoke.App(url)
+
+    @app.workflow("noop")
+    async def noop(ctx: yoke.Context, input: Any) -> Any:
+        return None
+
+    return app
+
+
+async def in_process(url: str, n: int, profile: cProfile.Profile | None = None) -> float:
+    """CLIENTS tasks calling `app.executions.start` in a closed loop; the clock stops when
+    every start was answered and every execution has finished (its finish committed)."""
+    app = _app(url)
+    async with app.running():
+        ex = app.executions
+
+        async def caller(count: int) -> None:
+            for _ in range(count):
+                s = await ex.start("noop")
+                assert s.status is yoke.StartStatus.GRANTED
+
+        per = n // CLIENTS
+        if profile is not None:
+            profile.enable()
+        t0 = time.perf_counter()
+        await asyncio.gather(*(caller(per) for _ in range(CLIENTS)))
+        await app.shutdown(60)  # returns once every execution has finished
+        elapsed = time.perf_counter() - t0
+        if profile is not None:
+            profile.disable()
+    return per * CLIENTS / elapsed
+
+
+# -- yoke over HTTP ------------------------------------------------------------------------------
+async def over_http(url: str, n: int) -> dict[str, Any]:
+    start = http_request("POST", "/v1/starts", b'{"workflow":"noop","input":null}')
+    server = ServeProcess(url)
+    try:
+        await server.ready()
+        await load(server.port, start, n // 4)  # warm up
+        saturated = await load(server.port, start, n)
+        half = saturated["rps"] / 2
+        at_half = await paced(server.port, start, half, seconds=max(2.0, n / half / 2))
+    finally:
+        server.stop()
+    return {
+        "rps": saturated["rps"],
+        "p99_ms": saturated["p99_ms"],
+        "half_rate": half,
+        "half_p50_ms": at_half["p50_ms"],
+        "half_p99_ms": at_half["p99_ms"],
+        "statuses": saturated["statuses"],
+    }
+
+
+async def one_run(
+    backend: str, urls: Callable[[], Awaitable[str]], n: int, profile: cProfile.Profile | None
+) -> dict[str, Any]:
+    limit = sqlite_limit if backend == "sqlite" else postgres_limit
+    out: dict[str, Any] = {"limit": await limit(await urls(), n)}
+    out["in_process"] = await in_process(await urls(), n, profile)
+    out["http"] = await over_http(await urls(), n)
+    return out
+
+
+def _figure(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "limit_rps": _figure([r["limit"] for r in runs]),
+        "in_process_rps": _figure([r["in_process"] for r in runs]),
+        "http_rps": _figure([r["http"]["rps"] for r in runs]),
+        "in_process_to_limit": _figure([r["in_process"] / r["limit"] for r in runs]),
+        "http_to_in_process": _figure([r["http"]["rps"] / r["in_process"] for r in runs]),
+        "http_p99_ms": _figure([r["http"]["p99_ms"] for r in runs]),
+        "half_rate": _figure([r["http"]["half_rate"] for r in runs]),
+        "half_p50_ms": _figure([r["http"]["half_p50_ms"] for r in runs]),
+        "half_p99_ms": _figure([r["http"]["half_p99_ms"] for r in runs]),
+        "statuses": [r["http"]["statuses"] for r in runs],
+    }
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="small N, for a smoke run")
+    ap.add_argument("--runs", type=int, default=None)
+    ap.add_argument("--no-pg", action="store_true", help="SQLite only")
+    ap.add_argument("--profile", action="store_true", help="cProfile the in-process starts")
+    args = ap.parse_args()
+    n = 640 if args.quick else 3200
+    runs = args.runs or (3 if args.quick else 5)
+    doc: dict[str, Any] = {
+        "benchmark": "admission",
+        "quick": args.quick,
+        "runs": runs,
+        "starts_per_run": n,
+        "clients": CLIENTS,
+        "machine": machine(),
+        "python": platform.python_version(),
+        "backends": {},
+    }
+    profiles: dict[str, cProfile.Profile] = {}
+    for backend in ("sqlite",) if args.no_pg else ("sqlite", "postgres"):
+        profile = cProfile.Profile() if args.profile else None
+        async with fresh_databases(backend) as urls:
+            results = [await one_run(backend, urls, n, profile) for _ in range(runs)]
+        doc["backends"][backend] = summarize(results)
+        if profile is not None:
+            profiles[backend] = profile
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
+    if profiles:
+        text = io.StringIO()
+        for backend, profile in profiles.items():
+            text.write(f"=== {backend}: in-process granted starts, {runs} runs of {n}\n")
+            stats = pstats.Stats(profile, stream=text)
+            stats.sort_stats("tottime").print_stats(40)
+            stats.sort_stats("cumulative").print_stats(60)
+        PROFILE.write_text(text.getvalue())
+    print(markdown(doc))
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    def f(m: dict[str, float], digits: int = 0) -> str:
+        return f"{m['median']:,.{digits}f} ({m['min']:,.{digits}f}-{m['max']:,.{digits}f})"
+
+    lines = [
+        "## Admission against the store's limit (`bench_admission`)",
+        "",
+        f"Granted starts of a no-op workflow, {doc['starts_per_run']:,} per measurement, "
+        f"{doc['clients']} concurrent callers, {doc['runs']} runs, a fresh database each; medians "
+        "(min-max), ratios taken within each run. Store's limit: yoke's own grant and finish "
+        f"statements through the bare driver, in batches of {doc['clients']}, every parameter "
+        "made beforehand (no yoke Python). In process: `app.executions.start` by "
+        f"{doc['clients']} tasks, until every execution has finished. HTTP: `POST /v1/starts` "
+        f"by {doc['clients']} keep-alive clients to `yoke serve` on loopback; then paced at half "
+        "that rate, each request timed from when it was due. Targets: in process >= 0.6x the "
+        "limit; HTTP >= 0.6x in process; p99 < 20 ms at half the saturated rate.",
+        "",
+        "| store | store's limit starts/s | in process starts/s | x limit | HTTP starts/s "
+        "| HTTP x in process | HTTP p99 ms saturated | half rate /s | p50 / p99 ms at half rate |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for backend, s in doc["backends"].items():
+        lines.append(
+            f"| {backend} | {f(s['limit_rps'])} | {f(s['in_process_rps'])} | "
+            f"{f(s['in_process_to_limit'], 2)} | {f(s['http_rps'])} | "
+            f"{f(s['http_to_in_process'], 2)} | {s['http_p99_ms']['median']:.1f} | "
+            f"{s['half_rate']['median']:,.0f} | {s['half_p50_ms']['median']:.1f} / "
+            f"{f(s['half_p99_ms'], 1)} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    try:  # the loop the server runs on (uvicorn picks uvloop too)
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+    else:
+        uvloop.run(main())
