@@ -108,6 +108,28 @@ async def test_raising_a_limit_admits_queued_starts(database_url: str) -> None:
         gates.open("b")
 
 
+async def test_a_session_limit_set_at_runtime_holds_the_sessions_already_there(
+    database_url: str,
+) -> None:
+    """A per-session limit set while a session has starts running and queued applies to that
+    session at once: its queued start waits, blocked by its session (not sent to the ledger
+    again and again to be told FULL), while another session's start is granted."""
+    gates = Gates()
+    app = make_app(database_url, gates, limits=Limits(max_running_per_workflow=1))
+    async with app.running():
+        ex = app.executions
+        a = await ex.start("hold", {"gate": "a"}, session="s")
+        b = await ex.start("hold", {"gate": "b"}, session="s")
+        assert (a.status, b.status) == (StartStatus.GRANTED, StartStatus.QUEUED)
+        assert ex.kernel.blocked_by(b.start_id) == ("workflow", "hold")
+        await ex.set_limits(Limits(max_running_per_session=1), principal=ADMIN)
+        assert ex.kernel.blocked_by(b.start_id) == ("lane", "s")
+        c = await ex.start("hold", {"gate": "c"}, session="t")
+        assert c.status is StartStatus.GRANTED
+        for name in "abc":
+            gates.open(name)
+
+
 async def _audit(database_url: str) -> list[Any]:
     app = make_app(database_url)
     async with app.running():

@@ -1,15 +1,14 @@
-"""A start whose grant another task's pump is trying waits for that try's answer (`Local.tried`).
+"""A start's caller is answered with what happened to it, no sooner and no later.
 
-A queued start's caller runs a pump of its own (`_decide`). That pump may pick another start
-and wait for its batch; meanwhile a slot frees and the dispatcher's pump picks the caller's
-start and sends it in the next batch. When the caller's pump returns, its start is neither
-queued nor decided: its grant is in the store. The caller must wait for that grant's answer and
-return it (GRANTED, or QUEUED with its place back), without trying the ledger again itself.
+A start that is picked as it arrives (queued behind another, but just as eligible) goes to the
+ledger in a batch: its caller waits for that grant's answer (GRANTED, or QUEUED with its place
+back) and the ledger is tried once. A start that stays in line is answered QUEUED at once,
+without waiting for the grants of the starts picked as it arrived.
 
-The interleaving is built, not raced: another store on the same database holds session slots in
+The interleavings are built, not raced: another store on the same database holds session slots in
 the ledger (so a grant the kernel allows comes back FULL), the dispatcher's backup poll is an
-hour (so only a freed slot wakes it), and each grant batch waits in the store until the test
-lets it go.
+hour (so only a freed slot wakes it), and a grant batch waits in the store until the test lets
+it go.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from yoke.executions import ExecutionStatus, Limits, StartStatus
 from yoke.kernel import ItemState
 from yoke.store import GrantOutcome, GrantRequest, Slot, Store
 
-from .helpers import Gates, make_app, wait_until
+from .helpers import Gates, make_app
 
 Free = Callable[[], Awaitable[None]]
 
@@ -107,14 +106,13 @@ class HeldGrants:
         return sum(batch.count(start_id) for batch in self.batches)
 
 
-async def _true(value: bool) -> bool:
-    return value
-
-
 @pytest.mark.parametrize("answer", [GrantOutcome.GRANTED, GrantOutcome.FULL])
-async def test_a_start_whose_grant_another_pump_is_trying_returns_that_grants_answer(
+async def test_a_start_picked_on_arrival_answers_with_its_grant(
     database_url: str, answer: GrantOutcome
 ) -> None:
+    """A start that queues behind another (P, back in line after the ledger said FULL) and is
+    picked in the same breath goes to the ledger in P's batch; its caller gets that grant's
+    answer (GRANTED, or QUEUED with its place back), never an earlier guess."""
     gates = Gates()
     app = make_app(
         database_url, gates, limits=Limits(max_running_per_session=1), slot_poll_interval=3600
@@ -123,50 +121,65 @@ async def test_a_start_whose_grant_another_pump_is_trying_returns_that_grants_an
         ex = app.executions
         assert app.store is not None
         free_p = await take("p")
-        # Z holds session a's slot. P fits here but not in the ledger: it is back in line,
-        # eligible, and (the poll being an hour) nobody tries it again yet.
-        z = await ex.start("hold", {"gate": "z"}, session="a")
-        assert z.status is StartStatus.GRANTED and z.execution_id is not None
         p = await ex.start("hold", {"gate": "p"}, session="p")
-        assert p.status is StartStatus.QUEUED
-        assert (ex.kernel.queued, ex.kernel.running) == (1, 1)
+        assert p.status is StartStatus.QUEUED  # fits here, not in the ledger: back in line
+        assert (ex.kernel.queued, ex.kernel.running) == (1, 0)
 
-        held = HeldGrants(app.store, held=2)
+        held = HeldGrants(app.store, held=1)
         try:
-            # A queues behind Z in session a; its caller's pump picks P and waits for batch 1.
             a_task = asyncio.create_task(ex.start("hold", {"gate": "a"}, session="a"))
             await asyncio.wait_for(held.arrived[0].wait(), 10)
-            assert held.batches == [[p.start_id]]
-            await free_p()  # batch 1 will grant P: nothing is left in line for a pump
-            # Z ends: its slot frees, and the dispatcher's pump picks A, for batch 2.
-            gates.open("z")
-            await ex.wait(z.execution_id, timeout=10)
-            await wait_until(lambda: _true(ex.kernel.queued == 0))
-            assert not a_task.done()
-
-            held.release[0].set()  # P is granted, and A's caller's pump returns
-            await asyncio.wait_for(held.arrived[1].wait(), 10)
-            [[a_id]] = held.batches[1:]
-            await gates.started_one("p")
-            # A's grant is still in the store: its caller must not have an answer yet.
+            [[p_id, a_id]] = held.batches
+            assert p_id == p.start_id
             done, _ = await asyncio.wait([a_task], timeout=0.5)
             assert not done, f"answered before its grant was: {a_task.result()}"
-
-            if answer is GrantOutcome.FULL:
+            if answer is GrantOutcome.GRANTED:
+                await free_p()
+            else:
                 await take("a")  # another process takes session a's slot meanwhile
-            held.release[1].set()
+            held.release[0].set()
             a = await asyncio.wait_for(a_task, 10)
             assert a.start_id == a_id
+            assert held.tries_of(a_id) == 1
             if answer is GrantOutcome.GRANTED:
                 assert a.status is StartStatus.GRANTED and a.execution_id is not None
-                assert held.tries_of(a_id) == 1  # the dispatcher's try was the only one
                 item = ex.kernel.get(a_id)
                 assert item is not None and item.state is ItemState.RUNNING  # it holds its slot
                 await gates.started_one("a")
             else:
-                # Back in line, first. (No count of tries here: from now on the dispatcher
-                # may try it again at any time.)
-                assert (a.status, a.position, a.execution_id) == (StartStatus.QUEUED, 1, None)
+                # Back in line, behind P (older, and just as eligible).
+                assert (a.status, a.position, a.execution_id) == (StartStatus.QUEUED, 2, None)
+        finally:
+            held.let_all_go()
+            for name in ("p", "a"):
+                gates.open(name)
+
+
+async def test_a_queued_start_is_answered_without_waiting_for_other_starts_grants(
+    database_url: str,
+) -> None:
+    """A start that queues (its session is full here) is answered QUEUED at once, while the
+    grant of another start, picked as it arrived, is still in the store."""
+    gates = Gates()
+    app = make_app(
+        database_url, gates, limits=Limits(max_running_per_session=1), slot_poll_interval=3600
+    )
+    async with sessions_held_elsewhere(database_url) as take, app.running():
+        ex = app.executions
+        assert app.store is not None
+        await take("p")
+        z = await ex.start("hold", {"gate": "z"}, session="a")
+        assert z.status is StartStatus.GRANTED
+        p = await ex.start("hold", {"gate": "p"}, session="p")
+        assert p.status is StartStatus.QUEUED
+        held = HeldGrants(app.store, held=1)
+        try:
+            a_task = asyncio.create_task(ex.start("hold", {"gate": "a"}, session="a"))
+            await asyncio.wait_for(held.arrived[0].wait(), 10)
+            assert held.batches == [[p.start_id]]
+            a = await asyncio.wait_for(a_task, 10)  # batch 1 is still held
+            assert (a.status, a.position) == (StartStatus.QUEUED, 1)
+            assert held.tries_of(a.start_id) == 0
         finally:
             held.let_all_go()
             for name in ("z", "p", "a"):

@@ -19,7 +19,6 @@ from collections.abc import Hashable
 
 from sortedcontainers import SortedList
 
-from yoke.clock import Clock
 from yoke.executions.model import Limits
 from yoke.kernel import Item, ItemState, Kernel
 from yoke.store import Slot
@@ -59,10 +58,13 @@ class Caps:
         self.limits = limits
         k = self.kernel
         k.set_global_cap(limits.max_running)
-        for lane in list(self._lanes):
-            k.set_lane_cap(lane, limits.max_running_per_session)
-        if limits.max_running_per_session is None:
-            self._lanes.clear()
+        cap = limits.max_running_per_session
+        # Every lane the kernel holds now (a session with starts queued or running gets the
+        # new cap at once, also one first seen while there was none), and the capped ones.
+        lanes = set(k.stats().lanes) | self._lanes
+        for lane in lanes:
+            k.set_lane_cap(lane, cap)
+        self._lanes = lanes if cap is not None else set()
         for wf in self._workflows:
             k.set_cap(workflow_key(wf), limits.workflow_cap(wf))
 
@@ -117,24 +119,24 @@ def is_running(item: Item) -> bool:
 
 
 class DrainRate:
-    """Slots freed per second over the recent past, for a `Retry-After` estimate."""
+    """Slots freed per second over the recent past, for a `Retry-After` estimate. Times are
+    the caller's monotonic clock readings."""
 
-    def __init__(self, clock: Clock, *, window: int = 64) -> None:
-        self._clock = clock
+    def __init__(self, *, window: int = 64) -> None:
         self._times: deque[float] = deque(maxlen=window)
 
-    def freed(self) -> None:
-        self._times.append(self._clock.monotonic())
+    def freed(self, now: float) -> None:
+        self._times.append(now)
 
-    def rate(self) -> float | None:
+    def rate(self, now: float) -> float | None:
         if len(self._times) < 2:
             return None
-        span = self._clock.monotonic() - self._times[0]
+        span = now - self._times[0]
         return (len(self._times) - 1) / span if span > 0 else None
 
-    def retry_after(self, ahead: int, *, default: float = 1.0) -> float:
+    def retry_after(self, ahead: int, *, now: float, default: float = 1.0) -> float:
         """Seconds until about `ahead` more slots have freed; `default` with no history."""
-        rate = self.rate()
+        rate = self.rate(now)
         if rate is None or rate <= 0:
             return default
         return min(3600.0, max(0.01, ahead / rate))

@@ -1,4 +1,4 @@
-"""Group commit for the store verbs that touch the hot ledger rows (grants and finishes).
+"""Group commit for the store verbs that touch the hot ledger rows (logs, grants, finishes).
 
 Every grant and every finish changes the same few ledger rows (`global`, the session's, the
 workflow's), and a row lock is held until the commit: one transaction per start would let the
@@ -6,15 +6,21 @@ ledger take one start per commit. `GroupCommit` sends the requests that arrive w
 is in the store as the next batch, so the rows are locked once for many starts. The first
 request of an idle batcher is not delayed: it goes at the next turn of the event loop.
 
+`GroupCommit` answers each request with a future (a finish: its execution's task waits for its
+end to be recorded); `Batcher` answers none (logs and grants: the batch itself hands the
+results to the admission core, so nobody needs a future per start).
+
 This module must never name a store or decide policy; it only groups calls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+log = logging.getLogger("yoke.executions")
 Req = TypeVar("Req")
 Res = TypeVar("Res")
 
@@ -74,6 +80,45 @@ class GroupCommit(Generic[Req, Res]):
                 for _, fut in self._waiting:
                     fut.cancel()
                 self._waiting.clear()
+
+
+class Batcher(Generic[Req]):
+    """`put(request)`; `flush(batch)` deals with a whole batch itself. A flush that raises has
+    dealt with its batch too: the error is only logged, and the next batch goes."""
+
+    def __init__(
+        self, flush: Callable[[Sequence[Req]], Awaitable[None]], *, max_batch: int = 256
+    ) -> None:
+        self._flush = flush
+        self._max_batch = max_batch
+        self._waiting: list[Req] = []
+        self._runner: asyncio.Task[None] | None = None
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    async def idle(self) -> None:
+        """Return once every request put so far has been flushed."""
+        while self._runner is not None:
+            await asyncio.wait([self._runner])
+
+    def put(self, request: Req) -> None:
+        self._waiting.append(request)
+        if self._runner is None:
+            self._runner = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            while self._waiting:
+                batch = self._waiting[: self._max_batch]
+                del self._waiting[: self._max_batch]
+                try:
+                    await self._flush(batch)
+                except Exception:  # the flush dealt with its batch; a bug must not stop the next
+                    log.exception("a batch failed")
+        finally:
+            self._runner = None
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:

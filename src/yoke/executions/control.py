@@ -2,7 +2,9 @@
 queued start's priority needs OPERATOR; both pass the reviewers, which may veto, and are
 written to the control log with the principal, the time, before and after.
 
-This module must never grant or refuse a start; a raised limit only wakes the dispatcher.
+`Control` holds the executions' `Shared` by reference and tells the admission core what the
+store recorded. This module must never grant or refuse a start; a raised limit only wakes the
+dispatcher.
 """
 
 from __future__ import annotations
@@ -28,21 +30,23 @@ from yoke.executions.model import (
     Start,
     check_priority,
 )
-from yoke.executions.state import ExecutionsState, check_id, need
+from yoke.executions.state import Shared, check_id, need
 from yoke.store import NewControl, StartStatus
 
 
-class Control(ExecutionsState):
-    # -- runtime changes -------------------------------------------------------------------------
+class Control:
+    def __init__(self, shared: Shared) -> None:
+        self._s = shared
+
     async def limits(self) -> Limits:
-        return self._limits
+        return self._s.core.limits
 
     async def set_limits(self, limits: Limits, *, principal: Principal) -> Limits:
         """Replace the limits (role ADMIN), after the reviewers; recorded in the control log."""
         need(principal, ADMIN)
         if not isinstance(limits, Limits):
             raise BadType("limits must be a yoke.Limits")
-        before = self._limits
+        before = self._s.core.limits
         await self._review(
             Change(
                 kind="limits",
@@ -57,15 +61,14 @@ class Control(ExecutionsState):
         return limits
 
     def apply_limits(self, limits: Limits) -> None:
-        self._limits = limits
-        self._caps.apply(limits)
-        self.wake()  # a raised cap may let queued starts in
+        self._s.core.apply_limits(limits)
+        self._s.wake()  # a raised cap may let queued starts in
 
     async def set_priority(self, start_id: str, priority: int, *, principal: Principal) -> Start:
         """Change a QUEUED start's priority (role OPERATOR or ADMIN), after the reviewers."""
         need(principal, OPERATOR, ADMIN)
         check_priority(priority)
-        store = self._require()
+        store = self._s.require()
         row = await store.get_start(check_id(start_id, "start_id"))
         if row is None:
             raise NotFound(f"no start {start_id}")
@@ -82,17 +85,12 @@ class Control(ExecutionsState):
         new = await store.set_start_priority(start_id, priority, audit=audit)
         if new is None or new.status is not StartStatus.QUEUED:
             raise Conflict(f"start {start_id} was decided meanwhile")
-        local = self._local.get(start_id)
-        if local is not None:
-            local.row = new
-            self._kernel.reprioritize(start_id, priority)
-            if local.item is not None:
-                self._order.sync(local.item)
-        self.wake()
-        return self._answer(new)
+        self._s.core.reprioritized(new)
+        self._s.wake()
+        return self._s.answer(new)
 
     async def audit(self, *, limit: int = 100, offset: int = 0) -> builtins.list[AuditEntry]:
-        rows = await self._require().control_log(limit=limit, offset=offset)
+        rows = await self._s.require().control_log(limit=limit, offset=offset)
         return [
             AuditEntry(
                 seq=r.seq,
@@ -109,7 +107,7 @@ class Control(ExecutionsState):
         ]
 
     async def _review(self, change: Change) -> None:
-        for reviewer in self._reviewers:
+        for reviewer in self._s.reviewers:
             verdict = reviewer(change)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
@@ -119,7 +117,7 @@ class Control(ExecutionsState):
     async def _audit(
         self, kind: str, principal: Principal, subject: str | None, before: Any, after: Any
     ) -> None:
-        await self._require().append_control(self._entry(kind, principal, subject, before, after))
+        await self._s.require().append_control(self._entry(kind, principal, subject, before, after))
 
     def _entry(
         self, kind: str, principal: Principal, subject: str | None, before: Any, after: Any
@@ -132,5 +130,5 @@ class Control(ExecutionsState):
             subject=subject,
             before=json.dumps(before),
             after=json.dumps(after),
-            at=self._clock.wall(),
+            at=self._s.clock.wall(),
         )

@@ -2,13 +2,14 @@
 
 A start or execution of this process is answered from memory where that is fresher (its queue
 position, the task to wait on); one of another process is read from the store, and waited for
-by polling with back-off. This module must never change a start or an execution.
+by polling with back-off. `Reading` holds the executions' `Shared` by reference; waiting on a
+ticket of this process is the shell's (`wait_decided`), passed in. This module must never
+change a start or an execution.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
 from yoke.errors import (
@@ -21,37 +22,42 @@ from yoke.executions.model import (
     Start,
     check_timeout,
 )
-from yoke.executions.state import ExecutionsState, T, check_id, execution_of
+from yoke.executions.state import Shared, T, check_id, execution_of
+from yoke.executions.tickets import Ticket
 from yoke.store import (
     ExecutionStatus,
     StartStatus,
 )
 
 
-class Reading(ExecutionsState):
-    # -- reading ----------------------------------------------------------------------------
+class Reading:
+    def __init__(
+        self, shared: Shared, wait_decided: Callable[[Ticket, float | None], Awaitable[None]]
+    ) -> None:
+        self._s = shared
+        self._wait_decided = wait_decided
+
     async def get(self, start_id: str) -> Start:
-        row = await self._require().get_start(check_id(start_id, "start_id"))
+        s = self._s
+        row = await s.require().get_start(check_id(start_id, "start_id"))
         if row is None:
             raise NotFound(f"no start {start_id}")
-        local = self._local.get(row.start_id)
-        return self._answer(local.row if local and row.status is StartStatus.QUEUED else row)
+        t = s.core.tickets.get(row.start_id)
+        return s.answer(t.row if t is not None and row.status is StartStatus.QUEUED else row)
 
     async def wait_granted(self, start_id: str, timeout: float | None = None) -> Start:
         """Wait until the start is no longer QUEUED (or `timeout`); return it as it is then."""
         timeout = check_timeout(timeout)
-        local = self._local.get(check_id(start_id, "start_id"))
-        if local is not None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await local.decided.wait()
+        t = self._s.core.tickets.get(check_id(start_id, "start_id"))
+        if t is not None:
+            await self._wait_decided(t, timeout)
             return await self.get(start_id)
         return await self._poll_until(
             lambda: self.get(start_id), lambda s: s.status is not StartStatus.QUEUED, timeout
         )
 
     async def get_execution(self, execution_id: str) -> Execution:
-        row = await self._require().get_execution(check_id(execution_id, "execution_id"))
+        row = await self._s.require().get_execution(check_id(execution_id, "execution_id"))
         if row is None:
             raise NotFound(f"no execution {execution_id}")
         return execution_of(row)
@@ -59,7 +65,7 @@ class Reading(ExecutionsState):
     async def wait(self, execution_id: str, timeout: float | None = None) -> Execution:
         """Wait until the execution has finished (or `timeout`); return it as it is then."""
         timeout = check_timeout(timeout)
-        run = self._runs.get(check_id(execution_id, "execution_id"))
+        run = self._s.runs.get(check_id(execution_id, "execution_id"))
         if run is not None and run.task is not None:
             await asyncio.wait([run.task], timeout=timeout)
             return await self.get_execution(execution_id)
@@ -89,7 +95,7 @@ class Reading(ExecutionsState):
                 before = int(cursor)
             except (TypeError, ValueError):
                 raise BadValue(f"bad cursor {cursor!r}") from None
-        rows = await self._require().list_executions(
+        rows = await self._s.require().list_executions(
             status=status, session=session, workflow=workflow, before_seq=before, limit=limit + 1
         )
         more = len(rows) > limit

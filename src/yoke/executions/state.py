@@ -1,11 +1,12 @@
-"""The state that every part of `app.executions` shares, and the helpers that read it.
+"""What every part of `app.executions` shares, held by reference: the store, the admission core,
+the runs of this process, and the helpers that read them.
 
-`Executions` is one object assembled from three modules so that each stays small: this one (its
-fields, the answer to "what is this start now?", the checks every verb makes), `reading` (get,
-wait, list), `control` (limits, priorities, reviewers, audit) and `service` (admission, grants,
-running, shutdown). Only `service` changes the kernel's queue or grants a slot.
+`Executions` (`service`: the async shell that performs the core's actions) is the facade;
+`Reading` (`reading`: get, wait, list) and `Control` (`control`: limits, priorities,
+reviewers, audit) are parts it holds, each holding this same `Shared`. Only the shell changes
+the core; the parts call the core's verbs for the changes they make in the store.
 
-This module must never await the store itself; it only names what the others share.
+This module must never await the store itself; it only names what the parts share.
 """
 
 from __future__ import annotations
@@ -13,35 +14,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from yoke.clock import Clock
-from yoke.errors import (
-    BadType,
-    Forbidden,
-    NotRunning,
-    ShuttingDown,
-    YokeError,
-)
-from yoke.executions.admission import Caps, DrainRate, QueueOrder, make_kernel
+from yoke.errors import BadType, Forbidden, NotRunning
 from yoke.executions.context import Registry
-from yoke.executions.model import (
-    Change,
-    Execution,
-    Limits,
-    Principal,
-    Start,
-)
-from yoke.kernel import Item, Kernel
-from yoke.store import (
-    ExecutionRow,
-    StartRow,
-    StartStatus,
-    StepCopy,
-    Store,
-)
+from yoke.executions.core import AdmissionCore
+from yoke.executions.model import Change, Execution, Limits, Principal, Start
+from yoke.executions.tickets import Ticket
+from yoke.store import ExecutionRow, StartRow, StartStatus, Store
 
 log = logging.getLogger("yoke.executions")
 T = TypeVar("T")
@@ -53,7 +37,7 @@ Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ExecutionsStats:
     """This process's scheduler: starts running and queued in its kernel, executions whose
-    task lives here, and starts still being logged or decided."""
+    task lives here, and starts still being logged, granted or refused."""
 
     running: int
     queued: int
@@ -61,25 +45,30 @@ class ExecutionsStats:
     in_flight: int
 
 
-@dataclass(eq=False)
-class Local:
-    """A start logged by this process, until its execution ends (or it is refused)."""
+class Ids:
+    """Random ids (uuid4 text) from a buffer refilled 4 KiB at a time: one `os.urandom` call
+    (a system call, which hands the GIL to any other thread) per 256 ids, not one per id."""
 
-    row: StartRow
-    copy: StepCopy | None
-    item: Item | None = None
-    decided: asyncio.Event = field(default_factory=asyncio.Event)
-    tried: asyncio.Event | None = None  # set when its latest grant attempt has an answer
-    answered: asyncio.Event = field(default_factory=asyncio.Event)
-    error: YokeError | None = None
-    task: asyncio.Task[None] | None = None
-    orphaned: bool = False  # its grant outlived a cancelled caller and settles by itself
-    started: bool = False
-    cancel_requested: bool = False
-    finishing: bool = False  # its end is being recorded: a cancel must not cut that short
+    __slots__ = ("_buf", "_pos")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._pos = 0
+
+    def __call__(self) -> str:
+        pos = self._pos
+        if pos >= len(self._buf):
+            self._buf, pos = os.urandom(4096), 0
+        self._pos = pos + 16
+        # uuid4: version 4 in the high nibble of byte 6, variant 10 in the top bits of byte 8.
+        b = bytearray(self._buf[pos : pos + 16])
+        b[6] = (b[6] & 0x0F) | 0x40
+        b[8] = (b[8] & 0x3F) | 0x80
+        h = b.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-class ExecutionsState:
+class Shared:
     def __init__(
         self,
         *,
@@ -89,78 +78,38 @@ class ExecutionsState:
         reviewers: list[Reviewer],
         slot_poll_interval: float = 1.0,
     ) -> None:
-        self._registry = registry
-        self._clock = clock
-        self._limits = limits
-        self._reviewers = reviewers
-        self._poll = slot_poll_interval
-        self._store: Store | None = None
-        self._spawn: Spawn | None = None
-        self._instance_id = ""
-        self._kernel: Kernel = make_kernel(limits)
-        self._caps = Caps(self._kernel, limits)
-        self._order = QueueOrder()
-        self._grant_listeners: list[Callable[[Start], None]] = []
-        self._drain = DrainRate(clock)
-        self._local: dict[str, Local] = {}
-        self._runs: dict[str, Local] = {}  # by execution id, while its task lives
-        self._in_flight: set[asyncio.Future[Any]] = set()  # starts being logged and decided
-        self._logging = 0  # starts logged (or being logged) and not yet offered to the kernel
-        self._wake = asyncio.Event()
-        self._closing = False
-        self._aborting = False
+        self.registry = registry
+        self.clock = clock
+        self.reviewers = reviewers
+        self.poll = slot_poll_interval
+        self.ids = Ids()
+        self.store: Store | None = None
+        self.instance_id = ""
+        self.core = self.new_core(limits)
+        self.runs: dict[str, Ticket] = {}  # by execution id, while its task lives
+        self.wake_event = asyncio.Event()
 
-    def __repr__(self) -> str:
-        k = self._kernel
-        state = "closing" if self._closing else ("running" if self._store else "stopped")
-        return (
-            f"Executions({state}, running={k.running}, queued={k.queued}, "
-            f"executions={len(self._runs)}, in_flight={len(self._in_flight)}, "
-            f"limits={self._limits})"
+    def new_core(self, limits: Limits) -> AdmissionCore:
+        return AdmissionCore(
+            limits, instance_id=self.instance_id, new_id=self.ids, retry_default=self.poll
         )
 
-    @property
-    def closing(self) -> bool:
-        """True once shutdown began: nothing new is admitted."""
-        return self._closing
-
-    def add_grant_listener(self, listener: Callable[[Start], None]) -> Callable[[], None]:
-        """Call `listener(start)` whenever this process grants a start (in the batch that
-        granted it; it must be quick and must not raise). Returns the function that removes
-        it. The server times each start's wait this way, without a task per queued start."""
-        self._grant_listeners.append(listener)
-        return lambda: self._grant_listeners.remove(listener)
-
-    @property
-    def kernel(self) -> Kernel:
-        """This process's queue of starts and what it runs, for introspection (`why`, the
-        scheduler view). Read it; never change it: admission keeps it in step with the store."""
-        return self._kernel
-
-    @property
-    def current_limits(self) -> Limits:
-        """The limits in force in this process now (`limits()` reads the audited ones)."""
-        return self._limits
+    def require(self) -> Store:
+        if self.store is None:
+            raise NotRunning("executions need a running app: `async with app.running():`")
+        return self.store
 
     def wake(self) -> None:
         """A slot may have freed (here or in another process): let the dispatcher look."""
-        self._wake.set()
+        self.wake_event.set()
 
-    # -- helpers -------------------------------------------------------------------------------
-    def _require(self) -> Store:
-        if self._store is None:
-            raise NotRunning("executions need a running app: `async with app.running():`")
-        return self._store
-
-    def _check_open(self) -> None:
-        if self._closing:
-            raise ShuttingDown("shutting down: no new start is admitted")
-
-    def _answer(self, row: StartRow) -> Start:
+    def answer(self, row: StartRow) -> Start:
+        """The start as its caller sees it, with its place in line while queued here."""
         position = None
-        local = self._local.get(row.start_id)
-        if row.status is StartStatus.QUEUED and local is not None and local.item is not None:
-            position = self._position(local.item)
+        if row.status is StartStatus.QUEUED:
+            t = self.core.tickets.get(row.start_id)
+            if t is not None and t.item is not None:
+                position = self.core.order.position(t.item)
         return Start(
             start_id=row.start_id,
             status=row.status,
@@ -175,9 +124,6 @@ class ExecutionsState:
             created_at=row.created_at,
             decided_at=row.decided_at,
         )
-
-    def _position(self, item: Item) -> int | None:
-        return self._order.position(item)
 
 
 def need(principal: Principal, *roles: str) -> None:

@@ -1,0 +1,366 @@
+"""The admission core: a synchronous state machine that decides every start of this process.
+
+What it is for. `AdmissionCore` owns the kernel (the order of queued starts and what runs here),
+the caps it applies from the limits, the queue's answer order, and one `Ticket` per start. Its
+methods are the events of a start's life (it arrives, its log or grant batch answers, it is
+cancelled or re-prioritised, its execution ends, shutdown begins); each changes the tickets and
+the kernel at once and returns the I/O that must follow as actions (`tickets.Log`, `Grant`,
+`Launch`, `Refuse`, `Answer`), which the async shell (`service.Executions`) performs and whose
+results it feeds back. Whether a start is granted, queued or refused is decided in one method,
+`_decide`; a queued start's place is the kernel's.
+
+The ledger in the store has the last word: a grant the kernel allows may come back FULL
+(another process holds the slot) and goes back to its place in line, or GONE (cancelled or
+aborted meanwhile) and leaves.
+
+What it must never do: await, touch the store, read a clock or make a random number. Times
+come in as `now` arguments and ids from the injected `new_id`; tests/executions/test_core.py
+drives it against a brute-force model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from yoke.errors import LimitExceeded, ShuttingDown
+from yoke.executions import admission
+from yoke.executions.admission import Caps, DrainRate, QueueOrder, make_kernel, slots_for
+from yoke.executions.model import Limits
+from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
+from yoke.kernel import ItemState, Kernel
+from yoke.store import (
+    GrantOutcome,
+    GrantRequest,
+    GrantResult,
+    NewExecution,
+    NewStart,
+    StartKind,
+    StartRow,
+    StartStatus,
+    StepCopy,
+)
+
+log = logging.getLogger("yoke.executions")
+
+UNLOGGED = 0  # the `seq` of a row not logged yet; the stores number rows from 1
+SHUTTING_DOWN = "shutting down"
+_QUEUED = ItemState.QUEUED
+_RUNNING = ItemState.RUNNING
+
+
+class AdmissionCore:
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        instance_id: str,
+        new_id: Callable[[], str],
+        retry_default: float = 1.0,
+    ) -> None:
+        self.limits = limits
+        self.kernel: Kernel = make_kernel(limits)
+        self.caps = Caps(self.kernel, limits)
+        self.order = QueueOrder()
+        self.drain_rate = DrainRate()
+        self.tickets: dict[str, Ticket] = {}
+        self.instance_id = instance_id
+        self.closing = False
+        self._new_id = new_id
+        self._retry_default = retry_default
+        self._logging = 0  # tickets LOGGING: while any is, no start may be admitted at once
+
+    def __repr__(self) -> str:
+        k = self.kernel
+        return (
+            f"AdmissionCore({'closing' if self.closing else 'open'}, running={k.running}, "
+            f"queued={k.queued}, logging={self._logging}, tickets={len(self.tickets)})"
+        )
+
+    # -- a start arrives ---------------------------------------------------------------------
+    def arrive(self, new: NewStart, copy: StepCopy | None, *, now: float) -> tuple[Ticket, Action]:
+        """A validated start: granted at once with its log in the same transaction (nothing
+        queued or being logged, every cap has room), or logged first so that it is durable
+        before it waits. `ShuttingDown` once shutdown began."""
+        if self.closing:
+            raise ShuttingDown("shutting down: no new start is admitted")
+        row = new.logged(seq=UNLOGGED)
+        t = Ticket(row, copy, Phase.LOGGING)
+        self.tickets[row.start_id] = t
+        if not self._logging:
+            self.caps.before_offer(row.session, row.workflow)
+            item = self.kernel.admit(
+                row.start_id,
+                row.session,
+                priority=row.priority,
+                keys=(admission.workflow_key(row.workflow),),
+            )
+            if item is not None:
+                t.item = item
+                [grant] = self._decide(t, now=now, log=new)
+                return t, grant
+        # A start admitted at once meanwhile would overtake this one, which reaches the kernel
+        # only once logged.
+        self._logging += 1
+        return t, Log(t, new)
+
+    def logged(self, t: Ticket, row: StartRow, created: bool, *, now: float) -> list[Action]:
+        """Its log batch answered: offer it to the kernel, or (its idempotency key was taken)
+        answer with the start that holds the key."""
+        self._logging -= 1
+        if not created:
+            return self._end(t, row)
+        if t.row.status is not StartStatus.QUEUED:  # cancelled before its log answered
+            return self._end(t)
+        t.row = row
+        self.caps.before_offer(row.session, row.workflow)
+        t.item = self.kernel.offer(
+            row.start_id,
+            row.session,
+            priority=row.priority,
+            keys=(admission.workflow_key(row.workflow),),
+        )
+        return self._decide(t, now=now, pump=True)
+
+    def log_failed(self, t: Ticket, error: BaseException) -> list[Action]:
+        self._logging -= 1
+        t.error = error
+        return self._end(t)
+
+    # -- the decision --------------------------------------------------------------------------
+    def _decide(
+        self, t: Ticket, *, now: float, log: NewStart | None = None, pump: bool = False
+    ) -> list[Action]:
+        """Grant, queue or refuse: the one place where a start's fate is decided, each time
+        the kernel has placed it (offered, or back in line after the ledger said FULL).
+
+        The kernel runs it: to the ledger. It waits: with `pump`, the kernel's picks go to the
+        ledger first (a free session slot may take it now); then, if its caller has no answer
+        yet, `reject` or a queue past `max_queued` refuses it, else it is QUEUED. Shutdown
+        refuses it whatever the kernel said."""
+        item = t.item
+        assert item is not None
+        if self.closing:
+            if item.state is _QUEUED:
+                self.kernel.cancel(item.id)
+                self.order.sync(item)
+            self._release(t)
+            return self._refuse(t, SHUTTING_DOWN, _shutting_down())
+        if item.state is _RUNNING:
+            t.phase = Phase.GRANTING
+            return [Grant(t, self._request(t, log, now), not t.settled)]
+        self.order.sync(item)
+        t.phase = Phase.QUEUED
+        out = self.next_grants(now=now) if pump else []
+        if t.phase is not Phase.QUEUED:  # picked meanwhile: its grant's answer is the answer
+            return out
+        limits = self.limits
+        over = limits.max_queued is not None and self.kernel.queued > limits.max_queued
+        if not t.settled and (limits.on_limit == "reject" or over):
+            self.kernel.cancel(item.id)
+            self.order.sync(item)
+            retry = self.drain_rate.retry_after(
+                self.kernel.queued + 1, now=now, default=self._retry_default
+            )
+            reason = f"limit reached; retry in about {retry:.2f}s"
+            error = LimitExceeded(
+                f"start of {t.row.workflow!r} refused: {reason}", retry_after=retry
+            )
+            return out + self._refuse(t, reason, error, forget_key=True)
+        t.settled = True
+        out.append(Answer(t))
+        return out
+
+    # -- grants ----------------------------------------------------------------------------------
+    def next_grants(self, *, now: float) -> list[Action]:
+        """The kernel's picks, until it has none left to give: each goes to the ledger."""
+        out: list[Action] = []
+        if self.closing:
+            return out
+        k = self.kernel
+        while (item := k.pop_next()) is not None:
+            self.order.sync(item)
+            t = self.tickets.get(str(item.id))
+            if t is None or t.phase is not Phase.QUEUED:  # nobody waits for it: no slot
+                log.warning("start %s was in the queue without its caller; dropped", item.id)
+                k.release(item.id)
+                continue
+            t.phase = Phase.GRANTING
+            out.append(Grant(t, self._request(t, None, now), False))
+        return out
+
+    def granted(
+        self, grants: Sequence[Grant], results: Sequence[GrantResult], *, now: float
+    ) -> list[Action]:
+        """A grant batch answered, one result per grant."""
+        out: list[Action] = []
+        for g, res in zip(grants, results, strict=True):
+            t = g.ticket
+            if res.outcome is GrantOutcome.GRANTED:
+                assert res.start is not None and res.execution is not None
+                t.row = res.start
+                t.phase = Phase.GRANTED
+                t.settled = True
+                out.append(Launch(t, res.execution))
+            elif res.outcome is GrantOutcome.GONE:
+                out += self._end(t, res.start)
+            else:
+                if res.start is not None and t.row.seq == UNLOGGED:
+                    t.row = res.start  # logged by that batch, QUEUED (unless changed since)
+                out += self._back_in_line(t, now=now)
+        return out
+
+    def grants_failed(
+        self, grants: Sequence[Grant], error: BaseException, *, now: float
+    ) -> list[Action]:
+        """A grant batch failed and nothing of it committed: a start that fitted at once is
+        refused to its caller with the store's error; the others go back in line."""
+        out: list[Action] = []
+        for g in grants:
+            t = g.ticket
+            if g.at_once and not t.settled:
+                self._release(t)
+                out += self._refuse(t, "the store failed", error)
+            else:
+                out += self._back_in_line(t, now=now)
+        return out
+
+    def _back_in_line(self, t: Ticket, *, now: float) -> list[Action]:
+        """A pick the ledger answered FULL (another process holds the slot) or could not
+        answer gets its place back in the kernel, unless it was cancelled meanwhile (it just
+        leaves); then it is decided again (shutdown refuses it; a caller still without an
+        answer may be refused by the limits)."""
+        item = t.item
+        assert item is not None
+        if item.state is not _RUNNING:
+            return []
+        if t.row.status is not StartStatus.QUEUED:  # cancelled while it was being granted
+            return self._end(t)
+        self.kernel.requeue(item.id)
+        if item.priority != t.row.priority:  # changed while it was being granted
+            self.kernel.reprioritize(item.id, t.row.priority)
+        return self._decide(t, now=now)
+
+    def _request(self, t: Ticket, new: NewStart | None, now: float) -> GrantRequest:
+        row = t.row
+        kind = row.kind
+        return GrantRequest(
+            start_id=row.start_id,
+            execution=NewExecution(
+                execution_id=self._new_id(),
+                start_id=row.start_id,
+                workflow=row.workflow,
+                session=row.session,
+                input=row.input,
+                parent_id=None,
+                restarted_from=row.source_execution_id if kind is StartKind.RESTART else None,
+                resumed_from=row.source_execution_id if kind is StartKind.RESUME else None,
+                instance_id=self.instance_id,
+                created_at=now,
+            ),
+            slots=tuple(slots_for(self.limits, session=row.session, workflow=row.workflow)),
+            copy_steps=t.copy,
+            log=new,
+        )
+
+    # -- changes from outside ----------------------------------------------------------------------
+    def cancelled(self, row: StartRow) -> list[Action]:
+        """The store recorded the start CANCELLED. A queued one leaves the kernel now; one
+        being logged leaves when its log answers; a grant in flight finds it GONE (or FULL,
+        and then it leaves instead of going back in line)."""
+        t = self.tickets.get(row.start_id)
+        if t is None:
+            return []
+        t.row = row
+        if t.phase is Phase.QUEUED:
+            assert t.item is not None
+            self.kernel.cancel(t.item.id)
+            self.order.sync(t.item)
+            return self._end(t)
+        return [Answer(t)]  # whoever waits for it to be decided learns it now
+
+    def reprioritized(self, row: StartRow) -> None:
+        """The store changed a QUEUED start's priority (a grant in flight applies it if it
+        comes back)."""
+        t = self.tickets.get(row.start_id)
+        if t is None:
+            return
+        t.row = row
+        if t.item is not None:
+            self.kernel.reprioritize(t.item.id, row.priority)
+            self.order.sync(t.item)
+
+    def apply_limits(self, limits: Limits) -> None:
+        self.limits = limits
+        self.caps.apply(limits)
+
+    # -- executions -------------------------------------------------------------------------------
+    def begin(self, t: Ticket) -> bool:
+        """Its execution's task begins; False if it was asked to stop before (it ends at once)."""
+        t.phase = Phase.RUNNING
+        return not t.stop_requested
+
+    def stop(self, t: Ticket) -> bool:
+        """Ask a run to stop; True if its task must be cancelled now. A task cancelled before
+        it began would never record its end, so one not begun is only marked, and stops at
+        its start; one whose end is being recorded is left to finish that."""
+        if t.phase is Phase.RUNNING:
+            return True
+        if t.phase is Phase.GRANTED:
+            t.stop_requested = True
+        return False
+
+    def finishing(self, t: Ticket) -> None:
+        t.phase = Phase.FINISHING
+
+    def finished(self, t: Ticket, *, now: float) -> None:
+        """Its end is recorded (or given up at shutdown): its slot frees here."""
+        if self.tickets.get(t.start_id) is t:
+            del self.tickets[t.start_id]
+        self._release(t)
+        t.phase = Phase.ENDED
+        self.drain_rate.freed(now)
+
+    def shutdown(self) -> list[Action]:
+        """Admit nothing new and refuse every queued start."""
+        self.closing = True
+        out: list[Action] = []
+        for item in self.kernel.drain():
+            self.order.sync(item)
+            t = self.tickets.get(str(item.id))
+            if t is not None:
+                out += self._refuse(t, SHUTTING_DOWN, _shutting_down())
+        return out
+
+    # -- endings ----------------------------------------------------------------------------------
+    def _release(self, t: Ticket) -> None:
+        item = t.item
+        if item is not None and item.state is _RUNNING:
+            self.kernel.release(item.id)
+            self.order.sync(item)
+
+    def _end(self, t: Ticket, row: StartRow | None = None) -> list[Action]:
+        """It leaves without a run: gone, cancelled, or its idempotency key belongs to another
+        (then `row` is the start that holds the key)."""
+        self._release(t)
+        if self.tickets.get(t.start_id) is t:
+            del self.tickets[t.start_id]
+        if row is not None:
+            t.row = row
+        t.phase = Phase.ENDED
+        t.settled = True
+        return [Answer(t)]
+
+    def _refuse(
+        self, t: Ticket, reason: str, error: BaseException, *, forget_key: bool = False
+    ) -> list[Action]:
+        if self.tickets.get(t.start_id) is t:
+            del self.tickets[t.start_id]
+        t.phase = Phase.ENDED
+        t.settled = True
+        t.error = error
+        return [Refuse(t, StartStatus.REFUSED, reason, forget_key)]
+
+
+def _shutting_down() -> ShuttingDown:
+    return ShuttingDown("shutting down: no new start is admitted")
