@@ -49,16 +49,15 @@ import psycopg
 
 from bench.common import Figure, machine
 from yoke.actors import ActorCtx, ActorRuntime, ActorSettings, Event
+from yoke.app import Backend, open_store
 
 PG = os.environ.get("YOKE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 INSTANCES = 100
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def open_actor_store(url: str) -> Any:
-    """The app's store for `url` (it speaks the actor verbs), not yet opened."""
-    from yoke.app import open_store
-
+def open_actor_store(url: str) -> Backend:
+    """The app's store for `url` (its actor verbs are its `actors`), not yet opened."""
     return open_store(url)
 
 
@@ -122,7 +121,7 @@ async def append_all(url: str, n: int, owners: list[str | None], *, producers: i
                         {"k": i % INSTANCES} for i in batch if i % INSTANCES % len(owners) == w
                     ]
                     events = rt.registry.new_events("bench", items, tenant="t")
-                    await store.append_events(events, owner=owner, now=time.time())
+                    await store.actors.append_events(events, owner=owner, now=time.time())
 
         start = time.perf_counter()
         await asyncio.gather(*(produce(bases[p::producers]) for p in range(producers)))
@@ -198,7 +197,7 @@ async def timer_run(kind: str, n: int, spread: float) -> dict[str, dict[str, flo
         await store.open()
         try:
             rt, _ = runtime("bench-client")
-            rt.attach(store)
+            rt.attach(store.actors)
             start = time.time() + 1.0
             dues = [start + spread * i / n for i in range(n)]
             ids = await rt.schedule_many(
@@ -361,16 +360,16 @@ async def worker_main(url: str, worker_id: str, expect: int, mode: str) -> None:
     await store.open()
     fired: list[tuple[float, list[int]]] = []  # (when a fire_timers call returned, its timers)
     if mode == "timers":
-        fire = store.fire_timers
+        fire = store.actors.fire_timers
 
         async def timed_fire(*args: Any, **kwargs: Any) -> list[int]:
             got: list[int] = await fire(*args, **kwargs)
             fired.append((time.time(), got))  # committed: the stamp comes after the commit
             return got
 
-        store.fire_timers = timed_fire
+        store.actors.fire_timers = timed_fire  # type: ignore[method-assign]
     try:
-        async with rt.running(store):
+        async with rt.running(store.actors):
             print("ready", flush=True)
             t0 = time.time()
             if mode == "pipeline":

@@ -106,7 +106,7 @@ def _counts(batch: list[Any]) -> str:
 async def _prepare(url: str) -> None:
     store = open_store(url)
     await store.open()  # the schema
-    await store.register_instance(INSTANCE, now=time.time())
+    await store.executions.register_instance(INSTANCE, now=time.time())
     await store.close()
 
 

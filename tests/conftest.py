@@ -100,7 +100,7 @@ async def store(database_url: str) -> AsyncIterator[Store]:
     s = open_store(database_url)
     await s.open()
     try:
-        yield s
+        yield s.executions
     finally:
         await s.close()
 

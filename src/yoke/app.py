@@ -24,7 +24,7 @@ import logging
 import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from yoke.actors import ActorRuntime, ActorSettings, ActorStore, Backoff, Queue
 from yoke.actors.definitions import Process
@@ -35,14 +35,32 @@ from yoke.executions.context import Registry, Workflow
 from yoke.executions.model import Limits
 from yoke.executions.service import Executions, Reviewer
 from yoke.store import Store
-from yoke.store.sqlbase import SqlStore
 
 log = logging.getLogger("yoke.app")
 
 Service = Callable[[], Coroutine[Any, Any, None]]
 
 
-def open_store(url: str, settings: Settings | None = None) -> Store:
+class Backend(Protocol):
+    """A store backend as the app holds it: its lifecycle, and the two sets of verbs it
+    exposes over its transactions."""
+
+    @property
+    def executions(self) -> Store: ...
+
+    @property
+    def actors(self) -> ActorStore: ...
+
+    async def open(self) -> None:
+        """Connect and bring the schema up to date (numbered migrations)."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def schema_version(self) -> int: ...
+
+
+def open_store(url: str, settings: Settings | None = None) -> Backend:
     """The backend for a database URL (not yet opened)."""
     s = settings or Settings()
     if url.startswith("sqlite:"):
@@ -70,13 +88,6 @@ async def upgrade(url: str | None = None) -> int:
         return await store.schema_version()
     finally:
         await store.close()
-
-
-def _actor_store(store: Store) -> ActorStore:
-    """Every SQL backend speaks the actor verbs too (`store.actorverbs`)."""
-    if not isinstance(store, SqlStore):
-        raise BadValue(f"{store!r} does not implement the actor verbs")
-    return store
 
 
 class App:
@@ -168,12 +179,12 @@ class App:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[App]:
         s = self.settings
-        store = open_store(s.database_url, s)
-        await store.open()
-        self.store = store
+        backend = open_store(s.database_url, s)
+        await backend.open()
+        self.store = store = backend.executions
         self.instance_id = f"{s.instance_id or socket.gethostname()}-{uuid.uuid4().hex[:12]}"
         self._stopping = False
-        self.actors.attach(_actor_store(store))
+        self.actors.attach(backend.actors)
         actor_worker = contextlib.AsyncExitStack()
         try:
             now = self.clock.wall()
@@ -214,7 +225,7 @@ class App:
             self.executions.detach()
             with contextlib.suppress(YokeError):
                 await store.stop_instance(self.instance_id, now=self.clock.wall())
-            await store.close()
+            await backend.close()
             self.store = None
 
     async def _stop(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import psycopg
 import pytest
@@ -13,8 +13,7 @@ import pytest
 from tests.actors.memstore import MemoryActorStore
 from yoke.actors import ActorRuntime, ActorSettings
 from yoke.actors.protocol import ActorStore
-from yoke.app import open_store
-from yoke.store.sqlbase import SqlStore
+from yoke.app import Backend, open_store
 
 ACTOR_TABLES = (
     "stream_events",
@@ -25,17 +24,9 @@ ACTOR_TABLES = (
 )
 
 
-class OpenableActorStore(ActorStore, Protocol):
-    async def open(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-
-def open_actor_store(url: str) -> OpenableActorStore:
-    """The app's store for `url` (not yet opened), seen through its actor verbs."""
-    store = open_store(url)
-    assert isinstance(store, SqlStore)
-    return store
+def open_actor_store(url: str) -> Backend:
+    """The app's store for `url` (not yet opened); its actor verbs are its `actors`."""
+    return open_store(url)
 
 
 def truncate_actor_tables(url: str) -> None:
@@ -83,7 +74,7 @@ async def actor_store(actor_db_url: str) -> AsyncIterator[ActorStore]:
     store = open_actor_store(actor_db_url)
     await store.open()
     try:
-        yield store
+        yield store.actors
     finally:
         await store.close()
 

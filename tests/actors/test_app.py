@@ -64,7 +64,7 @@ async def test_run_worker_runs_until_stopped(app_url: str) -> None:
     await client.open()
     try:
         event = app.actors.registry.new_event("s", {"k": 1}, tenant="default")
-        await client.append_events([event], owner=None, now=0.0)
+        await client.actors.append_events([event], owner=None, now=0.0)
     finally:
         await client.close()
     stop = asyncio.Event()

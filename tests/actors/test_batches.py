@@ -175,13 +175,13 @@ async def test_firing_a_timer_twice_appends_it_once(actor_store: ActorStore) -> 
 def _count_steps(store: PostgresStore) -> list[int]:
     """Counts the step-by-step appends (the fallback of the one-statement form)."""
     calls: list[int] = []
-    steps = store._append_steps
+    steps = store.actors._append_steps
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return await steps(*args, **kwargs)
 
-    store._append_steps = counted  # type: ignore[method-assign]
+    store.actors._append_steps = counted  # type: ignore[method-assign]
     return calls
 
 
@@ -218,7 +218,7 @@ async def test_an_instance_created_concurrently_sends_the_append_to_its_steps(
                 Target(actor="a", instance_id="fresh", group_id=""),
             ),
         )
-        append = asyncio.create_task(store.append_events([event], owner="w1", now=1.0))
+        append = asyncio.create_task(store.actors.append_events([event], owner="w1", now=1.0))
         with psycopg.connect(pg_url, autocommit=True) as probe:
 
             def waiting() -> bool:
@@ -235,9 +235,9 @@ async def test_an_instance_created_concurrently_sends_the_append_to_its_steps(
         await other.close()
     try:
         assert steps == [1]  # the statement's guard aborted it; the steps wrote the append
-        claims = await store.claim_next("elsewhere", limit=10, now=2.0)
+        claims = await store.actors.claim_next("elsewhere", limit=10, now=2.0)
         assert [(c.event_id, c.instance_id) for c in claims] == [(eid, "new")]
-        claims = await store.claim_next("w1", limit=10, now=2.0)
+        claims = await store.actors.claim_next("w1", limit=10, now=2.0)
         assert [(c.event_id, c.instance_id) for c in claims] == [(eid, "fresh")]
         with psycopg.connect(pg_url) as conn:
             row = conn.execute("SELECT count(*) FROM stream_events").fetchone()
@@ -254,23 +254,25 @@ async def test_append_on_a_store_that_went_down(pg_databases: Callable[[], str])
     await store.open()
     admin = psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True)
     try:
-        await store.append_events(fanned(5, instances=2), owner="w1", now=1.0)
+        await store.actors.append_events(fanned(5, instances=2), owner="w1", now=1.0)
         admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false'.encode())
         admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
         )
         with pytest.raises(StoreUnavailable):
-            await store.append_events(fanned(5, instances=2), owner="w1", now=1.0)
+            await store.actors.append_events(fanned(5, instances=2), owner="w1", now=1.0)
         admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true'.encode())
         async with asyncio.timeout(60):
             while True:  # the pool reconnects with its own backoff
                 try:
-                    ids = await store.append_events(fanned(5, instances=2), owner="w1", now=1.0)
+                    ids = await store.actors.append_events(
+                        fanned(5, instances=2), owner="w1", now=1.0
+                    )
                     break
                 except StoreUnavailable:
                     continue
         assert len(ids) == 5
-        claims = await claim_all(store, "w1")
+        claims = await claim_all(store.actors, "w1")
         assert len(claims) == 10 * 3  # the failed batch wrote nothing
     finally:
         admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true'.encode())

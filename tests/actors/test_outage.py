@@ -287,7 +287,7 @@ async def test_a_real_outage_loses_nothing_and_keeps_fifo(
         store = PostgresStore(proxy.url, connect_timeout=1.0)
         await store.open()
         try:
-            async with rt.running(store):
+            async with rt.running(store.actors):
                 # Every row is claimed (prefetched) before the cut, so events run during it.
                 await rt.append_many(
                     "s",

@@ -94,22 +94,22 @@ async def test_timers_fire_exactly_once_with_three_workers(pg_url: str) -> None:
         async with workers(pg_url, ["t1", "t2", "t3"]):
             rt = ActorRuntime(settings=ActorSettings(worker_id="scheduler"))
             define(rt)
-            rt.attach(store)
+            rt.attach(store.actors)
             start = rt.wall() + 0.5
             for i in range(n):
                 await rt.schedule("ticks", {"n": i}, fire_at=start + i * 0.003)
 
             async def all_processed() -> bool:
-                depths = await store.queue_depths(limit=1)
+                depths = await store.actors.queue_depths(limit=1)
                 return (
-                    await store.next_fire_at_ms() is None
+                    await store.actors.next_fire_at_ms() is None
                     and not depths
-                    and len(await store.list_instances("tick", limit=n + 1)) == n
+                    and len(await store.actors.list_instances("tick", limit=n + 1)) == n
                 )
 
             await until(all_processed)
-        assert await store.next_fire_at_ms() is None
-        infos = await store.list_instances("tick", limit=n + 1)
+        assert await store.actors.next_fire_at_ms() is None
+        infos = await store.actors.list_instances("tick", limit=n + 1)
         seen = sorted(n for info in infos for n in json.loads(info.state)["seen"])
         assert seen == list(range(n))  # each timer fired once and was processed once
         owners = {info.worker_id for info in infos}
@@ -136,7 +136,7 @@ async def test_sigkilled_worker_loses_no_event(
     try:
         rt = ActorRuntime(settings=ActorSettings(worker_id="client"))
         define(rt)
-        rt.attach(store)
+        rt.attach(store.actors)
         async with workers(url, ["doomed"], YOKE_TEST_BLOCK="1") as (doomed,):
             await rt.append_many(
                 "jobs", [{"k": i % 3, "n": i, "block": i in (7, 8, 31)} for i in range(n)]
@@ -147,13 +147,13 @@ async def test_sigkilled_worker_loses_no_event(
         async with workers(url, ["heir"]):
 
             async def drained() -> bool:
-                return not await store.queue_depths(limit=1)
+                return not await store.actors.queue_depths(limit=1)
 
             await until(drained)
         seen: list[int] = []
         for k in range(3):
             ref = InstanceRef(tenant="default", actor="job", instance_id=str(k))
-            st = await store.get_state(ref)
+            st = await store.actors.get_state(ref)
             assert st is not None
             seen += json.loads(st.state).get("seen", [])
         # Every event was processed (some possibly twice: at-least-once across a crash).

@@ -19,7 +19,8 @@ import pytest
 from tests.actors.conftest import open_actor_store, truncate_actor_tables
 from yoke.actors.protocol import ActorStore
 from yoke.store.actor_records import Completion, InstanceRef, NewEvent, Target
-from yoke.store.sqlbase import SqlStore, Tx
+from yoke.store.postgres import PostgresStore
+from yoke.store.tx import Tx
 
 REF = InstanceRef(tenant="t", actor="a", instance_id="x")
 
@@ -48,10 +49,10 @@ class _GatedTx:
         return await self._tx.one(query, params)
 
 
-def _gate_takeover(store: SqlStore, name: str) -> tuple[asyncio.Event, asyncio.Event]:
+def _gate_takeover(store: PostgresStore, name: str) -> tuple[asyncio.Event, asyncio.Event]:
     """The next write transaction of `store` stops before its statement `name`."""
     reached, go = asyncio.Event(), asyncio.Event()
-    plain = store._write
+    plain = store.write
     used = False
 
     @asynccontextmanager
@@ -64,16 +65,16 @@ def _gate_takeover(store: SqlStore, name: str) -> tuple[asyncio.Event, asyncio.E
                 used = True
                 yield _GatedTx(tx, name, reached, go)
 
-    store._write = gated  # type: ignore[method-assign]
+    store.write = gated  # type: ignore[method-assign]
     return reached, go
 
 
 @pytest.fixture
-async def pg_store(pg_url: str) -> AsyncIterator[SqlStore]:
+async def pg_store(pg_url: str) -> AsyncIterator[PostgresStore]:
     truncate_actor_tables(pg_url)
     store = open_actor_store(pg_url)
     await store.open()
-    assert isinstance(store, SqlStore)
+    assert isinstance(store, PostgresStore)
     try:
         yield store
     finally:
@@ -83,39 +84,39 @@ async def pg_store(pg_url: str) -> AsyncIterator[SqlStore]:
 @pytest.mark.postgres
 @pytest.mark.parametrize("before", ["set_owner", "reown_queue_rows", "unclaim"])
 async def test_a_claim_between_the_statements_of_a_takeover_is_not_stranded(
-    pg_store: SqlStore, before: str
+    pg_store: PostgresStore, before: str
 ) -> None:
     # SQLite serialises writers (BEGIN IMMEDIATE): only PostgreSQL can interleave them.
     s = pg_store
-    await s.register_worker("w1", hostname="h", pid=1, now=1.0)
-    await s.register_worker("w2", hostname="h", pid=2, now=1.0)
+    await s.actors.register_worker("w1", hostname="h", pid=1, now=1.0)
+    await s.actors.register_worker("w2", hostname="h", pid=2, now=1.0)
     ev = NewEvent(
         tenant="t",
         stream="s",
         data=json.dumps({"k": "x"}),
         targets=(Target(actor="a", instance_id="x", group_id=""),),
     )
-    await s.append_events([ev], owner="w1", now=1.0)
+    await s.actors.append_events([ev], owner="w1", now=1.0)
 
     reached, go = _gate_takeover(s, before)
     # w2 takes w1's instances over (w1 looks stale to it) and stops before `before`...
-    takeover = asyncio.create_task(s.claim_orphans("w2", stale_before=100.0, now=2.0))
+    takeover = asyncio.create_task(s.actors.claim_orphans("w2", stale_before=100.0, now=2.0))
     await asyncio.wait_for(reached.wait(), 10)
     # ... while w1, which does not know yet, claims its row (it skips a row being moved).
-    old = await asyncio.wait_for(s.claim_next("w1", limit=10, now=2.0), 10)
+    old = await asyncio.wait_for(s.actors.claim_next("w1", limit=10, now=2.0), 10)
     go.set()
     await asyncio.wait_for(takeover, 10)
 
     # w1's claim (if it got the row) is fenced, and the event is w2's to run.
     for c in old:
-        assert await s.complete("w1", [Completion(queue_id=c.queue_id, epoch=c.epoch)]) == []
-    info = await s.get_instance(REF)
+        assert await s.actors.complete("w1", [Completion(queue_id=c.queue_id, epoch=c.epoch)]) == []
+    info = await s.actors.get_instance(REF)
     assert info is not None and info.worker_id == "w2"
     assert (info.pending, info.in_flight) == (1, 0), "the event is stranded in flight"
-    (mine,) = await s.claim_next("w2", limit=10, now=3.0)
-    assert await s.complete("w2", [Completion(queue_id=mine.queue_id, epoch=mine.epoch)]) == [
-        mine.queue_id
-    ]
+    (mine,) = await s.actors.claim_next("w2", limit=10, now=3.0)
+    assert await s.actors.complete(
+        "w2", [Completion(queue_id=mine.queue_id, epoch=mine.epoch)]
+    ) == [mine.queue_id]
 
 
 async def test_an_owner_with_no_worker_row_keeps_its_instances_until_it_goes_silent(

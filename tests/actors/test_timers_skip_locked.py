@@ -30,7 +30,7 @@ async def pg(pg_databases: Callable[[], str]) -> AsyncIterator[tuple[ActorStore,
     store = open_actor_store(url)
     await store.open()
     try:
-        yield store, url
+        yield store.actors, url
     finally:
         await store.close()
 

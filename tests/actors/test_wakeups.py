@@ -31,8 +31,8 @@ import yoke
 from tests.actors.conftest import open_actor_store, wait_for
 from yoke.actors import ActorCtx, ActorRuntime, ActorSettings, Event
 from yoke.config import Settings
+from yoke.store.actorverbs import ActorVerbs
 from yoke.store.postgres import PostgresStore
-from yoke.store.sqlbase import SqlStore
 
 SLOW: dict[str, Any] = {
     "heartbeat_interval": 30.0,
@@ -72,7 +72,7 @@ async def client_of(url: str, worker: yoke.App) -> AsyncIterator[ActorRuntime]:
     define(client, [], asyncio.Event())  # for the fan-out of its appends only
     store = open_actor_store(url)
     await store.open()
-    client.attach(store)
+    client.attach(store.actors)
     try:
         yield client
     finally:
@@ -100,9 +100,9 @@ class Claims:
         self.done: list[tuple[float, int]] = []
         self.running = 0
         self.changed = asyncio.Event()
-        real = SqlStore.claim_next
+        real = ActorVerbs.claim_next
 
-        async def claim_next(store: SqlStore, *args: Any, **kwargs: Any) -> Any:
+        async def claim_next(store: ActorVerbs, *args: Any, **kwargs: Any) -> Any:
             began = time.monotonic()
             self.running += 1
             try:
@@ -113,7 +113,7 @@ class Claims:
             self.changed.set()
             return rows
 
-        monkeypatch.setattr(SqlStore, "claim_next", claim_next)
+        monkeypatch.setattr(ActorVerbs, "claim_next", claim_next)
 
     async def asleep(self, since: float = 0.0) -> None:
         """Until the drain's last claim began after `since` and came back empty: it waits for

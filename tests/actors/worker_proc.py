@@ -44,7 +44,7 @@ async def main(url: str, worker_id: str) -> None:
     store = open_actor_store(url)
     await store.open()
     try:
-        async with rt.running(store):
+        async with rt.running(store.actors):
             print("ready", flush=True)
             await stop.wait()
     finally:

@@ -28,15 +28,15 @@ async def slot_held_elsewhere(url: str) -> AsyncIterator[Callable[[], Awaitable[
     other = open_store(url)
     await other.open()
     now = time.time()
-    await other.register_instance("elsewhere", now=now)
-    [(row, _)] = await other.log_starts(
+    await other.executions.register_instance("elsewhere", now=now)
+    [(row, _)] = await other.executions.log_starts(
         [new_start(workflow="hold", session="elsewhere", instance_id="elsewhere", created_at=now)]
     )
     execution = new_execution(
         row.start_id, workflow="hold", session="elsewhere", instance_id="elsewhere"
     )
     execution_id = execution.execution_id
-    [res] = await other.grant_starts(
+    [res] = await other.executions.grant_starts(
         [
             GrantRequest(
                 start_id=row.start_id, execution=execution, slots=(Slot(key="global", cap=1),)
@@ -47,7 +47,7 @@ async def slot_held_elsewhere(url: str) -> AsyncIterator[Callable[[], Awaitable[
     assert res.outcome is GrantOutcome.GRANTED
 
     async def free() -> None:
-        await other.finish_execution(
+        await other.executions.finish_execution(
             execution_id, ExecutionStatus.SUCCEEDED, output=None, error=None, now=time.time()
         )
 
@@ -189,9 +189,9 @@ async def test_a_grant_that_lands_after_a_service_failed_frees_its_slot(
     check = open_store(database_url)
     await check.open()
     try:
-        executions = await check.list_executions()
+        executions = await check.executions.list_executions()
         assert [e.status for e in executions] == [ExecutionStatus.ABORTED]
-        assert await check.ledger() == {}
+        assert await check.executions.ledger() == {}
     finally:
         await check.close()
 

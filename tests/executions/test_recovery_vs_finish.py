@@ -35,7 +35,7 @@ async def pg(pg_databases: Callable[[], str]) -> AsyncIterator[tuple[Store, str]
     store = open_store(url)
     await store.open()
     try:
-        yield store, url
+        yield store.executions, url
     finally:
         await store.close()
 

@@ -38,17 +38,17 @@ async def sessions_held_elsewhere(url: str) -> AsyncIterator[Callable[[str], Awa
     session's only slot in the ledger and returns the function that frees it."""
     other = open_store(url)
     await other.open()
-    await other.register_instance("elsewhere", now=time.time())
+    await other.executions.register_instance("elsewhere", now=time.time())
 
     async def take(session: str) -> Free:
         now = time.time()
-        [(row, _)] = await other.log_starts(
+        [(row, _)] = await other.executions.log_starts(
             [new_start(workflow="hold", session=session, instance_id="elsewhere", created_at=now)]
         )
         execution = new_execution(
             row.start_id, workflow="hold", session=session, instance_id="elsewhere"
         )
-        [res] = await other.grant_starts(
+        [res] = await other.executions.grant_starts(
             [
                 GrantRequest(
                     start_id=row.start_id,
@@ -61,7 +61,7 @@ async def sessions_held_elsewhere(url: str) -> AsyncIterator[Callable[[str], Awa
         assert res.outcome is GrantOutcome.GRANTED
 
         async def free() -> None:
-            await other.finish_execution(
+            await other.executions.finish_execution(
                 execution.execution_id,
                 ExecutionStatus.SUCCEEDED,
                 output=None,

@@ -51,7 +51,7 @@ async def store_mode(url: str, n: int) -> None:
         me = f"racer-{uuid.uuid4().hex[:8]}"
         rows = [
             (
-                await store.log_start(
+                await store.executions.log_start(
                     NewStart(
                         start_id=str(uuid.uuid4()),
                         kind=StartKind.START,
@@ -74,7 +74,7 @@ async def store_mode(url: str, n: int) -> None:
         await go()
         results = await asyncio.gather(
             *[
-                store.grant_start(
+                store.executions.grant_start(
                     r.start_id,
                     slots=[Slot(key="global", cap=1), Slot(key=f"session:{me}", cap=None)],
                     copy_steps=None,

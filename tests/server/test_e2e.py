@@ -124,12 +124,12 @@ async def test_sigterm_refuses_queued_and_gives_running_the_timeout(
     store = open_store(database_url)
     await store.open()
     try:
-        done = await store.get_execution(short["execution_id"])
-        aborted = await store.get_execution(long["execution_id"])
+        done = await store.executions.get_execution(short["execution_id"])
+        aborted = await store.executions.get_execution(long["execution_id"])
         assert done is not None and done.status is ExecutionStatus.SUCCEEDED
         assert aborted is not None and aborted.status is ExecutionStatus.ABORTED
         for q in queued:
-            row = await store.get_start(q["start_id"])
+            row = await store.executions.get_start(q["start_id"])
             assert row is not None and row.status is StartStatus.REFUSED
     finally:
         await store.close()

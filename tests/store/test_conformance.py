@@ -489,22 +489,32 @@ async def test_racing_grants_on_one_slot_grant_exactly_one(database_url: str) ->
     for s in stores:
         await s.open()
     try:
-        starts = [(await stores[0].log_start(new_start()))[0] for _ in range(40)]
+        starts = [(await stores[0].executions.log_start(new_start()))[0] for _ in range(40)]
         outcomes = await asyncio.gather(
-            *[grant(stores[i % 4], st.start_id) for i, st in enumerate(starts)]
+            *[grant(stores[i % 4].executions, st.start_id) for i, st in enumerate(starts)]
         )
         assert sum(o is GrantOutcome.GRANTED for o, _ in outcomes) == 1
-        assert await stores[0].ledger() == {"global": 1, "session:s1": 1, "workflow:wf": 1}
-        assert len(await stores[0].list_executions()) == 1
+        assert await stores[0].executions.ledger() == {
+            "global": 1,
+            "session:s1": 1,
+            "workflow:wf": 1,
+        }
+        assert len(await stores[0].executions.list_executions()) == 1
     finally:
         for s in stores:
             await s.close()
 
 
-async def test_schema_is_migrated_on_open(store: Store) -> None:
+async def test_schema_is_migrated_on_open(database_url: str) -> None:
     from yoke.store import sqlfiles
 
-    assert await store.schema_version() == len(sqlfiles.migrations(store.dialect))
+    backend = open_store(database_url)
+    await backend.open()
+    try:
+        dialect = "sqlite" if database_url.startswith("sqlite") else "postgres"
+        assert await backend.schema_version() == len(sqlfiles.migrations(dialect))
+    finally:
+        await backend.close()
 
 
 @pytest.mark.parametrize(
@@ -528,4 +538,4 @@ async def test_an_unreachable_database_is_store_unavailable(url: str) -> None:
 async def test_verbs_of_a_closed_store_are_store_unavailable(database_url: str) -> None:
     s = open_store(database_url)
     with pytest.raises(StoreUnavailable):
-        await s.get_start("x")
+        await s.executions.get_start("x")

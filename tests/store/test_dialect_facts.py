@@ -27,8 +27,8 @@ from yoke.store import (
     postgres,
     sqlfiles,
 )
+from yoke.store.execverbs import _new_start
 from yoke.store.postgres import PostgresStore, translate
-from yoke.store.sqlbase import _new_start
 from yoke.store.sqlite import SQLiteStore
 
 
@@ -52,16 +52,16 @@ async def test_sqlite_busy_timeout_then_store_unavailable(lite: SQLiteStore) -> 
     other.execute("BEGIN IMMEDIATE")
     t0 = time.monotonic()
     with pytest.raises(StoreUnavailable, match="locked"):
-        await lite.log_start(new_start())
+        await lite.executions.log_start(new_start())
     assert time.monotonic() - t0 >= 0.25  # it waited for the busy timeout first
     other.execute("ROLLBACK")
-    _, created = await lite.log_start(new_start())
+    _, created = await lite.executions.log_start(new_start())
     assert created
 
 
 async def test_sqlite_write_transactions_take_the_write_lock_at_begin(lite: SQLiteStore) -> None:
     other = sqlite3.connect(lite.path, isolation_level=None, timeout=0)
-    async with lite._write() as tx:
+    async with lite.write() as tx:
         await tx.one("get_start", {"start_id": "x"})  # a read, as a grant's first statement
         # Nothing written yet, but the lock is held: another writer cannot begin.
         with pytest.raises(sqlite3.OperationalError, match="locked"):
@@ -80,7 +80,7 @@ def _count_commits(store: SQLiteStore) -> list[str]:
 
 async def test_sqlite_writes_arriving_together_share_one_commit(lite: SQLiteStore) -> None:
     commits = _count_commits(lite)
-    results = await asyncio.gather(*(lite.log_start(new_start()) for _ in range(50)))
+    results = await asyncio.gather(*(lite.executions.log_start(new_start()) for _ in range(50)))
     assert all(created for _, created in results)
     # Every write returned after its COMMIT, and far fewer COMMITs than writes ran.
     other = sqlite3.connect(lite.path)
@@ -92,7 +92,7 @@ async def test_sqlite_a_failed_write_rolls_back_only_itself(lite: SQLiteStore) -
     ids = [new_start() for _ in range(3)]
 
     async def write(i: int) -> None:
-        async with lite._write() as tx:  # gathered: the 2nd and 3rd queue behind the 1st
+        async with lite.write() as tx:  # gathered: the 2nd and 3rd queue behind the 1st
             await tx.one("insert_start", _new_start(ids[i]))
             if i == 1:
                 raise RuntimeError("this write fails after its statement ran")
@@ -101,9 +101,9 @@ async def test_sqlite_a_failed_write_rolls_back_only_itself(lite: SQLiteStore) -
     outcomes = await asyncio.gather(*(write(i) for i in range(3)), return_exceptions=True)
     assert isinstance(outcomes[1], RuntimeError) and outcomes[0] is None and outcomes[2] is None
     assert len(commits) == 1  # one batch: the failure did not end it
-    assert await lite.get_start(ids[0].start_id) is not None
-    assert await lite.get_start(ids[1].start_id) is None
-    assert await lite.get_start(ids[2].start_id) is not None
+    assert await lite.executions.get_start(ids[0].start_id) is not None
+    assert await lite.executions.get_start(ids[1].start_id) is None
+    assert await lite.executions.get_start(ids[2].start_id) is not None
 
 
 async def test_sqlite_a_read_sees_only_committed_writes(lite: SQLiteStore) -> None:
@@ -112,7 +112,7 @@ async def test_sqlite_a_read_sees_only_committed_writes(lite: SQLiteStore) -> No
     written = asyncio.Event()
 
     async def writer() -> None:
-        async with lite._write() as tx:
+        async with lite.write() as tx:
             await tx.one("insert_start", _new_start(st))
             written.set()
 
@@ -120,7 +120,7 @@ async def test_sqlite_a_read_sees_only_committed_writes(lite: SQLiteStore) -> No
         await written.wait()
         # The batch is still open (the writer waits for its commit); the read commits it
         # first, so what it reads, every other connection can read too.
-        assert await lite.get_start(st.start_id) is not None
+        assert await lite.executions.get_start(st.start_id) is not None
         assert other.execute(
             "SELECT count(*) FROM yoke_starts WHERE start_id = ?", (st.start_id,)
         ).fetchone() == (1,)
@@ -130,15 +130,15 @@ async def test_sqlite_a_read_sees_only_committed_writes(lite: SQLiteStore) -> No
 
 async def test_sqlite_a_cancelled_writer_leaves_the_batch_whole(lite: SQLiteStore) -> None:
     first, second = new_start(), new_start()
-    task = asyncio.ensure_future(lite.log_start(first))
-    other = asyncio.ensure_future(lite.log_start(second))
+    task = asyncio.ensure_future(lite.executions.log_start(first))
+    other = asyncio.ensure_future(lite.executions.log_start(second))
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     task.cancel()
     await asyncio.gather(task, other, return_exceptions=True)
     assert (await other)[1] is True
     # Whether the cancelled write got in before it was cancelled or not, the store works on.
-    _, created = await lite.log_start(new_start())
+    _, created = await lite.executions.log_start(new_start())
     assert created
     assert not lite._db().in_transaction
 
@@ -164,8 +164,10 @@ async def test_sqlite_a_failed_commit_fails_its_writers_even_if_its_committer_is
     await store.open()
     try:
         store.fail_commit = True
-        writer = asyncio.create_task(store.register_instance("i-1", now=1.0))
-        reader = asyncio.create_task(store.get_start("x"))  # a read commits the open batch
+        writer = asyncio.create_task(store.executions.register_instance("i-1", now=1.0))
+        reader = asyncio.create_task(
+            store.executions.get_start("x")
+        )  # a read commits the open batch
         await asyncio.sleep(0.03)  # the reader's COMMIT is on the thread now
         reader.cancel()
         with pytest.raises(StoreUnavailable, match="disk I/O"):
@@ -175,7 +177,7 @@ async def test_sqlite_a_failed_commit_fails_its_writers_even_if_its_committer_is
         store.fail_commit = False
         other = sqlite3.connect(store.path)
         assert other.execute("SELECT count(*) FROM yoke_instances").fetchone() == (0,)
-        await store.register_instance("i-2", now=2.0)  # and the store works on
+        await store.executions.register_instance("i-2", now=2.0)  # and the store works on
         assert other.execute("SELECT count(*) FROM yoke_instances").fetchone() == (1,)
     finally:
         await store.close()
@@ -192,7 +194,9 @@ async def test_postgres_batches_taking_the_same_keys_in_opposite_orders_do_not_d
             keys = [f"k{round_}-{i}" for i in range(200)]
             a = [new_start(idempotency_key=k) for k in keys]
             b = [new_start(idempotency_key=k) for k in reversed(keys)]
-            got_a, got_b = await asyncio.gather(pg.log_starts(a), other.log_starts(b))
+            got_a, got_b = await asyncio.gather(
+                pg.executions.log_starts(a), other.executions.log_starts(b)
+            )
             assert sum(c for _, c in got_a) + sum(c for _, c in got_b) == len(keys)
     finally:
         await other.close()
@@ -237,14 +241,14 @@ async def test_postgres_runs_read_committed(pg: PostgresStore) -> None:
 async def test_postgres_grant_waits_for_the_locked_ledger_row(
     pg: PostgresStore, pg_url: str
 ) -> None:
-    row, _ = await pg.log_start(new_start())
-    await pg.log_start(new_start())  # makes sure the tables are in use
+    row, _ = await pg.executions.log_start(new_start())
+    await pg.executions.log_start(new_start())  # makes sure the tables are in use
     with psycopg.connect(pg_url) as holder:
         holder.execute("INSERT INTO yoke_ledger (key, running) VALUES ('global', 0)")
         holder.commit()
         holder.execute("SELECT * FROM yoke_ledger WHERE key = 'global' FOR UPDATE")
         task = asyncio.create_task(
-            pg.grant_start(
+            pg.executions.grant_start(
                 row.start_id,
                 execution=new_execution(row.start_id),
                 copy_steps=None,
@@ -286,7 +290,7 @@ async def _wait_for_a_lock_wait(pg_url: str) -> None:
 async def test_postgres_a_batch_decides_on_the_locked_count_not_the_peek(
     pg: PostgresStore, pg_url: str
 ) -> None:
-    rows = [(await pg.log_start(new_start()))[0] for _ in range(2)]
+    rows = [(await pg.executions.log_start(new_start()))[0] for _ in range(2)]
     with psycopg.connect(pg_url) as holder:
         holder.execute("INSERT INTO yoke_ledger (key, running) VALUES ('global', 0)")
         holder.commit()
@@ -299,16 +303,16 @@ async def test_postgres_a_batch_decides_on_the_locked_count_not_the_peek(
             )
             for r in rows
         ]
-        task = asyncio.create_task(pg.grant_starts(batch, now=1))
+        task = asyncio.create_task(pg.executions.grant_starts(batch, now=1))
         await _wait_for_a_lock_wait(pg_url)  # it peeked 0 free of 1, and marked both
         holder.execute("UPDATE yoke_ledger SET running = 1 WHERE key = 'global'")
         holder.commit()  # another process took the slot meanwhile
     res = await asyncio.wait_for(task, 10)
     assert [r.outcome for r in res] == [GrantOutcome.FULL, GrantOutcome.FULL]
-    assert await pg.ledger() == {"global": 1}
-    assert await pg.list_executions() == []
+    assert await pg.executions.ledger() == {"global": 1}
+    assert await pg.executions.list_executions() == []
     for r in rows:
-        after = await pg.get_start(r.start_id)
+        after = await pg.executions.get_start(r.start_id)
         assert after is not None and after.status is StartStatus.QUEUED
         assert after.execution_id is None and after.decided_at is None
 
@@ -318,8 +322,8 @@ async def test_postgres_notifies_a_freed_slot(pg: PostgresStore) -> None:
     calls = asyncio.Queue[None]()
     listener = asyncio.create_task(pg.listen_slot_freed(lambda: calls.put_nowait(None)))
     await asyncio.wait_for(calls.get(), 10)  # called once LISTEN is in place
-    row, _ = await pg.log_start(new_start())
-    res = await pg.grant_start(
+    row, _ = await pg.executions.log_start(new_start())
+    res = await pg.executions.grant_start(
         row.start_id,
         execution=new_execution(row.start_id),
         slots=[Slot(key="global", cap=None)],
@@ -328,7 +332,7 @@ async def test_postgres_notifies_a_freed_slot(pg: PostgresStore) -> None:
     )
     assert res.execution is not None
     assert calls.empty()
-    await pg.finish_execution(
+    await pg.executions.finish_execution(
         res.execution.execution_id, ExecutionStatus.SUCCEEDED, output="1", error=None, now=2
     )
     await asyncio.wait_for(calls.get(), 10)
@@ -397,8 +401,8 @@ async def test_postgres_a_finish_batch_locks_its_executions_in_id_order(
     # for it before it takes the second.
     ids: list[str] = []
     for _ in range(2):
-        row, _ = await pg.log_start(new_start())
-        res = await pg.grant_start(
+        row, _ = await pg.executions.log_start(new_start())
+        res = await pg.executions.grant_start(
             row.start_id,
             execution=new_execution(row.start_id),
             slots=[Slot(key="global", cap=None)],
@@ -414,7 +418,7 @@ async def test_postgres_a_finish_batch_locks_its_executions_in_id_order(
         batch = [
             Finish(execution_id=i, status=done, output=None, error=None) for i in (second, first)
         ]
-        finishing = asyncio.create_task(pg.finish_executions(batch, now=2))
+        finishing = asyncio.create_task(pg.executions.finish_executions(batch, now=2))
         await asyncio.sleep(0.3)  # the batch is now waiting for `first`
         assert not finishing.done()
         # `second` is still free: the batch did not lock it before `first`.
@@ -424,7 +428,7 @@ async def test_postgres_a_finish_batch_locks_its_executions_in_id_order(
         probe.rollback()
         holder.rollback()
         assert await asyncio.wait_for(finishing, 10) == [True, True]
-    assert await pg.ledger() == {}  # both slots given back (a zero row is not listed)
+    assert await pg.executions.ledger() == {}  # both slots given back (a zero row is not listed)
 
 
 @pytest.mark.postgres
@@ -434,15 +438,15 @@ async def test_postgres_a_key_given_back_after_the_insert_skipped_it_is_taken_ag
     # READ COMMITTED: between the INSERT that found the key taken and the look-up of its holder,
     # the holder can be refused with `forget_key` (another process, a limit). The start then
     # gets the key; the batch's other starts are not failed with it.
-    holder, _ = await pg.log_start(new_start(idempotency_key="K"))
-    queued, _ = await pg.log_start(new_start())
+    holder, _ = await pg.executions.log_start(new_start(idempotency_key="K"))
+    queued, _ = await pg.executions.log_start(new_start())
     other = PostgresStore(pg_url)
     await other.open()
     real_one = postgres._Tx.one
 
     async def one(self: Any, query: str, params: Any) -> Any:
         if query == "get_start_by_key":
-            await other.decide_start(
+            await other.executions.decide_start(
                 holder.start_id, StartStatus.REFUSED, reason="limit", now=2, forget_key=True
             )
         return await real_one(self, query, params)
@@ -450,7 +454,7 @@ async def test_postgres_a_key_given_back_after_the_insert_skipped_it_is_taken_ag
     monkeypatch.setattr(postgres._Tx, "one", one)
     retry = new_start(idempotency_key="K")
     try:
-        res = await pg.grant_starts(
+        res = await pg.executions.grant_starts(
             [
                 GrantRequest(
                     start_id=queued.start_id,

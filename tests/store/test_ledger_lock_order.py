@@ -38,7 +38,7 @@ async def pg(pg_databases: Callable[[], str]) -> AsyncIterator[Store]:
     store = open_store(pg_databases())
     await store.open()
     try:
-        yield store
+        yield store.executions
     finally:
         await store.close()
 

@@ -1,6 +1,7 @@
-"""The actor verbs of the SQL store (seed 000), written once over named queries.
+"""The actor verbs of the store, written once over named queries.
 
-`SqlStore` inherits these; `yoke.actors.protocol.ActorStore` is their contract. They decide
+`ActorVerbs` holds a backend's transactions (`tx.Transactions`) by reference; the backend
+exposes it as its `actors`, and `yoke.actors.protocol.ActorStore` is its contract. They decide
 which named queries (`queries.sql`, section "actors") run in which transaction and nothing
 else: `now`, ids, owners and epochs come from the caller, and the fan-out of an event (which
 instances it reaches) is computed by the caller too.
@@ -9,7 +10,8 @@ An append (and a timer firing, which is an append that deletes its timers) is on
 PostgreSQL (`append_events`: one round trip, its own transaction) and a few statements in one
 IMMEDIATE transaction on SQLite, whose statements write one table each. PostgreSQL falls back
 to SQLite's steps when its statement meets an instance created by a concurrent append (see the
-guard in `append_events`); the dialect test is the one place these verbs look at the backend.
+guard in `append_events`); `Transactions.one_statement_append` is the one place these verbs
+look at the dialect.
 
 Lock order (PostgreSQL): instance rows (in key order) before their queue rows. An append holds
 its instances FOR SHARE while it copies their owner and epoch into the new queue rows; a
@@ -22,8 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from yoke.errors import Conflict
 from yoke.store.actor_records import (
@@ -42,9 +43,7 @@ from yoke.store.actor_records import (
     Takeover,
     WorkerRow,
 )
-
-if TYPE_CHECKING:
-    from yoke.store.sqlbase import Row, Tx
+from yoke.store.tx import Row, Transactions, Tx
 
 
 def _columns(
@@ -93,23 +92,14 @@ def _opt_float(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-class ActorSqlVerbs:
-    """Mixin: the `ActorStore` verbs for a store providing `_read`, `_write`, `_single` (one
-    statement, its own transaction) and `dialect`."""
+class ActorVerbs:
+    """The `ActorStore` verbs over one backend's transactions."""
 
-    dialect: str
-    # A dialect fact: whether an append of a batch can be one statement (`append_events`,
-    # writing events and queue rows at once); a SQLite statement writes one table only.
-    one_statement_append: bool = False
+    def __init__(self, transactions: Transactions) -> None:
+        self._t = transactions
 
-    def _read(self) -> AbstractAsyncContextManager[Tx]:
-        raise NotImplementedError
-
-    def _write(self) -> AbstractAsyncContextManager[Tx]:
-        raise NotImplementedError
-
-    def _single(self) -> AbstractAsyncContextManager[Tx]:
-        raise NotImplementedError
+    def __repr__(self) -> str:
+        return f"ActorVerbs({self._t!r})"
 
     # -- stream and fan-out --------------------------------------------------------------------
     async def append_events(
@@ -130,17 +120,17 @@ class ActorSqlVerbs:
     ) -> tuple[list[int], list[int]]:
         """Append `events` in one transaction; with `timer_ids` (one per event) only the events
         whose timer this call deletes. Returns the event ids written and the timers fired."""
-        if self.one_statement_append:
+        if self._t.one_statement_append:
             # One statement (append_events): one round trip, no BEGIN/COMMIT.
             try:
-                async with self._single() as tx:
+                async with self._t.single() as tx:
                     row = await tx.one("append_events", _columns(events, timer_ids, owner, now))
             except Conflict:
                 pass  # its guard: an instance was created concurrently; go step by step
             else:
                 assert row is not None
                 return list(row["event_ids"] or ()), list(row["fired"] or ())
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             return await self._append_steps(tx, events, timer_ids, owner=owner, now=now)
 
     async def _append_steps(
@@ -191,7 +181,7 @@ class ActorSqlVerbs:
     async def claim_next(
         self, worker_id: str, *, limit: int, now: float, after_tenant: str = ""
     ) -> list[ClaimedEvent]:
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             scan = {"worker_id": worker_id, "limit": limit}
             tenants = [
                 str(r["tenant"])
@@ -221,14 +211,14 @@ class ActorSqlVerbs:
         self, worker_id: str, ref: InstanceRef, group_id: str, *, limit: int, now: float
     ) -> list[PendingEvent]:
         params = {**_ref(ref), "group_id": group_id, "worker_id": worker_id}
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all("list_pending", {**params, "limit": limit, "now": now})
         return [_pending(r) for r in rows]
 
     async def claim_event(
         self, worker_id: str, queue_id: int, *, epoch: int
     ) -> ClaimedEvent | None:
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             got = await tx.one(
                 "claim_event", {"worker_id": worker_id, "queue_id": queue_id, "epoch": epoch}
             )
@@ -247,14 +237,14 @@ class ActorSqlVerbs:
             "epochs": [c.epoch for c in done],
             "done": json.dumps([[c.queue_id, c.epoch] for c in done]),
         }
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             rows = await tx.all("complete", params)
         return sorted(int(r["queue_id"]) for r in rows)
 
     async def requeue(
         self, worker_id: str, done: Completion, *, available_at: float, error: str | None
     ) -> bool:
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             return (
                 await tx.run(
                     "requeue",
@@ -272,7 +262,7 @@ class ActorSqlVerbs:
     async def dead_letter(
         self, worker_id: str, done: Completion, *, error: str | None, now: float
     ) -> bool:
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             return (
                 await tx.run(
                     "dead_letter",
@@ -288,12 +278,12 @@ class ActorSqlVerbs:
             )
 
     async def list_active_groups(self, ref: InstanceRef) -> list[str]:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all("list_active_groups", _ref(ref))
         return [str(r["group_id"]) for r in rows]
 
     async def dead_letters(self, ref: InstanceRef, *, limit: int = 100) -> list[DeadLetter]:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all("dead_letters", {**_ref(ref), "limit": limit})
         return [
             DeadLetter(
@@ -310,7 +300,7 @@ class ActorSqlVerbs:
         ]
 
     async def queue_depths(self, *, limit: int) -> list[QueueDepth]:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all("queue_depths", {"limit": limit})
         return [
             QueueDepth(
@@ -324,7 +314,7 @@ class ActorSqlVerbs:
 
     # -- instances and state -------------------------------------------------------------------
     async def get_state(self, ref: InstanceRef) -> InstanceState | None:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             r = await tx.one("get_state", _ref(ref))
         if r is None:
             return None
@@ -339,7 +329,7 @@ class ActorSqlVerbs:
         if not refs:
             return {}
         rows = json.dumps([_ref(ref) for ref in refs])
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             got = await tx.all("get_states", {"rows": rows})
         return {
             InstanceRef(
@@ -356,7 +346,7 @@ class ActorSqlVerbs:
     async def update_state(
         self, ref: InstanceRef, *, state: str, expected_version: int, worker_id: str, epoch: int
     ) -> bool:
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             return (
                 await tx.run(
                     "update_state",
@@ -372,7 +362,7 @@ class ActorSqlVerbs:
             )
 
     async def get_instance(self, ref: InstanceRef) -> InstanceInfo | None:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             r = await tx.one("get_instance", _ref(ref))
         return None if r is None else _instance(r)
 
@@ -389,13 +379,13 @@ class ActorSqlVerbs:
                 for t in timers
             ]
         )
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             got = await tx.all("schedule_events", {"rows": rows, "now": now})
             await tx.all("notify_schedule_change", {})
         return sorted(int(r["timer_id"]) for r in got)
 
     async def next_fire_at_ms(self) -> int | None:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             r = await tx.one("next_fire_at", {})
         return None if r is None or r["fire_at_ms"] is None else int(r["fire_at_ms"])
 
@@ -403,7 +393,7 @@ class ActorSqlVerbs:
         self, *, limit: int, after: tuple[int, int] | None = None
     ) -> list[DueTimer]:
         after_ms, after_id = after or (-(2**63), 0)
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all(
                 "upcoming_timers", {"limit": limit, "after_ms": after_ms, "after_id": after_id}
             )
@@ -430,7 +420,7 @@ class ActorSqlVerbs:
 
     # -- workers -------------------------------------------------------------------------------
     async def register_worker(self, worker_id: str, *, hostname: str, pid: int, now: float) -> None:
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             await tx.run(
                 "register_worker",
                 {"worker_id": worker_id, "hostname": hostname, "pid": pid, "now": now},
@@ -439,18 +429,18 @@ class ActorSqlVerbs:
             await self._hand_over(tx, refs, worker_id)
 
     async def worker_heartbeat(self, worker_id: str, *, now: float) -> bool:
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             return await tx.run("worker_heartbeat", {"worker_id": worker_id, "now": now}) == 1
 
     async def stop_worker(self, worker_id: str, *, now: float) -> int:
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             await tx.run("mark_worker_stopped", {"worker_id": worker_id, "now": now})
             refs = await tx.all("lock_instances_of_worker", {"worker_id": worker_id})
             await self._hand_over(tx, refs, None)
         return len(refs)
 
     async def claim_orphans(self, worker_id: str, *, stale_before: float, now: float) -> Takeover:
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             refs = await tx.all(
                 "lock_orphans", {"worker_id": worker_id, "stale_before": stale_before}
             )
@@ -480,7 +470,7 @@ class ActorSqlVerbs:
         return n
 
     async def list_workers(self) -> list[WorkerRow]:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all("list_workers", {})
         return [
             WorkerRow(
@@ -497,11 +487,11 @@ class ActorSqlVerbs:
     async def listen_actor_wakeups(
         self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
     ) -> None:
-        return None
+        await self._t.listen_actor_wakeups(on_queue, on_schedule)
 
     # -- inspection (the HTTP API) -------------------------------------------------------------
     async def actor_counts(self, *, tenant: str | None) -> list[ActorCounts]:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             per_actor = await tx.all("actor_instance_counts", {"tenant": tenant})
             per_status = await tx.all("actor_queue_counts", {"tenant": tenant})
         counts: dict[str, dict[str, int]] = {}
@@ -535,12 +525,12 @@ class ActorSqlVerbs:
             "after_id": None if after is None else after.instance_id,
             "limit": limit,
         }
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all("instances_page", params)
         return [_instance(r) for r in rows]
 
     async def owned_instances(self) -> dict[str, int]:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all("owned_instances", {})
         return {str(r["worker_id"]): int(r["instances"]) for r in rows}
 

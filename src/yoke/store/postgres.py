@@ -33,7 +33,8 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
   statement runs as its own transaction (one round trip); a verb of several opens an explicit
   transaction.
 
-This module must never decide policy; it runs the verbs of `sqlbase.SqlStore`.
+This module must never decide policy: it gives the verbs (`execverbs`, `actorverbs`) their
+transactions, and exposes them as `executions` and `actors`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -51,7 +52,9 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from yoke.errors import Conflict, StoreError, StoreUnavailable, YokeError
 from yoke.store import sqlfiles
-from yoke.store.sqlbase import Row, SqlStore, Tx
+from yoke.store.actorverbs import ActorVerbs
+from yoke.store.execverbs import ExecutionVerbs
+from yoke.store.tx import Row, Tx
 
 log = logging.getLogger("yoke.store.postgres")
 
@@ -148,7 +151,9 @@ class _Tx:
         return {r[key]: int(r["seq"]) for r in rows}
 
 
-class PostgresStore(SqlStore):
+class PostgresStore:
+    """The PostgreSQL backend: its transactions (`tx.Transactions`), and the verbs over them."""
+
     dialect = "postgres"
     one_statement_append = True
 
@@ -161,6 +166,8 @@ class PostgresStore(SqlStore):
         self.connect_timeout = connect_timeout
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._version = 0
+        self.executions = ExecutionVerbs(self)
+        self.actors = ActorVerbs(self)
 
     def __repr__(self) -> str:
         return f"PostgresStore(open={self._pool is not None}, max_size={self.max_size})"
@@ -225,10 +232,21 @@ class PostgresStore(SqlStore):
                 raise asyncio.CancelledError
             yield conn
 
-    def _array(self, values: list[str]) -> Any:
+    # -- tx.Transactions ---------------------------------------------------------------------
+    def read(self) -> AbstractAsyncContextManager[Tx]:
+        return self._tx(write=False)
+
+    def write(self) -> AbstractAsyncContextManager[Tx]:
+        return self._tx(write=True)
+
+    def single(self) -> AbstractAsyncContextManager[Tx]:
+        # One statement in autocommit: its own transaction, one round trip.
+        return self._tx(write=False)
+
+    def array(self, values: list[str]) -> Any:
         return values
 
-    async def _notify(self, tx: Tx) -> None:
+    async def notify_slot_freed(self, tx: Tx) -> None:
         await tx.run("notify_slot_freed", {})
 
     async def listen_actor_wakeups(

@@ -1,8 +1,9 @@
-"""The one `Store` protocol: durable state of yoke in domain verbs, never SQL strings.
+"""The one `Store` protocol: durable state of executions in domain verbs, never SQL strings.
 
-Every backend (SQLite, PostgreSQL) implements exactly this and passes one conformance suite
-(`tests/store/conformance.py`). Callers pass `now` (from their injected clock) to every verb that
-writes a time, so no backend reads the wall clock inside a transaction. Errors are `YokeError`s
+Every backend (SQLite, PostgreSQL) exposes exactly this as its `executions` (`execverbs`, over
+the backend's transactions) and passes one conformance suite (`tests/store/test_conformance.py`).
+Callers pass `now` (from their injected clock) to every verb that writes a time, so no backend
+reads the wall clock inside a transaction. Errors are `YokeError`s
 only: a backend translates its driver's exceptions at this boundary.
 
 The slot ledger: one row per limit key (`global`, `session:<s>`, `workflow:<w>`) holds how many
@@ -39,18 +40,8 @@ from yoke.store.records import (
 
 
 class Store(Protocol):
-    @property
-    def dialect(self) -> str:
-        """`"sqlite"` or `"postgres"`."""
-        ...
-
-    async def open(self) -> None:
-        """Connect and bring the schema up to date (numbered migrations)."""
-        ...
-
-    async def close(self) -> None: ...
-
-    async def schema_version(self) -> int: ...
+    """The execution verbs; a backend exposes them as its `executions` (and the actor verbs,
+    `yoke.actors.ActorStore`, as its `actors`)."""
 
     # -- processes -------------------------------------------------------------------------
     async def register_instance(self, instance_id: str, *, now: float) -> None: ...

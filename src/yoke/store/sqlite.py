@@ -23,7 +23,8 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
   the statements inside a write run inline, since the batch holds the write lock and they
   never wait; reads run on the thread.
 
-This module must never decide policy; it runs the verbs of `sqlbase.SqlStore`.
+This module must never decide policy: it gives the verbs (`execverbs`, `actorverbs`) their
+transactions, and exposes them as `executions` and `actors`.
 """
 
 from __future__ import annotations
@@ -31,16 +32,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
 from yoke.errors import BadValue, Conflict, StoreError, StoreUnavailable, YokeError
 from yoke.store import sqlfiles
-from yoke.store.sqlbase import Row, SqlStore, Tx
+from yoke.store.actorverbs import ActorVerbs
+from yoke.store.execverbs import ExecutionVerbs
+from yoke.store.tx import Row, Tx
 
 T = TypeVar("T")
 
@@ -210,8 +214,11 @@ class _Batch:
         self.writes = 0
 
 
-class SQLiteStore(SqlStore):
+class SQLiteStore:
+    """The SQLite backend: its transactions (`tx.Transactions`), and the verbs over them."""
+
     dialect = "sqlite"
+    one_statement_append = False  # a SQLite statement writes one table only
 
     def __init__(self, url_or_path: str, *, busy_timeout: float = 5.0) -> None:
         self.path = path_from_url(url_or_path) if url_or_path.startswith("sqlite:") else url_or_path
@@ -222,6 +229,8 @@ class SQLiteStore(SqlStore):
         self._batch: _Batch | None = None
         self._committers: set[asyncio.Task[None]] = set()
         self._version = 0
+        self.executions = ExecutionVerbs(self)
+        self.actors = ActorVerbs(self)
 
     def __repr__(self) -> str:
         return f"SQLiteStore(path={self.path!r}, open={self._conn is not None})"
@@ -298,11 +307,30 @@ class SQLiteStore(SqlStore):
         except (OverflowError, ValueError) as exc:  # a value SQLite cannot bind
             raise BadValue(f"SQLite cannot store a value: {exc}") from exc
 
-    @asynccontextmanager
-    async def _single(self) -> AsyncIterator[Tx]:
+    # -- tx.Transactions ---------------------------------------------------------------------
+    def read(self) -> AbstractAsyncContextManager[Tx]:
+        return self._tx(write=False)
+
+    def write(self) -> AbstractAsyncContextManager[Tx]:
+        return self._tx(write=True)
+
+    def single(self) -> AbstractAsyncContextManager[Tx]:
         # A one-statement write joins the open batch too: autocommit would cost it an fsync.
-        async with self._tx(write=True) as tx:
-            yield tx
+        return self._tx(write=True)
+
+    def array(self, values: list[str]) -> Any:
+        return json.dumps(values)
+
+    async def notify_slot_freed(self, tx: Tx) -> None:
+        """No NOTIFY: processes sharing the file find freed slots by their backup poll."""
+
+    async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
+        return None
+
+    async def listen_actor_wakeups(
+        self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
+    ) -> None:
+        return None
 
     @asynccontextmanager
     async def _tx(self, *, write: bool) -> AsyncIterator[_ReadTx]:

@@ -1,7 +1,7 @@
-"""The domain verbs of the `Store` protocol, written once over named queries.
+"""The execution verbs of the store (`protocol.Store`), written once over named queries.
 
-A backend supplies a transaction (`Tx`: run a named query of its `queries.sql`) and its dialect
-facts (how a write transaction is begun, how rows are locked); the verbs here decide which
+`ExecutionVerbs` holds a backend's transactions (`tx.Transactions`: run a named query of its
+`queries.sql`, begin a write the dialect's way) by reference; the verbs here decide which
 queries run in which transaction. The lock order is fixed so concurrent writers never deadlock:
 a start row, then an execution row, then ledger rows in sorted key order (always last, since
 they are the rows every grant and finish touches).
@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from yoke.errors import Conflict, NotFound
-from yoke.store.actorverbs import ActorSqlVerbs
 from yoke.store.records import (
     AnswerRow,
     ControlRow,
@@ -41,85 +39,36 @@ from yoke.store.records import (
     StepCopy,
     StepRow,
 )
-
-Row = Mapping[str, Any]
-
-
-class Tx(Protocol):
-    async def one(self, query: str, params: Mapping[str, Any]) -> Row | None: ...
-
-    async def all(self, query: str, params: Mapping[str, Any]) -> list[Row]: ...
-
-    async def run(self, query: str, params: Mapping[str, Any]) -> int: ...
-
-    async def many(
-        self, query: str, items: Sequence[Mapping[str, Any]], **common: Any
-    ) -> list[Row]:
-        """`query` once per item (with `common` added): the rows all of them return. A backend
-        may run it as one statement over the whole batch (`<query>_many`, which takes the items
-        as a JSON array `batch`), when a statement costs a round trip."""
-        ...
-
-    async def insert(
-        self, query: str, items: Sequence[Mapping[str, Any]], *, key: str
-    ) -> dict[Any, int]:
-        """Insert a row per item (`query`, or `<query>_many` as with `many`) without reading
-        the rows back: the `seq` of each row written, by the item's `key` value; an item that
-        ON CONFLICT skipped is absent. The caller knows every other column: on SQLite,
-        RETURNING * cost as much as the insert itself."""
-        ...
+from yoke.store.tx import Row, Transactions, Tx
 
 
-class SqlStore(ActorSqlVerbs):
-    """Base of the SQL backends: subclasses provide `_tx`, `open`, `close` and the dialect.
-    The actor verbs (seed 000) come from `actorverbs.ActorSqlVerbs`."""
+class ExecutionVerbs:
+    """The `Store` protocol's verbs over one backend's transactions."""
 
-    dialect: str = ""
+    def __init__(self, transactions: Transactions) -> None:
+        self._t = transactions
 
-    def _tx(self, *, write: bool) -> AbstractAsyncContextManager[Tx]:
-        raise NotImplementedError
-
-    def _array(self, values: list[str]) -> Any:
-        """A list of keys as the backend binds it (a JSON text for SQLite, text[] for PG)."""
-        return json.dumps(values)
-
-    async def _notify(self, tx: Tx) -> None:
-        """Announce a freed slot inside the freeing transaction (no-op without NOTIFY)."""
-
-    @asynccontextmanager
-    async def _read(self) -> AsyncIterator[Tx]:
-        async with self._tx(write=False) as tx:
-            yield tx
-
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[Tx]:
-        async with self._tx(write=True) as tx:
-            yield tx
-
-    @asynccontextmanager
-    async def _single(self) -> AsyncIterator[Tx]:
-        """One write statement: it is its own transaction (no BEGIN/COMMIT round trips)."""
-        async with self._tx(write=False) as tx:
-            yield tx
+    def __repr__(self) -> str:
+        return f"ExecutionVerbs({self._t!r})"
 
     # -- processes -------------------------------------------------------------------------
     async def register_instance(self, instance_id: str, *, now: float) -> None:
-        async with self._single() as tx:
+        async with self._t.single() as tx:
             await tx.run("register_instance", {"instance_id": instance_id, "now": now})
 
     async def heartbeat(self, instance_id: str, *, now: float) -> bool:
-        async with self._single() as tx:
+        async with self._t.single() as tx:
             return await tx.run("heartbeat", {"instance_id": instance_id, "now": now}) == 1
 
     async def stop_instance(self, instance_id: str, *, now: float) -> None:
-        async with self._single() as tx:
+        async with self._t.single() as tx:
             await tx.run("stop_instance", {"instance_id": instance_id, "now": now})
 
     async def recover_dead(self, *, stale_before: float, now: float, exclude: str) -> Recovery:
         dead: list[str] = []
         executions: list[str] = []
         starts: list[str] = []
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             # Declaring the instance dead locks its row first: two recoverers never both
             # decrement the ledger for the same executions.
             rows = await tx.all(
@@ -151,7 +100,7 @@ class SqlStore(ActorSqlVerbs):
             for key in sorted(freed):
                 await tx.run("release_slot", {"key": key, "n": freed[key]})
             if freed:
-                await self._notify(tx)
+                await self._t.notify_slot_freed(tx)
         return Recovery(instances=tuple(dead), executions=tuple(executions), starts=tuple(starts))
 
     # -- starts ------------------------------------------------------------------------------
@@ -161,11 +110,11 @@ class SqlStore(ActorSqlVerbs):
 
     async def log_starts(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
         # `_single`: on PostgreSQL the batch is one INSERT in autocommit, one round trip.
-        async with self._single() as tx:
+        async with self._t.single() as tx:
             return await _insert_starts(tx, [(s, _new_start(s)) for s in starts])
 
     async def get_start(self, start_id: str) -> StartRow | None:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             row = await tx.one("get_start", {"start_id": start_id})
         return None if row is None else _start(row)
 
@@ -192,13 +141,13 @@ class SqlStore(ActorSqlVerbs):
         if any(r.log is not None and r.log.start_id != r.start_id for r in requests):
             raise ValueError("a grant request's log must be the start it grants")
         results: list[GrantResult | None] = [None] * len(requests)
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
             # processes hold every slot, is answered FULL before anything is written for it.
             capped = sorted({s.key for r in requests for s in r.slots if s.cap is not None})
             peeked: dict[str, int] = {}
             if capped:
-                rows = await tx.all("peek_slots", {"keys": self._array(capped)})
+                rows = await tx.all("peek_slots", {"keys": self._t.array(capped)})
                 peeked = {str(r["key"]): int(r["running"]) for r in rows}
             hopeful: list[int] = []
             twice: list[int] = []  # a start asked for again in the same batch: GONE
@@ -323,7 +272,7 @@ class SqlStore(ActorSqlVerbs):
     ) -> StartRow | None:
         if status in (StartStatus.QUEUED, StartStatus.GRANTED):
             raise ValueError(f"decide_start cannot set {status.name}")
-        async with self._single() as tx:
+        async with self._t.single() as tx:
             row = await tx.one(
                 "decide_start",
                 {
@@ -341,7 +290,7 @@ class SqlStore(ActorSqlVerbs):
     async def set_start_priority(
         self, start_id: str, priority: int, *, audit: NewControl
     ) -> StartRow | None:
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             row = await tx.one("set_start_priority", {"start_id": start_id, "priority": priority})
             if row is None:
                 row = await tx.one("get_start", {"start_id": start_id})
@@ -352,7 +301,7 @@ class SqlStore(ActorSqlVerbs):
     # -- executions ------------------------------------------------------------------------
     async def create_child(self, execution: NewExecution) -> ExecutionRow:
         params = _new_execution(execution, None)
-        async with self._single() as tx:
+        async with self._t.single() as tx:
             seqs = await tx.insert("insert_execution", [params], key="execution_id")
         return _written_execution(params, seqs)
 
@@ -382,7 +331,7 @@ class SqlStore(ActorSqlVerbs):
             for f in finishes
         ]
         freed: Counter[str] = Counter()
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             # Execution rows first, then the ledger rows, each once per batch, in key order.
             rows = await tx.many("finish_execution", batch, now=now)
             for r in rows:
@@ -394,7 +343,7 @@ class SqlStore(ActorSqlVerbs):
         return [f.execution_id in done for f in finishes]
 
     async def get_execution(self, execution_id: str) -> ExecutionRow | None:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             row = await tx.one("get_execution", {"execution_id": execution_id})
         return None if row is None else _execution(row)
 
@@ -407,7 +356,7 @@ class SqlStore(ActorSqlVerbs):
         before_seq: int | None = None,
         limit: int = 100,
     ) -> list[ExecutionRow]:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all(
                 "list_executions",
                 {
@@ -423,7 +372,7 @@ class SqlStore(ActorSqlVerbs):
     async def record_step(
         self, execution_id: str, position: int, name: str, result: str, *, now: float
     ) -> None:
-        async with self._single() as tx:
+        async with self._t.single() as tx:
             await tx.run(
                 "insert_step",
                 {
@@ -436,7 +385,7 @@ class SqlStore(ActorSqlVerbs):
             )
 
     async def steps_of(self, execution_id: str) -> list[StepRow]:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all("steps_of", {"execution_id": execution_id})
         return [
             StepRow(
@@ -451,24 +400,24 @@ class SqlStore(ActorSqlVerbs):
 
     # -- control log -----------------------------------------------------------------------
     async def append_control(self, entry: NewControl) -> ControlRow:
-        async with self._single() as tx:
+        async with self._t.single() as tx:
             row = await tx.one("append_control", _control_params(entry))
         assert row is not None
         return _control(row)
 
     async def control_log(self, *, limit: int = 100, offset: int = 0) -> list[ControlRow]:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all("control_log", {"limit": limit, "offset": offset})
         return [_control(r) for r in rows]
 
     async def latest_limits(self) -> str | None:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             row = await tx.one("latest_limits", {})
         return None if row is None else _opt(row["after"])
 
     # -- idempotency answers (the server's replay of a retried request) ----------------------
     async def find_answer(self, principal: str, key: str, *, now: float) -> AnswerRow | None:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             row = await tx.one("find_answer", {"principal": principal, "idem_key": key, "now": now})
         return None if row is None else _answer(row)
 
@@ -484,7 +433,7 @@ class SqlStore(ActorSqlVerbs):
             "expires_at": answer.expires_at,
             "now": now,
         }
-        async with self._write() as tx:
+        async with self._t.write() as tx:
             # An expired answer gives its key back; a live one wins over this one.
             await tx.run("drop_expired_answer", params)
             await tx.run("insert_answer", params)
@@ -493,16 +442,16 @@ class SqlStore(ActorSqlVerbs):
         return _answer(row)
 
     async def forget_answers(self, *, now: float) -> int:
-        async with self._single() as tx:
+        async with self._t.single() as tx:
             return await tx.run("forget_answers", {"now": now})
 
     async def ledger(self) -> dict[str, int]:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all("ledger", {})
         return {str(r["key"]): int(r["running"]) for r in rows}
 
     async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
-        return None
+        await self._t.listen_slot_freed(on_freed)
 
 
 async def _gone(tx: Tx, start_id: str) -> GrantResult:
