@@ -7,7 +7,8 @@ is in the store as the next batch, so the rows are locked once for many starts. 
 request of an idle batcher is not delayed: it goes at the next turn of the event loop.
 
 `GroupCommit` answers each request with a future (a finish: its execution's task waits for its
-end to be recorded); `Batcher` answers none (logs and grants: the batch itself hands the
+end to be recorded; a caller that goes away cancels its future, so a failure set on it is
+always read); `Batcher` answers none (logs and grants: the batch itself hands the
 results to the admission core, so nobody needs a future per start).
 
 This module must never name a store or decide policy; it only groups calls.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 log = logging.getLogger("yoke.executions")
 Req = TypeVar("Req")
@@ -49,7 +50,6 @@ class GroupCommit(Generic[Req, Res]):
     def submit(self, request: Req) -> asyncio.Future[Res]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Res] = loop.create_future()
-        fut.add_done_callback(_retrieve)
         self._waiting.append((request, fut))
         if self._runner is None:
             self._runner = loop.create_task(self._run())
@@ -119,9 +119,3 @@ class Batcher(Generic[Req]):
                     log.exception("a batch failed")
         finally:
             self._runner = None
-
-
-def _retrieve(fut: asyncio.Future[Any]) -> None:
-    # A caller that went away never reads its failure; the batch has dealt with it.
-    if not fut.cancelled():
-        fut.exception()

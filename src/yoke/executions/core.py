@@ -35,6 +35,7 @@ from yoke.store import (
     GrantResult,
     NewExecution,
     NewStart,
+    Slot,
     StartKind,
     StartRow,
     StartStatus,
@@ -69,6 +70,7 @@ class AdmissionCore:
         self._new_id = new_id
         self._retry_default = retry_default
         self._logging = 0  # tickets LOGGING: while any is, no start may be admitted at once
+        self._slot_cache: dict[tuple[str, str], tuple[Slot, ...]] = {}
 
     def __repr__(self) -> str:
         k = self.kernel
@@ -258,10 +260,23 @@ class AdmissionCore:
                 instance_id=self.instance_id,
                 created_at=now,
             ),
-            slots=tuple(slots_for(self.limits, session=row.session, workflow=row.workflow)),
+            slots=self._slots(row.session, row.workflow),
             copy_steps=t.copy,
             log=new,
         )
+
+    def _slots(self, session: str, workflow: str) -> tuple[Slot, ...]:
+        """The ledger slots a grant takes under today's limits, made once per session and
+        workflow (the cache is emptied when the limits change, and when it grows past a
+        bound: sessions are the callers' to name)."""
+        key = (session, workflow)
+        slots = self._slot_cache.get(key)
+        if slots is None:
+            if len(self._slot_cache) >= 4096:
+                self._slot_cache.clear()
+            slots = tuple(slots_for(self.limits, session=session, workflow=workflow))
+            self._slot_cache[key] = slots
+        return slots
 
     # -- changes from outside ----------------------------------------------------------------------
     def cancelled(self, row: StartRow) -> list[Action]:
@@ -293,6 +308,7 @@ class AdmissionCore:
     def apply_limits(self, limits: Limits) -> None:
         self.limits = limits
         self.caps.apply(limits)
+        self._slot_cache.clear()
 
     # -- executions -------------------------------------------------------------------------------
     def begin(self, t: Ticket) -> bool:

@@ -630,7 +630,7 @@ class Executions:
             attempt = 0
             while True:
                 try:
-                    await _to_the_end(self._finisher.submit(finish))
+                    await _to_the_end(self._finisher.submit(finish), self._finisher)
                     break
                 except YokeError as exc:
                     attempt += 1
@@ -678,11 +678,18 @@ class Executions:
         return [t.task for t in self._s.runs.values() if t.task is not None]
 
 
-async def _to_the_end(fut: asyncio.Future[Any]) -> Any:
-    """Await `fut` even through a cancel (re-raised once it is done): what it records must be
-    recorded before the caller lets go of its state."""
+async def _to_the_end(fut: asyncio.Future[Any], batches: GroupCommit[Any, Any]) -> Any:
+    """Await `fut` (a request of `batches`) even through a cancel, which is re-raised once the
+    batch that carries the request is done: what it records must be recorded before the caller
+    lets go of its state. (A cancel cancels `fut` itself, not the request: a batch takes every
+    request that was submitted.)"""
     try:
-        return await asyncio.shield(fut)
+        return await fut
     except asyncio.CancelledError:
-        await asyncio.wait([fut])
+        while True:
+            try:
+                await batches.idle()
+                break
+            except asyncio.CancelledError:
+                continue
         raise

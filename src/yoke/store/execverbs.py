@@ -12,6 +12,7 @@ from the caller.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -245,7 +246,7 @@ class ExecutionVerbs:
         if not requests:
             return {}
         new = [
-            _new_execution(r.execution, json.dumps(sorted(s.key for s in r.slots)))
+            _new_execution(r.execution, _encoded_keys(tuple(s.key for s in r.slots)))
             for r in requests
         ]
         seqs = await tx.insert("insert_execution", new, key="execution_id")
@@ -478,8 +479,20 @@ def _opt(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _keys(raw: Any) -> list[str]:
-    return [] if raw is None else [str(k) for k in json.loads(raw)]
+def _keys(raw: Any) -> tuple[str, ...]:
+    return () if raw is None else _decoded_keys(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decoded_keys(raw: str) -> tuple[str, ...]:
+    # The same few key lists (global, session, workflow) come back on every finish: decoded
+    # once each. Bounded, since sessions are the callers' to name.
+    return tuple(str(k) for k in json.loads(raw))
+
+
+@functools.lru_cache(maxsize=4096)
+def _encoded_keys(keys: tuple[str, ...]) -> str:
+    return json.dumps(sorted(keys))
 
 
 def _start(r: Row) -> StartRow:
@@ -615,7 +628,7 @@ def _written_execution(params: Mapping[str, Any], seqs: Mapping[Any, int]) -> Ex
         parent_id=params["parent_id"],
         restarted_from=params["restarted_from"],
         resumed_from=params["resumed_from"],
-        slot_keys=tuple(_keys(params["slot_keys"])),
+        slot_keys=_keys(params["slot_keys"]),
         instance_id=params["instance_id"],
         created_at=params["created_at"],
         finished_at=None,
@@ -652,7 +665,7 @@ def _execution(r: Row) -> ExecutionRow:
         parent_id=_opt(r["parent_id"]),
         restarted_from=_opt(r["restarted_from"]),
         resumed_from=_opt(r["resumed_from"]),
-        slot_keys=tuple(_keys(r["slot_keys"])),
+        slot_keys=_keys(r["slot_keys"]),
         instance_id=str(r["instance_id"]),
         created_at=float(r["created_at"]),
         finished_at=None if r["finished_at"] is None else float(r["finished_at"]),

@@ -1,8 +1,11 @@
 """The plain records the store speaks in: statuses, rows, and the inputs of its write verbs.
 
-These are values, not behaviour: frozen keyword-only dataclasses and `Enum`s that both backends
-return identically. JSON payloads travel as text encoded by the caller, so every backend keeps
-exactly the bytes it was given. This module must never import a driver or any part of yoke
+These are values, not behaviour: keyword-only dataclasses and `Enum`s that both backends return
+identically. Values are frozen, except the records built for every start on the admission path
+(a start, its execution, a grant, a finish, a slot): a frozen `__init__` costs about twice a
+plain one there, and nobody changes them once built; they are made once and only read. JSON
+payloads travel as text encoded by the caller, so every backend keeps exactly the bytes it was
+given. This module must never import a driver or any part of yoke
 above the store (`executions`, `actors`, `server`).
 """
 
@@ -39,7 +42,7 @@ class StartKind(enum.Enum):
     RESUME = "resume"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True)
 class NewStart:
     start_id: str
     kind: StartKind
@@ -81,7 +84,7 @@ class NewStart:
         )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True)
 class StartRow:
     seq: int
     start_id: str
@@ -103,7 +106,7 @@ class StartRow:
     decided_at: float | None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True)
 class NewExecution:
     execution_id: str
     start_id: str | None
@@ -117,7 +120,7 @@ class NewExecution:
     created_at: float
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True)
 class ExecutionRow:
     seq: int
     execution_id: str
@@ -146,7 +149,7 @@ class StepRow:
     recorded_at: float
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True)
 class Slot:
     """One ledger key a grant must take, with its cap (None: counted, not limited)."""
 
@@ -168,7 +171,7 @@ class GrantOutcome(enum.Enum):
     GONE = "GONE"  # the start is no longer QUEUED (cancelled or aborted elsewhere)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True)
 class GrantResult:
     outcome: GrantOutcome
     start: StartRow | None
@@ -176,7 +179,7 @@ class GrantResult:
     full_key: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True)
 class GrantRequest:
     """One start to grant in a batch (`Store.grant_starts`)."""
 
@@ -189,7 +192,7 @@ class GrantRequest:
     log: NewStart | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True)
 class Finish:
     """One execution to finish in a batch (`Store.finish_executions`)."""
 
