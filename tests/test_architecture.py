@@ -12,13 +12,14 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "yoke"
 
-BASE = {"errors", "clock"}
+BASE = {"errors", "clock", "retry"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "clock": set(),
+    "retry": {"errors"},
     "kernel": {"errors"},
     "fair": {"kernel"} | BASE,
-    "config": {"errors"},
+    "config": {"errors", "retry"},
     "store": {"config"} | BASE,
     "executions": {"kernel", "store", "config"} | BASE,
     "actors": {"kernel", "fair", "store", "config"} | BASE,

@@ -75,6 +75,7 @@ def open_store(url: str, settings: Settings | None = None) -> Backend:
             min_size=s.pg_pool_min,
             max_size=s.pg_pool_max,
             connect_timeout=s.pg_connect_timeout,
+            retry=s.retry(),
         )
     raise BadValue(f"unsupported database URL {url!r}: use sqlite:///path or postgresql://...")
 
@@ -121,10 +122,13 @@ class App:
             limits=self.configured_limits,
             reviewers=self._reviewers,
             slot_poll_interval=self.settings.slot_poll_interval,
+            retry=self.settings.retry(),
         )
         # Actors (seed 000): definitions, appends, and inside `running()` this process's worker
         # (drain, timers, heartbeat) when any actor is defined and `actor_worker` is true.
-        self.actors = ActorRuntime(settings=actor_settings, clock=self.clock)
+        self.actors = ActorRuntime(
+            settings=actor_settings, clock=self.clock, retry=self.settings.retry()
+        )
         self.actor_worker = actor_worker
         self.store: Store | None = None
         self.instance_id: str | None = None

@@ -2,7 +2,7 @@
 
 Parsing is explicit so that a bad value names the variable it came from (`BadValue`), and the
 rest of yoke receives typed fields instead of strings. This module must never open a database,
-read a clock or import any part of yoke but `errors`: it only turns text into values.
+read a clock or import any part of yoke but `errors` and `retry`: it only turns text into values.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from yoke.errors import BadType, BadValue
+from yoke.retry import RetryPolicy
 
 DEFAULT_DATABASE_URL = "sqlite:///./.yoke/yoke.db"
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -69,6 +70,15 @@ class Settings:
     max_header_bytes: int = setting(64 << 10, "request line and headers in all at most (431)")
     log_level: str = setting("info", "`debug`, `info`, `warning` or `error` (`--log-level`)")
     log_format: str = setting("text", "`text` or `json`, one object a line (`--log-format`)")
+    # How every loop waits out a store that does not answer (`yoke.retry`).
+    retry_first_pause: float = setting(0.2, "seconds before the second attempt of a store call")
+    retry_max_pause: float = setting(5.0, "retry pauses double up to this many seconds")
+    retry_jitter: float = setting(
+        0.2, "each retry pause is drawn up to this fraction shorter (0 to 1)"
+    )
+    retry_stopping_attempts: int = setting(
+        3, "failed attempts after which a stopping process gives a write up"
+    )
 
     def __post_init__(self) -> None:
         for name in (
@@ -113,6 +123,15 @@ class Settings:
             raise BadValue(f"on_limit must be 'queue' or 'reject', got {self.on_limit!r}")
         if not isinstance(self.database_url, str) or not self.database_url:
             raise BadValue("database_url must be a non-empty string")
+        self.retry()  # refuses a bad retry rule now, naming it
+
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(
+            first=self.retry_first_pause,
+            most=self.retry_max_pause,
+            jitter=self.retry_jitter,
+            stopping_attempts=self.retry_stopping_attempts,
+        )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

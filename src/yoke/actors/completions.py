@@ -1,9 +1,9 @@
-"""Writes of the drain that must reach the store: group commit of completions, and
-`until_stored`, the retry every other write of a claimed row goes through.
+"""Writes of the drain that must reach the store: group commit of completions. Every write of a
+claimed row (these batches, a requeue, a dead letter) is retried through `yoke.retry.until_done`.
 
 Completions are queued here as they happen; one writer task deletes them in batches of at most
 `batch_size` rows, each batch taking whatever finished while the previous statement ran, so
-under load a completion costs a fraction of a transaction (PEERS.md observation 1). A batch
+under load a completion costs a fraction of a transaction. A batch
 that fails because the store is unavailable is retried with backoff, never dropped; rows the
 store refuses (fenced: the instance belongs to another worker now) are logged, and the drain
 is told whose they were (each completion carries a tag of the drain's choosing): those
@@ -11,8 +11,8 @@ instances are lost here, and what the drain holds of them must not run.
 
 Why retry rather than log and move on: a claimed row whose completion, requeue or dead letter
 is not written stays claimed in the store, and this worker claims pending rows only, so the
-event would be stuck "in flight" until the worker stops (issue 5: nothing is lost when the
-store returns). Only a stopping worker gives up, after a few attempts: its `stop_worker`, or
+event would be stuck "in flight" until the worker stops (nothing may be lost when the store
+returns). Only a stopping worker gives up, after a few attempts: its `stop_worker`, or
 else a peer's takeover of its instances once it is stale (or its own restart), puts every row
 it still has claimed back to pending, and the event runs again (at least once).
 
@@ -23,46 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from yoke.actors.protocol import ActorStore
-from yoke.errors import YokeError
+from yoke.retry import RetryPolicy, until_done
 from yoke.store.actor_records import Completion
 
 log = logging.getLogger("yoke.actors.drain")
 
-T = TypeVar("T")
 Tag = TypeVar("Tag")
-
-MAX_PAUSE = 5.0  # seconds between two attempts, at most: a returning store is noticed soon
-STOPPING_ATTEMPTS = 3  # a stopping worker gives a write up after this many failed attempts
-
-
-async def until_stored(
-    write: Callable[[], Awaitable[T]],
-    *,
-    what: str,
-    first_pause: float,
-    stopping: Callable[[], bool],
-) -> tuple[T, int] | None:
-    """`await write()` until the store takes it; a `YokeError` (the store is down) is logged
-    and retried, the pause doubling from `first_pause` to `MAX_PAUSE`. Returns the answer and
-    the attempts it took: after more than one, an earlier attempt may have been written though
-    its answer was lost (a connection cut after COMMIT), so a refusal may be our own write.
-    Returns None only if the worker is `stopping()` and `STOPPING_ATTEMPTS` attempts failed."""
-    pause, attempt = first_pause, 0
-    while True:
-        try:
-            return await write(), attempt + 1
-        except YokeError as exc:
-            attempt += 1
-            if stopping() and attempt >= STOPPING_ATTEMPTS:
-                log.error("%s was given up (the worker is stopping): %s", what, exc)
-                return None
-            log.warning("%s failed (attempt %d, retrying in %.1fs): %s", what, attempt, pause, exc)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, MAX_PAUSE)
 
 
 class CompletionWriter(Generic[Tag]):
@@ -72,13 +42,13 @@ class CompletionWriter(Generic[Tag]):
         worker_id: str,
         *,
         batch_size: int,
-        retry_after: float,
+        retry: RetryPolicy,
         on_fenced: Callable[[list[Tag]], None],
     ) -> None:
         self._store = store
         self._worker_id = worker_id
         self._batch = batch_size
-        self._retry_after = retry_after
+        self._retry = retry
         self._on_fenced = on_fenced  # called with the tags of the completions refused
         self._done: list[Completion] = []
         self._tags: list[Tag] = []  # parallel to _done
@@ -127,11 +97,12 @@ class CompletionWriter(Generic[Tag]):
     async def _write_batch(self) -> None:
         batch, tags = self._done[: self._batch], self._tags[: self._batch]
         del self._done[: len(batch)], self._tags[: len(batch)]
-        stored = await until_stored(
+        stored = await until_done(
             lambda: self._store.complete(self._worker_id, batch),
+            policy=self._retry,
             what=f"writing {len(batch)} completions",
-            first_pause=self._retry_after,
             stopping=lambda: self._stopping,
+            log=log,
         )
         if stored is None:  # stopping, and the store refuses: the rest would be refused alike
             self.given_up += len(batch) + len(self._done)

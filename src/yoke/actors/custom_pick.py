@@ -24,13 +24,13 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
-from yoke.actors.completions import MAX_PAUSE
 from yoke.actors.ctx import InstanceStateCell
 from yoke.actors.definitions import ActorDef, Event
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.kernel import Kernel
+from yoke.retry import Backoff, RetryPolicy
 from yoke.store.actor_records import ClaimedEvent, InstanceRef, PendingEvent
 
 log = logging.getLogger("yoke.actors.drain")  # the drain's logger: a pick is part of the drain
@@ -57,7 +57,7 @@ class CustomInstance(Protocol):
     def backlog(self) -> set[str]: ...  # groups whose last listing left events in the store
 
     repick: bool  # set by the drain while a pick runs: look again when it ends
-    pause: float  # the next pause after a pick failed for want of the store
+    backoff: Backoff | None  # the pauses after picks failed for want of the store
 
 
 class HeldJob(Protocol):
@@ -101,7 +101,7 @@ class CustomPicker(Generic[InstT, JobT]):
         worker_id: str,
         clock: Clock,
         window: int,
-        retry_after: float,
+        retry: RetryPolicy,
         stopping: Callable[[], bool],
         hold: Callable[[InstT, ClaimedEvent], JobT],
         start: Callable[[JobT], None],
@@ -111,7 +111,7 @@ class CustomPicker(Generic[InstT, JobT]):
         self._worker_id = worker_id
         self._clock = clock
         self._window = window
-        self._retry_after = retry_after
+        self._retry = retry
         self._stopping = stopping  # the drain stops: claim nothing more
         self._hold = hold  # a claimed row joins its group in the instance kernel (queued)
         self._start = start  # a job the instance kernel let start goes to the worker kernel
@@ -135,13 +135,13 @@ class CustomPicker(Generic[InstT, JobT]):
                             break
                 if not inst.repick:
                     break
-            inst.pause = 0.0
+            inst.backoff = None
         except YokeError as exc:  # the store is down: look again after a pause
-            inst.pause = min(inst.pause * 2 or self._retry_after, MAX_PAUSE)
-            log.warning(
-                "picking events of %s failed (retrying in %.1fs): %s", inst.ref, inst.pause, exc
-            )
-            return inst.pause
+            if inst.backoff is None:
+                inst.backoff = Backoff(self._retry)
+            pause = inst.backoff.failed()
+            log.warning("picking events of %s failed (retrying in %.2fs): %s", inst.ref, pause, exc)
+            return pause
         return None
 
     async def _pick_one(self, inst: InstT, group: str) -> _Picked:

@@ -20,8 +20,8 @@ instances a claim meets for the first time are read in one query too, before the
 start. A throw requeues the event in the store with its backoff (attempts and `available_at`,
 so a takeover honours them) while it keeps its group slot, so a retried event keeps its place
 and nothing of its group overtakes it; after `max_attempts` it becomes a dead letter. Those
-writes, like completions, are retried until the store takes them (`until_stored`), the group
-slot held meanwhile: a write given up would leave its row claimed, an event stuck in flight
+writes, like completions, are retried until the store takes them (`retry.until_done`), the
+group slot held meanwhile: a write given up would leave its row claimed, an event stuck in flight
 that later events of its group overtake. Only a stopping drain gives them up, and then its
 `stop_worker` (or a peer's takeover, or its restart) puts the rows back to pending.
 
@@ -43,10 +43,10 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from yoke.actors.completions import CompletionWriter, until_stored
+from yoke.actors.completions import CompletionWriter
 from yoke.actors.ctx import ActorCtx, CtxHost, Fenced, InstanceStateCell, StateHandle
 from yoke.actors.custom_pick import CustomPicker, pickable
 from yoke.actors.definitions import ActorDef, ActorRegistry, Event
@@ -56,6 +56,7 @@ from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.kernel import Item, ItemState, Kernel
+from yoke.retry import Backoff, RetryPolicy, until_done
 from yoke.store.actor_records import ClaimedEvent, Completion, InstanceRef, PendingEvent
 
 log = logging.getLogger("yoke.actors.drain")
@@ -67,7 +68,8 @@ class DrainConfig:
     batch_size: int = 1000  # rows per claim and per completion statement, at most
     prefetch: int = 2048  # claimed rows held here beyond the running ones, at most
     poll_interval: float = 15.0  # backup poll for a missed NOTIFY (YOKE_NOTIFY_POLL_BACKUP_SECS)
-    retry_store_after: float = 0.5  # first pause when the store is unavailable (doubles to 10 s)
+    # How a write or a claim waits out an unavailable store.
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     idle_instances: int = 10_000  # instances holding nothing whose state stays cached here
     select_window: int = 100  # custom mode: a group's first events (by arrival) select sees
 
@@ -90,13 +92,13 @@ class _Instance:
     __slots__ = (
         "actor",
         "backlog",
+        "backoff",
         "cap",
         "cell",
         "custom",
         "groups",
         "kernel",
         "lost",
-        "pause",
         "picking",
         "ref",
         "repick",
@@ -119,7 +121,7 @@ class _Instance:
         self.picking = False
         self.repick = False
         self.backlog: set[str] = set()
-        self.pause = 0.0  # the next pause after a pick failed for want of the store
+        self.backoff: Backoff | None = None  # made when a pick first fails for want of the store
 
     def __repr__(self) -> str:
         k = self.kernel
@@ -178,7 +180,7 @@ class QueueDrainScheduler:
             store,
             worker_id,
             batch_size=self._cfg.batch_size,
-            retry_after=self._cfg.retry_store_after,
+            retry=self._cfg.retry,
             on_fenced=self._refused,
         )
         self._idle = asyncio.Event()
@@ -194,7 +196,7 @@ class QueueDrainScheduler:
             worker_id=worker_id,
             clock=clock,
             window=self._cfg.select_window,
-            retry_after=self._cfg.retry_store_after,
+            retry=self._cfg.retry,
             stopping=self._stopping,
             hold=self._hold_here,
             start=self._start,
@@ -280,7 +282,7 @@ class QueueDrainScheduler:
         return self._cfg.prefetch + self._cfg.concurrency - len(self._jobs)
 
     async def _fetch_loop(self) -> None:
-        pause = self._cfg.retry_store_after
+        backoff = Backoff(self._cfg.retry)
         self._wake.set()  # boot: whatever is already waiting
         while True:
             with contextlib.suppress(TimeoutError):
@@ -310,11 +312,11 @@ class QueueDrainScheduler:
                         self._pump()
                     if not self._more:
                         break
-                pause = self._cfg.retry_store_after
+                backoff.ok()
             except YokeError as exc:
-                log.warning("claiming actor events failed (retrying in %.1fs): %s", pause, exc)
+                pause = backoff.failed()
+                log.warning("claiming actor events failed (retrying in %.2fs): %s", pause, exc)
                 await asyncio.sleep(pause)
-                pause = min(pause * 2, 10.0)
                 self._wake.set()
 
     def _accept(self, rows: list[ClaimedEvent]) -> list[_Instance]:
@@ -396,11 +398,12 @@ class QueueDrainScheduler:
         async def put_back() -> None:
             # The row stays claimed either way (a requeue keeps its place); what is written is
             # its attempt and `available_at`, which a worker taking the instance over honours.
-            await until_stored(
+            await until_done(
                 lambda: self._store.requeue(self._worker_id, comp, available_at=at, error=why),
                 what=f"putting back event {row.queue_id}",
-                first_pause=self._cfg.retry_store_after,
+                policy=self._cfg.retry,
                 stopping=self._stopping,
+                log=log,
             )
 
         self._ready.put_nowait(_Callback(put_back))
@@ -480,7 +483,7 @@ class QueueDrainScheduler:
                 return
             except YokeError as exc:  # the store is down: not the event's fault, no attempt
                 log.warning("loading the state of %s failed; retrying: %s", inst.ref, exc)
-                self._hold(job, self._cfg.retry_store_after)
+                self._hold(job, self._cfg.retry.first)
                 return
         try:
             ctx = ActorCtx(
@@ -523,13 +526,14 @@ class QueueDrainScheduler:
         )
         if delay is None:
             # Its group slot stays held until the store takes the dead letter: FIFO holds.
-            stored = await until_stored(
+            stored = await until_done(
                 lambda: self._store.dead_letter(
                     self._worker_id, job.completion, error=text, now=self._clock.wall()
                 ),
                 what=f"recording dead letter {job.row.queue_id}",
-                first_pause=self._cfg.retry_store_after,
+                policy=self._cfg.retry,
                 stopping=self._stopping,
+                log=log,
             )
             if stored is None:
                 self._counts["given_up"] += 1
@@ -541,13 +545,14 @@ class QueueDrainScheduler:
             return
         # Written before the retry runs, so that a takeover meanwhile honours the attempt and
         # the backoff; the group slot stays held until then (nothing of its group overtakes).
-        stored = await until_stored(
+        stored = await until_done(
             lambda: self._store.requeue(
                 self._worker_id, job.completion, available_at=self._clock.wall() + delay, error=text
             ),
             what=f"recording the retry of event {job.row.queue_id}",
-            first_pause=self._cfg.retry_store_after,
+            policy=self._cfg.retry,
             stopping=self._stopping,
+            log=log,
         )
         if stored is None:  # stopping: stop_worker puts the row back to pending
             self._counts["given_up"] += 1

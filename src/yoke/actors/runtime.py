@@ -28,6 +28,7 @@ from yoke.actors.timers import TimerDispatch, TimerStats
 from yoke.actors.workers import WorkerHeartbeat
 from yoke.clock import Clock, SystemClock
 from yoke.errors import BadType, NotRunning, YokeError
+from yoke.retry import RetryPolicy
 from yoke.store.actor_records import NewTimer, WorkerRow
 
 log = logging.getLogger("yoke.actors")
@@ -40,8 +41,11 @@ class ActorRuntime:
         settings: ActorSettings | None = None,
         clock: Clock | None = None,
         metrics_registry: Any | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.registry = ActorRegistry()
+        # How the drain, the timers and the heartbeat wait out an unavailable store.
+        self.retry = retry or RetryPolicy()
         self.settings = settings or ActorSettings.from_env()
         self._clock = clock or SystemClock()
         # The seed's metrics, on this app's own registry (`metrics.registry`) unless one is given.
@@ -200,6 +204,7 @@ class ActorRuntime:
                 batch_size=s.batch_size,
                 prefetch=s.prefetch,
                 poll_interval=s.poll_interval,
+                retry=self.retry,
             ),
         )
         timers = TimerDispatch(
@@ -209,6 +214,7 @@ class ActorRuntime:
             owner=lambda: s.worker_id,
             on_fired=drain.wake,
             poll_interval=s.timer_poll_interval,
+            retry=self.retry,
         )
         heartbeat = WorkerHeartbeat(
             store=st,
@@ -218,6 +224,7 @@ class ActorRuntime:
             stale_after=s.stale_after,
             on_takeover=drain.wake,
             metrics=self.metrics,
+            retry=self.retry,
         )
 
         def on_rows() -> None:  # a NOTIFY: rows for us, or ownerless instances to take

@@ -35,6 +35,7 @@ from yoke.actors.definitions import ActorRegistry
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
+from yoke.retry import Backoff, RetryPolicy
 from yoke.store.actor_records import DueTimer, NewEvent
 
 log = logging.getLogger("yoke.actors.timers")
@@ -70,6 +71,7 @@ class TimerDispatch:
         on_fired: Callable[[], None],
         poll_interval: float = 10.0,
         batch_size: int = 500,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -78,6 +80,7 @@ class TimerDispatch:
         self._on_fired = on_fired
         self._poll = poll_interval
         self._batch = batch_size
+        self._retry = retry or RetryPolicy()
         self._wake = asyncio.Event()
         # The earliest pending timers as last read, by (fire_at_ms, timer_id); `_stale` asks
         # for a new first page (a timer was scheduled, or a fire failed). `_page` numbers the
@@ -190,15 +193,15 @@ class TimerDispatch:
             await self._fire_loop()
 
     async def _fire_loop(self) -> None:
-        pause = 0.5
+        backoff = Backoff(self._retry)
         while True:
             self._wake.clear()
             try:
                 delay = await self.fire_due()
-                pause = 0.5
+                backoff.ok()
             except YokeError as exc:
-                log.warning("firing timers failed (retrying in %.1fs): %s", pause, exc)
-                delay, pause = pause, min(pause * 2, 10.0)
+                delay = backoff.failed()
+                log.warning("firing timers failed (retrying in %.2fs): %s", delay, exc)
             self._waiting = True
             try:
                 with contextlib.suppress(TimeoutError):

@@ -23,6 +23,7 @@ from yoke.actors.metrics import DEPTH_LIMIT, ActorMetrics
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
+from yoke.retry import Backoff, RetryPolicy
 from yoke.store.actor_records import Takeover
 
 log = logging.getLogger("yoke.actors.workers")
@@ -41,6 +42,7 @@ class WorkerHeartbeat:
         on_takeover: Callable[[], None],
         metrics: ActorMetrics | None = None,
         depth_limit: int = DEPTH_LIMIT,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self._store = store
         self.worker_id = worker_id
@@ -50,6 +52,7 @@ class WorkerHeartbeat:
         self._on_takeover = on_takeover
         self._metrics = metrics or ActorMetrics(None)
         self._depth_limit = depth_limit
+        self._retry = retry or RetryPolicy()
         self.taken = 0
         self._poke = asyncio.Event()
 
@@ -98,7 +101,7 @@ class WorkerHeartbeat:
         self._poke.set()
 
     async def run(self) -> None:
-        pause = 0.5
+        backoff = Backoff(self._retry)
         next_beat = self._clock.monotonic()
         down_since: float | None = None  # when the store stopped answering our heartbeat
         while True:
@@ -110,7 +113,7 @@ class WorkerHeartbeat:
                 else:
                     await self._claim(self._clock.wall())
                 delay = max(0.0, next_beat - self._clock.monotonic())
-                pause = 0.5
+                backoff.ok()
                 if down_since is not None:
                     log.warning(
                         "worker %s: the store answers again after %.1fs",
@@ -121,8 +124,8 @@ class WorkerHeartbeat:
             except YokeError as exc:
                 if down_since is None:
                     down_since = self._clock.monotonic()
-                log.warning("heartbeat failed (retrying in %.1fs): %s", pause, exc)
-                delay, pause = min(pause, self._interval), min(pause * 2, 10.0)
+                delay = min(backoff.failed(), self._interval)
+                log.warning("heartbeat failed (retrying in %.2fs): %s", delay, exc)
             self._poke.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):

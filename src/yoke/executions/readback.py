@@ -15,11 +15,10 @@ holds its idempotency key); it never touches the kernel.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from yoke.errors import YokeError
+from yoke.retry import RetryPolicy, until_done
 from yoke.store import (
     ExecutionRow,
     GrantOutcome,
@@ -33,21 +32,23 @@ log = logging.getLogger("yoke.executions")
 
 
 async def read_back(
-    store: Store, requests: Sequence[GrantRequest], *, stopping: Callable[[], bool]
+    store: Store,
+    requests: Sequence[GrantRequest],
+    *,
+    policy: RetryPolicy,
+    stopping: Callable[[], bool],
 ) -> list[GrantResult] | None:
     """What a failed batch committed (None: nothing), asked until the store can tell. Once
-    `stopping()`, given up after 3 tries (None): a peer's recovery then frees the slots."""
-    attempt = 0
-    while True:
-        try:
-            return await committed_outcomes(store, requests)
-        except YokeError as exc:
-            attempt += 1
-            if stopping() and attempt >= 3:
-                log.error("what a grant batch committed is unknown: %s", exc)
-                return None
-            log.warning("reading back a failed grant batch failed (%s), attempt %d", exc, attempt)
-            await asyncio.sleep(min(0.1 * 2**attempt, 5.0))  # back-off, then again
+    `stopping()`, given up by the policy's rule (None): a peer's recovery then frees the
+    slots."""
+    found = await until_done(
+        lambda: committed_outcomes(store, requests),
+        policy=policy,
+        what="reading back a failed grant batch",
+        stopping=stopping,
+        log=log,
+    )
+    return None if found is None else found[0]
 
 
 async def committed_outcomes(

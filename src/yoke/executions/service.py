@@ -65,6 +65,7 @@ from yoke.executions.state import (
 )
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
 from yoke.kernel import Kernel
+from yoke.retry import RetryPolicy, until_done
 from yoke.store import (
     ExecutionRow,
     ExecutionStatus,
@@ -91,6 +92,7 @@ class Executions:
         limits: Limits,
         reviewers: list[Reviewer],
         slot_poll_interval: float = 1.0,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self._s = s = Shared(
             registry=registry,
@@ -98,6 +100,7 @@ class Executions:
             limits=limits,
             reviewers=reviewers,
             slot_poll_interval=slot_poll_interval,
+            retry=retry,
         )
         self.reading = Reading(s, self._wait_decided)
         self.control = Control(s)
@@ -408,7 +411,7 @@ class Executions:
         except BaseException as exc:
             # A lost answer is not always a lost commit: what did commit is applied.
             found = (
-                await read_back(store, requests, stopping=lambda: s.core.closing)
+                await read_back(store, requests, policy=s.retry, stopping=lambda: s.core.closing)
                 if isinstance(exc, YokeError)
                 else None
             )
@@ -627,26 +630,16 @@ class Executions:
         s.core.finishing(t)
         finish = Finish(execution_id=ex.execution_id, status=status, output=output, error=error)
         try:
-            attempt = 0
-            while True:
-                try:
-                    await _to_the_end(self._finisher.submit(finish), self._finisher)
-                    break
-                except YokeError as exc:
-                    attempt += 1
-                    # Until the store takes it, the slot stays taken, here and in the ledger.
-                    # Stopping, give up after a few tries: once this instance has stopped, a
-                    # peer's recovery records the execution ABORTED and frees its slot.
-                    if s.core.closing and attempt >= 3:
-                        log.error("the end of %s was not recorded: %s", ex.execution_id, exc)
-                        break
-                    log.warning(
-                        "recording the end of %s failed (%s), attempt %d",
-                        ex.execution_id,
-                        exc,
-                        attempt,
-                    )
-                    await asyncio.sleep(min(0.1 * 2**attempt, 5.0))  # back-off, then again
+            # Until the store takes it, the slot stays taken, here and in the ledger. Stopping,
+            # it is given up after a few tries: once this instance has stopped, a peer's
+            # recovery records the execution ABORTED and frees its slot.
+            await until_done(
+                lambda: _to_the_end(self._finisher.submit(finish), self._finisher),
+                policy=s.retry,
+                what=f"recording the end of {ex.execution_id}",
+                stopping=lambda: s.core.closing,
+                log=log,
+            )
         finally:
             s.runs.pop(ex.execution_id, None)
             s.core.finished(t, now=s.clock.wall())

@@ -25,6 +25,7 @@ from yoke.executions.context import Registry
 from yoke.executions.core import AdmissionCore
 from yoke.executions.model import Change, Execution, Limits, Principal, Start
 from yoke.executions.tickets import Ticket
+from yoke.retry import RetryPolicy
 from yoke.store import ExecutionRow, StartRow, StartStatus, Store
 
 log = logging.getLogger("yoke.executions")
@@ -77,8 +78,10 @@ class Shared:
         limits: Limits,
         reviewers: list[Reviewer],
         slot_poll_interval: float = 1.0,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.registry = registry
+        self.retry = retry or RetryPolicy()  # how a finish and a read-back wait out the store
         self.clock = clock
         self.reviewers = reviewers
         self.poll = slot_poll_interval

@@ -51,6 +51,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from yoke.errors import Conflict, StoreError, StoreUnavailable, YokeError
+from yoke.retry import Backoff, RetryPolicy
 from yoke.store import sqlfiles
 from yoke.store.actorverbs import ActorVerbs
 from yoke.store.execverbs import ExecutionVerbs
@@ -158,12 +159,19 @@ class PostgresStore:
     one_statement_append = True
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout: float = 5.0
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = 5.0,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.url = url
         self.min_size = min_size
         self.max_size = max_size
         self.connect_timeout = connect_timeout
+        self.retry = retry or RetryPolicy()  # how a lost LISTEN connection is made again
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._version = 0
         self.executions = ExecutionVerbs(self)
@@ -278,10 +286,10 @@ class PostgresStore:
         on_notify: Callable[[str], None],
     ) -> None:
         """LISTEN on `channels` on a connection of its own until cancelled. A lost connection
-        is not fatal (the callers' backup polls cover the gap): it reconnects with backoff, 0.2 s
-        doubling to 10 s, with one warning per outage (not one per retry) and one line when
-        listening again (issue 5: "loops block and retry with backoff and a log line")."""
-        backoff = 0.2
+        is not fatal (the callers' backup polls cover the gap): it reconnects after `Backoff`
+        pauses, with one warning per outage (not one per retry) and one line when listening
+        again."""
+        backoff = Backoff(self.retry)
         down = False
         while True:
             try:
@@ -294,7 +302,7 @@ class PostgresStore:
                     if down:
                         log.info("listening for %s again", what)
                         down = False
-                    backoff = 0.2
+                    backoff.ok()
                     on_connect()
                     async for n in conn.notifies():
                         on_notify(n.channel)
@@ -308,5 +316,4 @@ class PostgresStore:
                     reason,
                 )
                 down = True
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 10.0)
+            await asyncio.sleep(backoff.failed())

@@ -1,0 +1,118 @@
+"""How every loop of yoke waits out a store that does not answer: one policy, one helper.
+
+`RetryPolicy` is the rule (from `Settings`, `YOKE_RETRY_*`): the first pause, the longest, the
+jitter, and the give-up rule of a stopping process. `Backoff` is the pause state of one loop
+(`failed()` gives the next pause, doubling with jitter; `ok()` starts over); `until_done` runs a
+write until the store takes it. The drain, the completions, the custom pick, the worker
+heartbeat, the timers, an execution's finish, a grant batch's read-back and the PostgreSQL
+listeners all wait through these.
+
+Jitter: each pause is drawn from [pause * (1 - jitter), pause], so processes that lost the same
+store at the same moment do not all come back in step. The draw comes from an injected
+`random.Random` where a test needs it repeatable.
+
+This module must never import a part of yoke but `errors`, and never reads a clock: it only
+sleeps the pauses it computes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from yoke.errors import BadType, BadValue, YokeError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryPolicy:
+    first: float = 0.2  # seconds before the second attempt
+    most: float = 5.0  # pauses double up to this: a returning store is noticed soon
+    jitter: float = 0.2  # each pause is drawn from [p * (1 - jitter), p]
+    stopping_attempts: int = 3  # a stopping process gives a write up after this many failures
+
+    def __post_init__(self) -> None:
+        for name in ("first", "most", "jitter"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise BadType(f"retry {name} must be a number, not {type(value).__name__}")
+            if not math.isfinite(value) or value < 0:
+                raise BadValue(f"retry {name} must be a finite number >= 0, got {value}")
+        if self.jitter > 1:
+            raise BadValue(f"retry jitter must be at most 1, got {self.jitter}")
+        if self.most < self.first:
+            raise BadValue("the longest retry pause must not be shorter than the first")
+        n = self.stopping_attempts
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise BadValue(f"retry stopping_attempts must be an int >= 1, got {n!r}")
+
+    def starting_at(self, first: float) -> RetryPolicy:
+        """The same rule from another first pause (a loop configured with its own)."""
+        return replace(self, first=first, most=max(self.most, first))
+
+
+class Backoff:
+    """The pause state of one loop: `failed()` after a failure gives the pause to sleep (the
+    first, then doubling to the longest, each drawn with jitter); `ok()` after a success."""
+
+    __slots__ = ("_next", "_policy", "_rng", "attempts")
+
+    def __init__(self, policy: RetryPolicy, rng: random.Random | None = None) -> None:
+        self._policy = policy
+        self._rng = rng or _RNG
+        self._next = policy.first
+        self.attempts = 0  # failures since the last success
+
+    def __repr__(self) -> str:
+        return f"Backoff(attempts={self.attempts}, next={self._next:.2f}s)"
+
+    def failed(self) -> float:
+        p = self._policy
+        pause = self._next
+        self._next = min(pause * 2, p.most)
+        self.attempts += 1
+        return pause * (1 - p.jitter * self._rng.random())
+
+    def ok(self) -> None:
+        self._next = self._policy.first
+        self.attempts = 0
+
+    def give_up(self, stopping: bool) -> bool:
+        """The give-up rule: only a stopping process gives up, after `stopping_attempts`."""
+        return stopping and self.attempts >= self._policy.stopping_attempts
+
+
+async def until_done(
+    write: Callable[[], Awaitable[T]],
+    *,
+    policy: RetryPolicy,
+    what: str,
+    stopping: Callable[[], bool],
+    log: logging.Logger,
+) -> tuple[T, int] | None:
+    """`await write()` until it succeeds; a `YokeError` (the store is down) is logged and
+    retried after a `Backoff` pause. Returns the answer and the attempts it took (after more
+    than one, an earlier attempt may have been written though its answer was lost). Returns
+    None only once `stopping()` and the policy's give-up rule says so."""
+    backoff = Backoff(policy)
+    while True:
+        try:
+            return await write(), backoff.attempts + 1
+        except YokeError as exc:
+            pause = backoff.failed()
+            if backoff.give_up(stopping()):
+                log.error("%s was given up (stopping): %s", what, exc)
+                return None
+            log.warning(
+                "%s failed (attempt %d, retrying in %.2fs): %s", what, backoff.attempts, pause, exc
+            )
+            await asyncio.sleep(pause)
+
+
+_RNG = random.Random()
