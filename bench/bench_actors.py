@@ -6,9 +6,9 @@
    tasks, so one prepares its batch while the other's is in the database), with the ratio of
    each run to PgQueuer's batched enqueue (one producer) measured beside it.
 2. Drain/s: N no-op events appended beforehand; then fresh worker processes drain them. Drain =
-   first claim -> last durable completion (worker start-up and its boot claim excluded, as in
-   PEERS.md). One worker on PostgreSQL and on SQLite; two workers on PostgreSQL (each owns half
-   of the 100 instances).
+   first claim -> last durable completion (worker start-up and its boot claim excluded). One
+   worker on PostgreSQL and on SQLite; two workers on PostgreSQL (each owns half of the 100
+   instances).
 3. Pipeline/s: the same N events appended 1,000 per `append_many` by the worker's own process
    while its drain runs (append and drain share the process, its event loop and the store), from
    the first append to the last durable completion. One worker on PostgreSQL and on SQLite.
@@ -21,7 +21,7 @@
    the raw figures only.
 5. Peers on the same PostgreSQL, each in its own fresh database, interleaved with yoke's runs:
    PgQueuer (batch_size=100, its best here) and Procrastinate (worker concurrency=50, its best
-   in PEERS.md), N no-op jobs enqueued 1,000 per call, drained by one fresh worker process.
+   measured here), N no-op jobs enqueued 1,000 per call, drained by one fresh worker process.
 
 Every figure: median (min-max) of several runs, a fresh database per run.
 Run: `.venv/bin/python -m bench.bench_actors [--quick]`; markdown on stdout, raw figures in
@@ -279,7 +279,7 @@ async def pgqueuer_worker(url: str, expect: int) -> None:
     task = asyncio.create_task(pgq.run(batch_size=100))
     await done.wait()
     # Durable: PgQueuer deletes a job's row when its buffered completion is written.
-    # The peer's flush is not observable from outside: poll its table (as PEERS.md measured).
+    # The peer's flush is not observable from outside: poll its table (from outside, the only way).
     while await probe.fetchval("SELECT count(*) FROM pgqueuer") > 0:  # noqa: ASYNC110
         await asyncio.sleep(0.002)
     t1 = time.time()
@@ -289,8 +289,8 @@ async def pgqueuer_worker(url: str, expect: int) -> None:
     print(json.dumps({"t0": seen["t0"], "t1": t1}), flush=True)
 
 
-PROCRASTINATE_CONCURRENCY = 50  # its best drain in PEERS.md (50: 545/s, 10: 487/s, 1: 420/s)
-PROCRASTINATE_POOL = 20  # min(concurrency + 2, 20), as PEERS.md measured it
+PROCRASTINATE_CONCURRENCY = 50  # its best drain (50: 545/s, 10: 487/s, 1: 420/s)
+PROCRASTINATE_POOL = 20  # min(concurrency + 2, 20), as its best drain used
 
 
 def procrastinate_app(url: str) -> Any:
@@ -525,8 +525,8 @@ async def main(quick: bool) -> None:
         f"p50 {late('processed', 'p50_ms')}, p99 {late('processed', 'p99_ms')}.\n"
     )
     print(
-        "Targets (issue 5): drain >= PgQueuer's best configuration on the same server "
-        "(PEERS.md: ~11,700 jobs/s on a quiet machine; Procrastinate ~500), appends >= "
+        "Targets: drain >= PgQueuer's best configuration on the same server "
+        "(~11,700 jobs/s on a quiet machine; Procrastinate ~500), appends >= "
         "50,000/s batched, timer p99 <= 20 ms (due -> committed)."
     )
     out = ROOT / "bench" / "results" / "actors.json"

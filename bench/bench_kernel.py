@@ -1,4 +1,4 @@
-"""Benchmark of `yoke.kernel`: cost per decision (KERNEL 7.2) and fairness quality (7.1).
+"""Benchmark of `yoke.kernel`: cost per decision and fairness quality.
 
 Run `python -m bench.bench_kernel [--quick] [--cpu]`. Prints a markdown section and writes the
 same figures as JSON to `bench/results/kernel.json`. Timings are the median of 5 runs (min-max
@@ -99,7 +99,8 @@ def cycle(lanes: int, cycles: int, *, caps: bool) -> dict[str, float]:
 
 
 def hot_key(lanes: int, cycles: int) -> dict[str, float]:
-    """One cap key ("hot", cap 4) shared by every lane, 100% of items under it (KERNEL 4.5)."""
+    """One cap key ("hot", cap 4) shared by every lane, 100% of items under it (the key proxy
+    of docs/kernel.md)."""
 
     def run() -> int:
         k = Kernel()
@@ -169,7 +170,7 @@ def memory(n: int) -> dict[str, float]:
     return {"items": n, "bytes_per_item": round(used / n, 1)}
 
 
-# ------------------------------------------------------------------ fairness (KERNEL 7.1)
+# ------------------------------------------------------------------ fairness
 
 POLICIES: list[tuple[str, dict[str, Any]]] = [
     ("sfq credit 0", {"policy": "sfq"}),

@@ -1,4 +1,4 @@
-"""The import direction of DESIGN.md, enforced on the source tree.
+"""The import direction of docs/ARCHITECTURE.md, enforced on the source tree.
 
 Parts import only the parts below them: the kernel nothing of yoke but `errors`, `store` neither
 `executions`, `actors` nor `server`, and only `app` (and `store` itself) names a concrete

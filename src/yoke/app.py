@@ -124,7 +124,7 @@ class App:
             slot_poll_interval=self.settings.slot_poll_interval,
             retry=self.settings.retry(),
         )
-        # Actors (seed 000): definitions, appends, and inside `running()` this process's worker
+        # Actors: definitions, appends, and inside `running()` this process's worker
         # (drain, timers, heartbeat) when any actor is defined and `actor_worker` is true.
         self.actors = ActorRuntime(
             settings=actor_settings, clock=self.clock, retry=self.settings.retry()

@@ -175,8 +175,8 @@ async def test_custom_select_chooses_over_the_whole_backlog_not_just_the_prefetc
     actor_store: ActorStore, make_runtime: MakeRuntime
 ) -> None:
     # The worker holds at most a few claimed rows (prefetch 2), far fewer than the backlog:
-    # select must still see the group's pending events in the store (seed 000: list pending,
-    # select, claim the chosen one), so the order is the select's over all 60.
+    # select must still see the group's pending events in the store (the actors specification:
+    # list pending, select, claim the chosen one), so the order is the select's over all 60.
     rt = make_runtime(concurrency=1, prefetch=2, batch_size=4)
     prios = random.Random(5).sample(range(1000), 60)
     order: list[int] = []

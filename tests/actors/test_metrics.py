@@ -1,4 +1,5 @@
-"""The seed's metrics on a per-app prometheus registry: counters per actor, bounded depths."""
+"""The actors specification's metrics on a per-app prometheus registry: counters per actor,
+bounded depths."""
 
 from __future__ import annotations
 

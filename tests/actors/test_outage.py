@@ -101,7 +101,7 @@ async def _run(
         assert not store.rows  # every completion was written in the end
 
 
-# -- writes given up during an outage (issue 5 audit): retried until the store takes them ------
+# -- writes given up during an outage : retried until the store takes them ------
 
 
 class Taken:

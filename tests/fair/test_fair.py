@@ -1,4 +1,5 @@
-"""yoke.fair: the seed's six tests, plus errors, cancellation races and live changes."""
+"""yoke.fair: the fair-scheduler specification's six tests, plus errors, cancellation races and
+live changes."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ class Gate:
         return run
 
 
-# --- seed test 1: the unlimited path ---------------------------------------------------------
+# --- the specification's test 1: the unlimited path -----------------------------------------------
 
 
 async def test_unlimited_path_runs_at_once_with_zero_counts() -> None:
@@ -77,7 +78,7 @@ async def test_unlimited_scheduler_refuses_a_cap_it_could_not_hold() -> None:
         sched.set_concurrency(4)
 
 
-# --- seed test 2: B is served before A drains, not drain-A-then-B ----------------------------
+# --- the specification's test 2: B is served before A drains, not drain-A-then-B ------------------
 
 
 @pytest.mark.parametrize("policy", ["sfq", "rotation"])
@@ -146,7 +147,7 @@ async def test_fifo_scheduler_is_tenant_blind() -> None:
     assert gate.order == ["A0", "A1", "A2", "A3", "B0", "B1", "B2"]
 
 
-# --- seed test 3: a higher-weight tenant finishes first --------------------------------------
+# --- the specification's test 3: a higher-weight tenant finishes first ----------------------------
 
 
 @pytest.mark.parametrize("policy", ["sfq", "rotation"])
@@ -170,7 +171,7 @@ async def test_higher_weight_tenant_finishes_first(policy: str) -> None:
     assert order[: last_gold + 1].count("std") <= 12 // 3 + 1
 
 
-# --- seed test 4: within a tenant, by priority -----------------------------------------------
+# --- the specification's test 4: within a tenant, by priority -------------------------------------
 
 
 @pytest.mark.parametrize("factory", [create_scheduler, create_fair_scheduler])
@@ -192,7 +193,7 @@ async def test_within_a_tenant_queued_tasks_come_out_by_priority(
     assert gate.order == ["hold", "p5#1", "p5#3", "p3#4", "p1#2", "p0#0", "p0#5"]
 
 
-# --- seed test 5: cancelled while queued never runs ------------------------------------------
+# --- the specification's test 5: cancelled while queued never runs --------------------------------
 
 
 @pytest.mark.parametrize("factory", [create_scheduler, create_fair_scheduler])

@@ -101,7 +101,8 @@ class Pair:
         else:
             mine = [i for i in elig if i.lane == a.lane]
             assert (-a.priority, a.seq) == min((-i.prio, i.seq) for i in mine)
-        # I10: Spec B picks the fewest running per weight in the top band, oldest on a tie.
+        # I10: the admission order picks the fewest running per weight in the top band, oldest
+        # on a tie.
         if r.policy == "least_running" and r.scope == "global":
             band = [i for i in elig if i.prio == a.priority]
             assert loads[a.lane] == min(loads[i.lane] for i in band)
@@ -190,7 +191,7 @@ class Pair:
         for name, size, live in k._heaps():  # I14
             assert size <= 2 * live + 64, (name, size, live)
         top_live = sum(1 for e in k._top if e[2].entry is e)
-        assert top_live == k._top_live
+        assert top_live == k._h.live
         for ln in k._lanes.values():
             for c in ln.classes.values():
                 assert c.n == sum(1 for e in c.heap if e[2]._entry is e)

@@ -1,7 +1,7 @@
 """Brute-force reference model of `yoke.kernel.Kernel`: the rule, written as an O(N) scan.
 
 `pop_next` looks at every queued item, keeps the eligible ones (global cap, lane cap, every cap
-key under its cap) and dispatches the one with the smallest policy key of KERNEL 4.2. Running
+key under its cap) and dispatches the one with the smallest policy key (docs/kernel.md). Running
 counts are recounted from the items each time. Nothing is cached, nothing is lazy: if this file
 and the kernel disagree, the kernel is wrong (or this file is, and then it should be obvious).
 """

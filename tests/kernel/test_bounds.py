@@ -121,8 +121,9 @@ def test_i9_no_credit_hoarding(
 
 
 class Ring:
-    """The literal Spec A rotation: a ring of non-empty tenants, each served `weight` times per
-    turn; an emptied tenant leaves the ring and its remaining turn is dropped."""
+    """The literal weighted rotation of the fair-scheduler specification: a ring of non-empty
+    tenants, each served `weight` times per turn; an emptied tenant leaves the ring and its
+    remaining turn is dropped."""
 
     def __init__(self) -> None:
         self.ring: deque[str] = deque()

@@ -1,4 +1,4 @@
-"""Plain unit tests: argument errors, pinned semantics, and the pitfalls of KERNEL 4.10."""
+"""Plain unit tests: argument errors, pinned semantics, and the pitfalls of docs/kernel.md."""
 
 from __future__ import annotations
 
@@ -197,7 +197,7 @@ def test_rotation_rounds_fractional_weights() -> None:
     assert "".join(order) == "aabaabaab"
 
 
-# ---------------------------------------------------------------- pitfalls (KERNEL 4.10)
+# ---------------------------------------------------------------- pitfalls (docs/kernel.md)
 
 
 def test_pitfall_4_equal_keys_of_a_class_and_a_proxy_never_compare_nodes() -> None:

@@ -1,6 +1,7 @@
 """End to end against a real `yoke serve` on 127.0.0.1, on SQLite and on PostgreSQL: one free
-slot under 500 concurrent starts, idempotent retries, tenant isolation, and SIGTERM as the seed
-says (queued starts refused at once, running executions given the shutdown timeout)."""
+slot under 500 concurrent starts, idempotent retries, tenant isolation, and SIGTERM as the
+admission specification says (queued starts refused at once, running executions given the
+shutdown timeout)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""yoke.actors (seed 000): actors drained from per-instance queues, timers, and workers.
+"""yoke.actors: actors drained from per-instance queues, timers, and workers (the actors
+specification, docs/decisions.md).
 
 `@app.actor(subscribe=[...], key="field", queue=yoke.Queue(...))` on `async def process(ctx,
 event)`; `await app.append(stream, data)` fans an event out to the subscribed instances;
@@ -22,7 +23,7 @@ from yoke.actors.settings import ActorSettings
 from yoke.actors.timers import TimerDispatch
 from yoke.actors.workers import WorkerHeartbeat
 
-# Seed 000: "Legacy names ... ActorScheduler remain as type aliases."
+# The actors specification: "Legacy names ... ActorScheduler remain as type aliases."
 ActorScheduler = QueueDrainScheduler
 timer_dispatch = TimerDispatch
 

@@ -1,4 +1,5 @@
-"""Custom mode's pick (seed 000: list pending, select, claim the chosen one), for the drain.
+"""Custom mode's pick, for the drain: list pending, select, claim the chosen one (as the actors
+specification has it).
 
 For a group of a custom-mode instance with a free slot, `CustomPicker.pick` lists its pending
 events in the store, lets the actor's `select` choose among them and the events the drain
@@ -121,8 +122,9 @@ class CustomPicker(Generic[InstT, JobT]):
         return f"CustomPicker(worker={self._worker_id!r}, window={self._window})"
 
     async def pick(self, inst: InstT) -> float | None:
-        """Seed 000 custom mode, for each group with a free slot: list its pending events, let
-        `select` choose, claim the chosen one; until no slot or no choice is left. Returns None,
+        """Custom mode (the actors specification), for each group with a free slot: list its
+        pending events, let `select` choose, claim the chosen one; until no slot or no choice is
+        left. Returns None,
         or after a failure for want of the store the pause before the drain looks again."""
         try:
             while True:

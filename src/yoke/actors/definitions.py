@@ -45,7 +45,8 @@ GroupBy = str | Callable[[Any], Hashable] | None
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Queue:
-    """How one instance's events are drained (seed 000 `queue: {mode, concurrency}`).
+    """How one instance's events are drained (the actors specification's `queue: {mode,
+    concurrency}`).
 
     `fifo`: oldest first within a group. `custom`: `select` chooses among a group's pending
     events: a function over them (returning the event, its id, or None for none now), or a
@@ -99,8 +100,8 @@ class Queue:
 class Backoff:
     """Delay before retrying a failed event: `initial * factor**(n-1)`, at most `maximum`.
 
-    `max_attempts` (None: unlimited, as the seed) moves the event to the dead letters after
-    that many failed attempts.
+    `max_attempts` (None: unlimited, as the actors specification) moves the event to the dead
+    letters after that many failed attempts.
     """
 
     initial: float = 0.1
@@ -301,7 +302,8 @@ def as_selector(select: Selector | Mapping[str, Any]) -> Selector:
 
 
 def select_from_config(config: Mapping[str, Any]) -> Selector:
-    """Seed 000 `queueSelectFromConfig`: `{"order_by": "data.field" | "id" | ..., "desc": b}`.
+    """The actors specification's `queueSelectFromConfig`:
+    `{"order_by": "data.field" | "id" | ..., "desc": b}`.
 
     Events missing the field sort last; ties (and missing fields) go oldest first."""
     unknown = set(config) - {"order_by", "desc"}

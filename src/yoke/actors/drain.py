@@ -1,8 +1,8 @@
 """`QueueDrainScheduler`: claim the `actor_queues` rows of owned instances and run `process()`.
 
-Two kernels decide, the store only records (STYLE habit 1, PEERS observation 5):
+Two kernels decide, the store only records:
 
-* one kernel per instance (KERNEL 4.8, Spec C): `policy="fifo"`, lane = `group_id`, lane cap =
+* one kernel per instance (docs/kernel.md, policies): `policy="fifo"`, lane = `group_id`, lane cap =
   `queue.concurrency`. Its `pop_next` yields the oldest event of a group with a free slot, so
   FIFO per group and the per-group cap hold by construction. In custom mode the actor's
   `select` chooses instead, among a group's pending events in the store and those held here:
@@ -469,7 +469,8 @@ class QueueDrainScheduler:
             await self.dispatch_process(job)
 
     async def dispatch_process(self, job: _Job) -> None:
-        """Seed 000 `dispatch_process`: run `process(ctx, event)` for one claimed event."""
+        """The actors specification's `dispatch_process`: run `process(ctx, event)` for one
+        claimed event."""
         inst = job.inst
         error: BaseException | None = None
         cell = inst.cell

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the actor runtime (seed 000 names), on the app's own registry.
+"""Prometheus metrics of the actor runtime (the actors specification's names), on the app's
+own registry.
 
 `yoke_actor_process_total` and `yoke_actor_process_errors_total` count `process()` calls per
 actor; `yoke_queue_depth` is per instance, but only for the `depth_limit` deepest instances at

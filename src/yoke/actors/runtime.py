@@ -48,7 +48,8 @@ class ActorRuntime:
         self.retry = retry or RetryPolicy()
         self.settings = settings or ActorSettings.from_env()
         self._clock = clock or SystemClock()
-        # The seed's metrics, on this app's own registry (`metrics.registry`) unless one is given.
+        # The actors specification's metrics, on this app's own registry (`metrics.registry`)
+        # unless one is given.
         self.metrics = ActorMetrics(
             metrics_registry if metrics_registry is not None else app_registry()
         )

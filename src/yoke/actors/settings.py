@@ -1,4 +1,4 @@
-"""Settings of the actor runtime, from `YOKE_*` variables (the seed's names where it has them).
+"""Settings of the actor runtime, from `YOKE_*` variables (the actors specification's names).
 
 Each field carries its meaning; `docs/CONFIGURATION.md` lists them with their variables
 (`ENV`), generated from here. This module only turns text into values: no database, no clock.

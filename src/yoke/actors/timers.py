@@ -1,11 +1,12 @@
-"""Timer dispatch (seed 000 `timer_dispatch`): fire due `scheduled_events` into their stream.
+"""Timer dispatch (the actors specification's `timer_dispatch`): fire due `scheduled_events`
+into their stream.
 
 The loop holds the earliest pending timers in memory (read ahead, a page of `batch_size`),
 sleeps until the first is due, and fires everything due in one store call: each timer's event
 is appended (with its fan-out) and the timer deleted in one transaction, one statement on
 PostgreSQL, skipping timers that another worker fired or is firing. So a timer fires exactly
 once however many workers run this loop, and the work between "due" and "fired" is one round
-trip: reading and routing happen before the due time, not after it (issue 5: lateness).
+trip: reading and routing happen before the due time, not after it, so they add no lateness.
 
 While `run()` runs, a second task reads the next page (after the last timer held) when the
 held ones run low, so that a steady stream of timers never waits for a read either. The

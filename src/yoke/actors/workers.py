@@ -2,10 +2,11 @@
 
 A worker registers at boot, then heartbeats every `heartbeat_interval`. At boot and on every
 heartbeat it claims the instances that have no owner and those whose owner is stopped, unknown
-or silent for `stale_after` (the seed claims only ownerless ones at boot; DESIGN.md goes
-further). A takeover bumps each instance's owner epoch, which fences the old owner: its later
-completions, requeues and state writes are refused, and the rows it had claimed are pending
-again for the new owner. `tick(now)` is one round, so tests drive it with a fake clock.
+or silent for `stale_after` (the actors specification claims only ownerless ones at boot;
+yoke goes further, docs/decisions.md). A takeover bumps each instance's owner epoch, which
+fences the old owner: its later completions, requeues and state writes are refused, and the
+rows it had claimed are pending again for the new owner. `tick(now)` is one round, so tests
+drive it with a fake clock.
 
 This module must never name a store backend and reads time only through its `Clock`.
 """

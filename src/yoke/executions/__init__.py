@@ -1,4 +1,5 @@
-"""Workflow executions (seed 002): starts, slots, limits, queue order, restarts, runtime changes.
+"""Workflow executions: starts, slots, limits, queue order, restarts, runtime changes (the
+admission specification, docs/decisions.md).
 
 The entry module is `service` (`Executions`, reached as `app.executions`); `admission` maps
 limits to kernel caps and ledger slots; `context` runs workflows and their recorded steps;

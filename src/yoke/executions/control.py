@@ -1,5 +1,5 @@
-"""Runtime changes by role (seed 002 "Change limits while running"): limits need ADMIN, a
-queued start's priority needs OPERATOR; both pass the reviewers, which may veto, and are
+"""Runtime changes by role (the admission specification's changes while running): limits need
+ADMIN, a queued start's priority needs OPERATOR; both pass the reviewers, which may veto, and are
 written to the control log with the principal, the time, before and after.
 
 `Control` holds the executions' `Shared` by reference and tells the admission core what the

@@ -1,4 +1,4 @@
-"""`yoke.fair`: in-process async schedulers (seed 004).
+"""`yoke.fair`: in-process async schedulers (the fair-scheduler specification).
 
 ```python
 sched = create_scheduler(concurrency=4)                      # priority FIFO behind a counting gate

@@ -2,7 +2,7 @@
 frozen values `stats()` returns.
 
 One protocol so that `create_scheduler` and `create_fair_scheduler` drop in for each other, as
-seed 004 asks of its fair scheduler.
+the fair-scheduler specification asks (docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The unlimited scheduler: `concurrency=math.inf`, the zero-overhead path of seed 004.
+"""The unlimited scheduler: `concurrency=math.inf`, the zero-overhead path the fair-scheduler
+specification asks for.
 
 There is no gate, no queue, no counts and no per-tenant state: `schedule` is a plain method that
 checks its arguments and hands back `fn()` for the caller to await, so its cost is one Python

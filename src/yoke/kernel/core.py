@@ -2,65 +2,40 @@
 
 What it is for. `Kernel` holds queued and running items, grouped in lanes (tenants, sessions,
 groups), and answers "which item now?" each time a slot frees (`pop_next`). It is the exact,
-fast form of a brute-force rule: among all *eligible* queued items (not blocked by the global
-cap, their lane cap or any of their cap keys) dispatch the one with the smallest policy key
-(KERNEL 4.2); `tests/kernel/reference.py` is that rule written as an O(N) scan, and every
-decision must match it.
+fast form of a brute-force rule: among all *eligible* queued items (not held back by the global
+cap, their lane cap or any of their cap keys) start the one with the smallest policy key;
+`tests/kernel/reference.py` is that rule written as an O(N) scan, and every decision must match
+it. The contract other modules code against (caps, work conservation, the memory contract,
+weights, `seq`, `offer` and `admit`) is docs/kernel.md; rules (M1-M3), invariants (I1-I14) and
+pitfalls (P1-P7) named in comments are defined there.
 
 What it must never do: await, read a clock, draw random numbers, do I/O, or depend on hash or
 set order. It never preempts: it only decides starts. It never looks at an item's payload.
 
-Semantics (the contract other modules code against):
-
-* Caps: `global_cap`, the lane cap (key ("lane", L)) and any other cap key. `None` = unlimited,
-  `0` holds everything. Lowering a cap below the running count preempts nothing; dispatch through
-  that key waits until running < cap. Running counts are kept for every key even with no cap set,
-  so a cap enabled later sees exact counts (counting mode, I13).
-* Work conserving: `pop_next` returns None only if no queued item is eligible; a blocked item
-  never holds back an eligible one of another class (no head-of-line blocking across keys).
-* Lanes: a lane with no queued and no running item, the default weight and no lane cap is
-  forgotten at once; its SFQ tag (at most one stride of debt) and its `started` count go with it.
-  The same holds for cap keys with no users and no cap. Memory is O(live items + live lanes).
-* Weights: floats >= 0.001. `sfq` stride = round(2**32 / w); `set_weight` is the simple form:
-  the new stride applies from the lane's next dispatch (no EEVDF lag rescale). `rotation` uses
-  quantum = max(1, round(w)) (fractional weights are rounded, not refused). `least_running`
-  compares int(running * 2**32 // w), and a weight change re-keys the lane at once.
-* Items: `seq` is a global arrival counter; `requeue` keeps the item's seq, so it keeps its
-  place. Explicit `seq` values passed to `push` should be unique; duplicates are ordered by push
-  order within a class and are otherwise tied arbitrarily (but deterministically).
-* `offer` is the counting-mode fast path (KERNEL 4.7): with nothing queued anywhere and room
-  under every cap it starts the item without touching a heap, exactly as push + pop_next would;
-  otherwise it only pushes, and the caller's next `pop_next` decides. `admit` is `offer`'s
-  fast path alone: it starts the item when `offer` would, and otherwise changes nothing (no lane,
-  no key, no queue entry), so a durable caller can log an item that must wait before it queues.
-
-How (KERNEL 4.3-4.5): one top heap holds the visible classes (items of one lane sharing a cap-key
-tuple) and one proxy per unsaturated cap key that has parked classes. A class found blocked at the
-top is parked in the heap of the key that blocks it; it is reached again through that key's
-proxy, so a release wakes one proxy, never a crowd. Entries are lazy: a node's live entry is the
-one it points to (`nodes` module), stored keys are lower bounds, and a key is acted on only when
-it equals the recomputed one. Heaps are compacted when stale entries outnumber live ones (I14).
-
-Layout: `base` holds the fields and the node bookkeeping, `heaps` the park/proxy machinery and
-compaction, this module the public operations. `push`, `pop_next` and `release` are the hot paths
-(KERNEL 7.2 budgets): they inline the helpers they would call (`_new_item`, `_enqueue`, `_start`,
-`_stop`, `_blocker`, and lane-scope SFQ's key and dispatch hook). Each inlined block names the
-helper it copies; a change to a helper must be made in its inlined copies too, and the
-differential tests (`tests/kernel`) are what proves the copies still agree.
+Layout: the kernel holds three parts by reference: `heaps.Heaps` (the top heap, parking, key
+proxies, re-keying, compaction), `registry.Registry` (lanes and keys by name: made on first use,
+forgotten when idle) and `settings.Settings` (weights and caps). This module keeps the items,
+the running count and the operations. `push`, `pop_next` and `release` are the hot paths: they
+inline the helpers they would call (`_new_item`, `_enqueue`, `_start`, `_stop`, the blocker, and
+lane-scope SFQ's key and dispatch hook), and reach the top heap and the node dicts through
+aliases of the parts' own containers. Each inlined block names the helper it copies; a change to
+a helper must be made in its inlined copies too, and the differential tests (`tests/kernel`) are
+what proves the copies still agree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
 from heapq import heappop, heappush, heapreplace
 
 from yoke.errors import BadType, BadValue
 from yoke.kernel import args
-from yoke.kernel.base import _SLACK
-from yoke.kernel.nodes import TOP, Class, KeyState
-from yoke.kernel.policies import BasePolicy, Sfq, make_policy, quantum_of, stride_of
-from yoke.kernel.settings import Settings
-from yoke.kernel.types import Item, ItemState, Policy, PriorityScope
+from yoke.kernel.heaps import SLACK, Heaps
+from yoke.kernel.nodes import TOP, Class, KeyState, Lane
+from yoke.kernel.policies import BasePolicy, Sfq, make_policy
+from yoke.kernel.registry import Registry
+from yoke.kernel.settings import Settings, hashable
+from yoke.kernel.types import Item, ItemState, KernelStats, Key, LaneStats, Policy, PriorityScope
 
 QUEUED = ItemState.QUEUED
 RUNNING = ItemState.RUNNING
@@ -68,8 +43,12 @@ DONE = ItemState.DONE
 CANCELLED = ItemState.CANCELLED
 
 
-class Kernel(Settings):
-    __slots__ = ()
+class Kernel:
+    __slots__ = (
+        "_activate", "_dispatch", "_gcap", "_h", "_items", "_key", "_keys", "_lanes", "_pol",
+        "_policy", "_r", "_rekey", "_running", "_scope", "_seq", "_settings", "_sfq", "_top",
+        "credit",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -84,9 +63,7 @@ class Kernel(Settings):
         self._scope = args.enum_arg(PriorityScope, priority_scope, "priority_scope")
         self._gcap = args.cap_arg(global_cap, "global_cap")
         self.credit = args.credit_arg(credit)
-        self._dw = args.weight_arg(default_weight, "default_weight")
-        self._dstride = stride_of(self._dw)
-        self._dquantum = quantum_of(self._dw)
+        dw = args.weight_arg(default_weight, "default_weight")
         pol = make_policy(self._policy, self._scope, self.credit)
         self._pol = pol
         # Bound once: the hot paths call these through a slot, and skip the no-op hooks.
@@ -96,15 +73,41 @@ class Kernel(Settings):
         noop_act = BasePolicy.on_activate
         self._activate = None if type(pol).on_activate is noop_act else pol.on_activate
         self._rekey = pol.rekey_on_release
-        self._sfq = pol if type(pol) is Sfq else None
-        self._top = []
-        self._top_live = 0
-        self._lanes = {}
-        self._keys = {}
-        self._items = {}
-        self._running = 0
+        self._sfq: Sfq | None = pol if type(pol) is Sfq else None
+        # The parts: the heaps, the nodes by name, the setters of weights and caps. The hot
+        # paths reach the top heap and the node dicts through these aliases (the same objects).
+        self._h = h = Heaps(pol.key)
+        self._r = r = Registry(pol, h, dw)
+        self._settings = Settings(r, h, rekey_on_release=pol.rekey_on_release)
+        self._top = h.top
+        self._lanes = r.lanes
+        self._keys = r.keys
+        self._items: dict[Hashable, Item] = {}
+        self._running = 0  # running items; the queued ones are len(_items) - _running
         self._seq = 0
-        self._nid = 0
+
+    # ------------------------------------------------------------------ settings (a part)
+
+    def set_weight(self, lane: Hashable, weight: float) -> None:
+        self._settings.set_weight(lane, weight)
+
+    def weight(self, lane: Hashable) -> float:
+        return self._settings.weight(lane)
+
+    def set_global_cap(self, cap: int | None) -> None:
+        self._gcap = args.cap_arg(cap, "global_cap")
+
+    def set_lane_cap(self, lane: Hashable, cap: int | None) -> None:
+        self._settings.set_lane_cap(lane, cap)
+
+    def set_cap(self, key: Hashable, cap: int | None) -> None:
+        self._settings.set_cap(key, cap)
+
+    def blocked_by(self, item_id: Hashable) -> Hashable | None:
+        item = self._items.get(item_id)
+        if item is None or item.state is not ItemState.QUEUED:
+            return None
+        return self._blocked_by(item)
 
     # ------------------------------------------------------------------ queue operations
 
@@ -126,8 +129,8 @@ class Kernel(Settings):
             dup = item_id in items
             ln = self._lanes.get(lane)
         except TypeError:
-            self._hashable(item_id, "item id")
-            self._hashable(lane, "lane")
+            hashable(item_id, "item id")
+            hashable(lane, "lane")
             raise
         if dup:
             raise BadValue(f"item id {item_id!r} is already queued or running")
@@ -141,10 +144,10 @@ class Kernel(Settings):
             self._seq = max(uid + 1, s + 1)
         item = Item(item_id, lane, p, s, sig, payload, uid)
         if ln is None:
-            ln = self._new_lane(lane)
+            ln = self._r.new_lane(lane)
         cls = ln.classes.get(sig)
         if cls is None:
-            cls = self._new_class(ln, sig)
+            cls = self._r.new_class(ln, sig)
         if sig:
             for ks in cls.keys:
                 ks.users += 1
@@ -170,14 +173,14 @@ class Kernel(Settings):
             cls.entry = ne = (self._key(ln, negp, s), cls.nid, cls)
             heappush(self._top, ne)
             cls.where = TOP
-            self._top_live += 1
+            self._h.live += 1
         elif h[0] is e:
             nk = self._key(ln, negp, s)
             if nk < ce[0]:
-                self._relocate(cls, nk)
-                self._tidy_top()
-        elif len(h) > 2 * n + _SLACK:
-            self._tidy_class(cls)
+                self._h.relocate(cls, nk)
+                self._h.tidy_top()
+        elif len(h) > 2 * n + SLACK:
+            self._h.tidy_class(cls)
         items[item_id] = item
         return item
 
@@ -194,7 +197,7 @@ class Kernel(Settings):
         if not self._start_at_once(item):
             self._enqueue(item, fresh=True)
             self._items[item_id] = item
-            self._tidy_top()
+            self._h.tidy_top()
         return item
 
     def admit(
@@ -235,10 +238,10 @@ class Kernel(Settings):
             return False
         ln = self._lanes.get(item.lane)
         if ln is None:
-            ln = self._new_lane(item.lane)
+            ln = self._r.new_lane(item.lane)
         cls = ln.classes.get(item.keys)
         if cls is None:
-            cls = self._new_class(ln, item.keys)
+            cls = self._r.new_class(ln, item.keys)
         for ks in cls.keys:
             ks.users += 1
         item._cls = cls
@@ -266,7 +269,7 @@ class Kernel(Settings):
             if type(node) is not Class:
                 assert isinstance(node, KeyState)
                 got = self._pop_proxy(node, entry[0])
-                self._tidy_top()
+                self._h.tidy_top()
                 if got is None:
                     continue
                 return got
@@ -302,8 +305,8 @@ class Kernel(Settings):
                             break
                 if blk is not None:
                     heappop(top)
-                    self._park(node, blk, cur)
-                    self._tidy_top()
+                    self._h.park(node, blk, cur)
+                    self._h.tidy_top()
                     continue
             heappop(h)
             # QUEUED -> RUNNING, as `_start` (inlined: pop_next is one of the three hot paths).
@@ -342,8 +345,8 @@ class Kernel(Settings):
                 heappop(top)
                 node.entry = None
                 node.where = None
-                self._top_live -= 1
-                self._tidy_top()
+                self._h.live -= 1
+                self._h.tidy_top()
             return item
         return None
 
@@ -373,12 +376,12 @@ class Kernel(Settings):
                 ks.users -= 1
         top_changed = False  # I14: only a release that touches the top heap may compact it
         if self._rekey:
-            # Pitfall 3: the lane's keys just got smaller; re-push its parked classes before any
+            # P3: the lane's keys just got smaller; re-push its parked classes before any
             # proxy is pushed, so every proxy's key is computed from fresh entries.
-            self._rekey_lane(ln)
+            self._h.rekey_lane(ln)
             top_changed = True
         if ln.nparked and ln.entry is None:
-            self._wake(ln)
+            self._h.wake(ln)
             top_changed = True
         if not cls.n and not cls.nrun:
             del ln.classes[cls.sig]
@@ -386,15 +389,15 @@ class Kernel(Settings):
             # Waking one key and forgetting another touch disjoint state, so one pass does both.
             for ks in keys:
                 if ks.nparked and ks.entry is None:
-                    self._wake(ks)
+                    self._h.wake(ks)
                 if not ks.users and ks.cap is None:
-                    self._forget_key(ks)
+                    self._r.forget_key(ks)
             top_changed = True
-        if not (ln.queued or ln.running or ln.cap is not None or ln.w != self._dw):
-            self._forget_lane(ln)
+        if not (ln.queued or ln.running or ln.cap is not None or ln.w != self._r.dw):
+            self._r.forget_lane(ln)
             top_changed = True
         if top_changed:
-            self._tidy_top()
+            self._h.tidy_top()
 
     def cancel(self, item_id: Hashable) -> bool:
         item = self._items.get(item_id)
@@ -404,7 +407,7 @@ class Kernel(Settings):
         item.state = CANCELLED
         item._entry = None
         self._dequeue(item)
-        self._tidy_top()
+        self._h.tidy_top()
         return True
 
     def reprioritize(self, item_id: Hashable, priority: int) -> bool:
@@ -427,9 +430,9 @@ class Kernel(Settings):
         if h[0] is e and ce is not None:
             nk = self._key(cls.lane, -p, item.seq)
             if nk < ce[0]:
-                self._relocate(cls, nk)
-        self._tidy_class(cls)
-        self._tidy_top()
+                self._h.relocate(cls, nk)
+        self._h.tidy_class(cls)
+        self._h.tidy_top()
         return True
 
     def requeue(self, item_id: Hashable) -> Item:
@@ -438,7 +441,7 @@ class Kernel(Settings):
             raise BadValue(f"cannot requeue item {item_id!r}: it is {item.state.name}, not RUNNING")
         self._stop(item, leaving=False)
         self._enqueue(item, fresh=False)
-        self._tidy_top()
+        self._h.tidy_top()
         return item
 
     def pending(self, lane: Hashable) -> list[Item]:
@@ -457,10 +460,10 @@ class Kernel(Settings):
         assert cls is not None
         self._start(cls, item)
         if not cls.n:
-            self._drop_class(cls)
+            self._h.drop_class(cls)
         else:
-            self._tidy_class(cls)
-        self._tidy_top()
+            self._h.tidy_class(cls)
+        self._h.tidy_top()
         return item
 
     def drain(self) -> list[Item]:
@@ -471,8 +474,295 @@ class Kernel(Settings):
             item.state = CANCELLED
             item._entry = None
             self._dequeue(item)
-        self._tidy_top()
+        self._h.tidy_top()
         return out
+
+    # ------------------------------------------------------------------ introspection
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    @property
+    def queued(self) -> int:
+        return len(self._items) - self._running
+
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    @property
+    def priority_scope(self) -> PriorityScope:
+        return self._scope
+
+    @property
+    def global_cap(self) -> int | None:
+        return self._gcap
+
+    def get(self, item_id: Hashable) -> Item | None:
+        return self._items.get(item_id)
+
+    def lane_stats(self, lane: Hashable) -> LaneStats:
+        ln = self._lanes.get(lane)
+        if ln is None:
+            return LaneStats(queued=0, running=0, started=0, weight=self._r.dw)
+        return LaneStats(queued=ln.queued, running=ln.running, started=ln.started, weight=ln.w)
+
+    def stats(self) -> KernelStats:
+        lanes = {
+            n: LaneStats(queued=ln.queued, running=ln.running, started=ln.started, weight=ln.w)
+            for n, ln in self._lanes.items()
+        }
+        queued = len(self._items) - self._running
+        return KernelStats(queued=queued, running=self._running, lanes=lanes)
+
+    def __repr__(self) -> str:
+        return (
+            f"Kernel(policy={self._policy.value}, scope={self._scope.value}, queued={self.queued},"
+            f" running={self._running}, lanes={len(self._lanes)}, global_cap={self._gcap})"
+        )
+
+    def _heaps(self) -> Iterator[tuple[str, int, int]]:
+        """(name, entries, live entries) of every heap, for the I14 check in tests."""
+        yield "top", len(self._top), self._h.live
+        for ln in self._lanes.values():
+            yield f"lane {ln.name!r}", len(ln.heap), ln.nparked
+            for c in ln.classes.values():
+                yield f"class {ln.name!r} {c.sig!r}", len(c.heap), c.n
+        for ks in self._keys.values():
+            yield f"key {ks.name!r}", len(ks.heap), ks.nparked
+
+    # ------------------------------------------------------------------ lookups and checks
+
+    def _new_item(
+        self,
+        item_id: Hashable,
+        lane: Hashable,
+        priority: object,
+        keys: Iterable[Hashable],
+        seq: object,
+        payload: object,
+    ) -> Item:
+        """Check the arguments of push/offer (in this order) and make the item; mutates only seq."""
+        p = priority if type(priority) is int else args.int_arg(priority, "priority")
+        try:
+            dup = item_id in self._items
+            hash(lane)
+        except TypeError:
+            hashable(item_id, "item id")
+            hashable(lane, "lane")
+            raise
+        if dup:
+            raise BadValue(f"item id {item_id!r} is already queued or running")
+        sig = () if keys == () else args.keys_arg(lane, keys)
+        uid = self._seq
+        if seq is None:
+            s = uid
+            self._seq = uid + 1
+        else:
+            s = args.int_arg(seq, "seq")
+            self._seq = max(uid + 1, s + 1)
+        return Item(item_id, lane, p, s, sig, payload, uid)
+
+    def _lookup(self, item_id: Hashable, op: str) -> Item:
+        try:
+            item = self._items.get(item_id)
+        except TypeError:
+            raise BadType(f"item id {item_id!r} is not hashable") from None
+        if item is None:
+            raise BadValue(f"cannot {op} item {item_id!r}: no such queued or running item")
+        return item
+
+    def _blocked_by(self, item: Item) -> Hashable | None:
+        if self._gcap is not None and self._running >= self._gcap:
+            return "global"
+        assert item._cls is not None
+        blk = self._r.blocker(item._cls)
+        if blk is None:
+            return None
+        return ("lane", blk.name) if type(blk) is Lane else blk.name
+
+    # ------------------------------------------------------------------ item moves (general form)
+
+    def _enqueue(self, item: Item, *, fresh: bool) -> None:
+        """Put an item (new, or a running one being requeued) into its class heap."""
+        ln = self._lanes.get(item.lane)
+        if ln is None:
+            ln = self._r.new_lane(item.lane)
+        cls = ln.classes.get(item.keys)
+        if cls is None:
+            cls = self._r.new_class(ln, item.keys)
+        if fresh:
+            for ks in cls.keys:
+                ks.users += 1
+        if not ln.queued and self._activate is not None:
+            self._activate(ln)
+        ln.queued += 1
+        cls.n += 1
+        item._cls = cls
+        item.state = QUEUED
+        negp = -item.priority
+        e = (negp, item.seq, item)
+        item._entry = e
+        h = cls.heap
+        while h and h[0][2]._entry is not h[0]:
+            heappop(h)
+        heappush(h, e)
+        ce = cls.entry
+        if ce is None:
+            cls.entry = ne = (self._key(ln, negp, item.seq), cls.nid, cls)
+            heappush(self._top, ne)
+            cls.where = TOP
+            self._h.live += 1
+        elif h[0] is e:
+            nk = self._key(ln, negp, item.seq)
+            if nk < ce[0]:
+                self._h.relocate(cls, nk)
+        elif len(h) > 2 * cls.n + SLACK:
+            self._h.tidy_class(cls)
+
+    def _start(self, cls: Class, item: Item) -> None:
+        """QUEUED -> RUNNING: counters and the policy's dispatch hook; heaps are the caller's."""
+        item._entry = None
+        item.state = RUNNING
+        cls.n -= 1
+        cls.nrun += 1
+        ln = cls.lane
+        ln.queued -= 1
+        ln.running += 1
+        ln.started += 1
+        self._running += 1
+        for ks in cls.keys:
+            ks.running += 1
+        if self._dispatch is not None:
+            self._dispatch(ln, -item.priority)
+
+    def _stop(self, item: Item, *, leaving: bool) -> None:
+        """RUNNING -> (DONE | QUEUED): free counters, then wake the keys it held."""
+        cls = item._cls
+        assert cls is not None
+        ln = cls.lane
+        self._running -= 1
+        ln.running -= 1
+        cls.nrun -= 1
+        for ks in cls.keys:
+            ks.running -= 1
+            if leaving:
+                ks.users -= 1
+        self._freed(ln, cls.keys)
+        if leaving:
+            if not cls.n and not cls.nrun:
+                del ln.classes[cls.sig]
+            self._r.forget_keys(cls.keys)
+            self._r.maybe_forget_lane(ln)
+
+    def _freed(self, ln: Lane, keys: tuple[KeyState, ...]) -> None:
+        """A running item of `ln` carrying `keys` stopped: re-key (M3), then wake the keys."""
+        if self._rekey:
+            # P3: the lane's keys just got smaller; re-push its parked classes before any
+            # proxy is pushed, so every proxy's key is computed from fresh entries.
+            self._h.rekey_lane(ln)
+        if ln.nparked and ln.entry is None:
+            self._h.wake(ln)
+        for ks in keys:
+            if ks.nparked and ks.entry is None:
+                self._h.wake(ks)
+
+    def _dequeue(self, item: Item) -> None:
+        """A QUEUED item leaves without running (cancel, drain); its heap entry is already dead."""
+        cls = item._cls
+        assert cls is not None
+        ln = cls.lane
+        cls.n -= 1
+        ln.queued -= 1
+        for ks in cls.keys:
+            ks.users -= 1
+        if not cls.n:
+            self._h.drop_class(cls)
+            cls.heap.clear()
+            if not cls.nrun:
+                del ln.classes[cls.sig]
+        else:
+            self._h.tidy_class(cls)
+        self._r.forget_keys(cls.keys)
+        self._r.maybe_forget_lane(ln)
+
+    # ------------------------------------------------------------------ proxies
+
+    def _pop_proxy(self, ks: KeyState, key: Key) -> Item | None:
+        """One step of pop_next at a key proxy (docs/kernel.md, heaps). None: look at the top
+        again."""
+        top = self._top
+        cap = ks.cap
+        if (cap is not None and ks.running >= cap) or not ks.nparked:
+            heappop(top)
+            self._h.drop_proxy(ks)
+            return None
+        kh = ks.heap
+        ke = kh[0]
+        cls = ke[2]
+        while cls.entry is not ke:
+            heappop(kh)
+            ke = kh[0]
+            cls = ke[2]
+        ln = cls.lane
+        h = cls.heap
+        head = h[0]
+        item = head[2]
+        while item._entry is not head:
+            heappop(h)
+            head = h[0]
+            item = head[2]
+        fk = self._key
+        cur = fk(ln, head[0], head[1])
+        if cur != ke[0]:
+            cls.entry = ne = (cur, cls.nid, cls)
+            heapreplace(kh, ne)
+            return None
+        if cur != key:
+            ks.entry = pe = (cur, ks.nid, ks)
+            heapreplace(top, pe)
+            return None
+        blk = self._r.blocker(cls)
+        if blk is not None:
+            heappop(kh)
+            self._h.park(cls, blk, cur)
+            return None
+        heappop(h)
+        # QUEUED -> RUNNING, as `_start` (inlined: this is the hot-key path).
+        item._entry = None
+        item.state = RUNNING
+        n = cls.n - 1
+        cls.n = n
+        cls.nrun += 1
+        ln.queued -= 1
+        ln.running += 1
+        ln.started += 1
+        self._running += 1
+        for k in cls.keys:
+            k.running += 1
+        if self._dispatch is not None:
+            self._dispatch(ln, head[0])
+        if n:
+            head = h[0]
+            while head[2]._entry is not head:
+                heappop(h)
+                head = h[0]
+            cls.entry = ne = (fk(ln, head[0], head[1]), cls.nid, cls)
+            heapreplace(kh, ne)
+        else:
+            heappop(kh)
+            cls.entry = None
+            cls.where = None
+            ks.nparked -= 1
+        cap = ks.cap
+        if (cap is not None and ks.running >= cap) or not ks.nparked:
+            heappop(top)
+            self._h.drop_proxy(ks)
+        else:
+            ks.entry = pe = (kh[0][0], ks.nid, ks)
+            heapreplace(top, pe)
+        return item
 
 
 def _order(item: Item) -> tuple[int, int, int]:

@@ -4,11 +4,11 @@ Nothing here decides anything; `core.Kernel` and `heaps` move these nodes betwee
 so the hot paths touch `__slots__` attributes only. Every node that can sit in a heap carries:
 
 * `entry`: its one valid heap entry (or None). An entry in a heap is live iff `node.entry is entry`;
-  that identity test is the version stamp of KERNEL 4.3, and it cannot be fooled by a re-push
-  with an equal key.
+  that identity test is the version stamp (docs/kernel.md, heaps), and it cannot be fooled by a
+  re-push with an equal key.
 * `where`: which heap holds that entry: `TOP`, the `KeyState` it is parked on, or None.
 * `nid`: a unique int placed before the node in every entry, so that equal keys of a lane class
-  and a key proxy never make `heapq` compare the node objects (pitfall 4 of KERNEL 4.10).
+  and a key proxy never make `heapq` compare the node objects (P4 of docs/kernel.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The four lane orders of KERNEL 4.2 as key functions plus dispatch hooks.
+"""The four lane orders (docs/kernel.md, policies and keys) as key functions plus dispatch hooks.
 
 A policy turns (lane state, head of a class) into a full key; the kernel dispatches the smallest
 key among eligible classes. A policy must never touch heaps and must keep the key rules that make
@@ -31,7 +31,7 @@ def quantum_of(w: float) -> int:
 
 
 def load_of(running: int, w: float) -> int:
-    # least_running compares running/w as an exact integer (KERNEL 4.2: running*K//w).
+    # least_running compares running/w as an exact integer (running * 2**32 // w).
     return int(running * K // w)
 
 
@@ -62,7 +62,7 @@ class BasePolicy:
 
 
 class Sfq(BasePolicy):
-    """Start-time fair queueing tagged at dispatch (KERNEL 4.6), lane scope: one band, one V.
+    """Start-time fair queueing tagged when a lane starts an item, lane scope: one band, one V.
 
     Seff = max(S, V - credit); a dispatch sets V = max(V, Seff), S = Seff + stride, a fresh tb.
     """
@@ -165,7 +165,7 @@ class RotationGlobal(Rotation):
 
 
 class LeastRunning(BasePolicy):
-    """Fewest running per weight, then the head in lane order (lane scope, KERNEL 2.9)."""
+    """Fewest running per weight, then the head in lane order (lane scope)."""
 
     __slots__ = ()
     rekey_on_release = True
@@ -175,7 +175,8 @@ class LeastRunning(BasePolicy):
 
 
 class LeastRunningGlobal(LeastRunning):
-    """Spec B: priority band first, then fewest running per weight, then the oldest head."""
+    """The admission order: priority band first, then fewest running per weight, then the
+    oldest head."""
 
     __slots__ = ()
 
@@ -184,7 +185,7 @@ class LeastRunningGlobal(LeastRunning):
 
 
 class Fifo(BasePolicy):
-    """Spec C and the base scheduler: priority then arrival, lanes only matter for caps."""
+    """Actor queues and the base scheduler: priority then arrival, lanes only matter for caps."""
 
     __slots__ = ()
 

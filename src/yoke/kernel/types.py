@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 class Policy(StrEnum):
-    """How the kernel orders lanes (KERNEL 4.2)."""
+    """How the kernel orders lanes (docs/kernel.md, policies and keys)."""
 
     SFQ = "sfq"
     ROTATION = "rotation"
@@ -115,5 +115,5 @@ class KernelStats:
 
 
 Key = tuple[int, ...]
-# A full policy key (KERNEL 4.2): lane part, then head part. Always ints, so ties never
+# A full policy key (docs/kernel.md): lane part, then head part. Always ints, so ties never
 # fall through to comparing objects.

@@ -1,4 +1,5 @@
-"""The yoke HTTP server: the v1 API of DESIGN.md over ASGI, with tokens, roles and metrics.
+"""The yoke HTTP server: the v1 API (README, docs/ARCHITECTURE.md) over ASGI, with tokens, roles
+and metrics.
 
 `Server(app, tokens=...)` (or `Server.from_env(app)`) is an ASGI app serving one `yoke.App`;
 `serve.run` runs it on uvicorn (what `yoke serve` calls). This package imports the app, the

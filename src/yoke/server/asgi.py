@@ -5,8 +5,8 @@ body bound, the loopback-only rules without tokens, security headers), `Authenti
 calling), then Starlette's router over the routes of the route table (`routes.table`), each
 checking its roles before its handler runs. The lifespan enters `app.running()` (store,
 dispatcher, heartbeat) and a TaskGroup for the server's own tasks; on exit it shuts the
-executions down in the seed's order (refuse queued, let running finish within the timeout,
-abort the rest) before the store closes.
+executions down in the admission specification's order (refuse queued, let running finish
+within the timeout, abort the rest) before the store closes.
 
 This module must never hold a route's logic; it composes.
 """

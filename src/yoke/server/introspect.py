@@ -3,7 +3,7 @@
 The queue comes from `Executions.kernel`, read-only, and the limits from
 `Executions.current_limits`. Counts of what runs come from the store's ledger, which is exact
 across processes; the queue and its order come from this process's kernel (the queue lives in
-one process, as the seed says).
+one process, as the admission specification says).
 
 The "next picks" are a prediction of the order in which slots, as they free, go to the queued
 starts: the queue rule (priority, then the session with the fewest running, then arrival),

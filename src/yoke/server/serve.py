@@ -1,9 +1,9 @@
 """`yoke serve`: load an app by `module:attribute`, check where it may listen, run uvicorn.
 
-Without a tokens file every caller is the local admin, so the server listens on loopback only
-and refuses any other address. SIGTERM (or Ctrl-C) shuts down as the seed says: the executions
-stop admitting and refuse their queued starts at once (so long-polls answer now), uvicorn stops
-accepting and finishes the requests in flight, and the lifespan then gives running executions
+Without a tokens file every caller is the local admin, so the server listens on loopback only and
+refuses any other address. SIGTERM (or Ctrl-C) shuts down as the admission specification says: the
+executions stop admitting and refuse their queued starts at once (so long-polls answer now), uvicorn
+stops accepting and finishes the requests in flight, and the lifespan then gives running executions
 `YOKE_EXECUTION_SHUTDOWN_TIMEOUT` to finish before aborting them. The process exits 0.
 
 This module must never hold API logic.

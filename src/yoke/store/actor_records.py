@@ -1,4 +1,4 @@
-"""The plain records of the actor verbs (seed 000): streams, queues, timers, workers.
+"""The plain records of the actor verbs: streams, queues, timers, workers.
 
 Values only, no behaviour: frozen keyword-only dataclasses that every backend returns alike.
 Event data travels as JSON text encoded by the caller, so a backend keeps exactly the bytes it
@@ -51,7 +51,7 @@ class NewEvent:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PendingEvent:
     """A queue row waiting for its owner's claim: what a custom-mode `select` chooses among
-    (seed 000: list pending, select, claim the chosen one)."""
+    (list pending, select, claim the chosen one)."""
 
     queue_id: int
     event_id: int

@@ -1,4 +1,4 @@
--- 0004: actors (seed 000): streams, per-instance queues, timers, and the workers that own
+-- 0004: actors (the actors specification, docs/decisions.md): streams, per-instance queues, timers, and the workers that own
 -- instances. Times are epoch seconds from the caller's clock; JSON is text encoded by yoke.
 
 CREATE TABLE stream_events (

@@ -123,7 +123,7 @@ SELECT * FROM yoke_idempotency WHERE principal = %(principal)s AND idem_key = %(
 DELETE FROM yoke_idempotency WHERE expires_at <= %(now)s;
 
 -- ===================================================================================
--- actors (seed 000). Batches travel as one JSON array
+-- actors (the actors specification, docs/decisions.md). Batches travel as one JSON array
 -- parameter (json_to_recordset) or as arrays (= ANY, unnest), so a batch is one statement
 -- whatever its size; a parameter written with `b` instead of `s` is bound in binary (arrays of
 -- text then need no quoting of the JSON they carry).

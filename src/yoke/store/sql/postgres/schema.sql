@@ -104,7 +104,7 @@ CREATE TABLE yoke_idempotency (
 CREATE INDEX yoke_idempotency_expiry ON yoke_idempotency (expires_at);
 
 
--- 0004: actors (seed 000).
+-- 0004: actors (the actors specification, docs/decisions.md).
 
 CREATE TABLE stream_events (
     event_id BIGSERIAL PRIMARY KEY,

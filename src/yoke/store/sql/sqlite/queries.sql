@@ -145,7 +145,7 @@ SELECT * FROM yoke_idempotency WHERE principal = :principal AND idem_key = :idem
 DELETE FROM yoke_idempotency WHERE expires_at <= :now;
 
 -- ===================================================================================
--- actors (seed 000). Writes run inside BEGIN IMMEDIATE, so a
+-- actors (the actors specification, docs/decisions.md). Writes run inside BEGIN IMMEDIATE, so a
 -- claim, a takeover and a timer firing never interleave and need no row locks. Batches travel
 -- as one JSON array parameter read with json_each. Queue rows carry their instance's owner and
 -- epoch (see the PostgreSQL queries). RETURNING may only name the modified table here, so a

@@ -1,4 +1,4 @@
-"""Review: FIFO per group across a hand-over, while the group's head waits out its backoff.
+"""FIFO per group across a hand-over, while the group's head waits out its backoff.
 
 Inside one worker a failed event keeps its group slot during its backoff, so nothing of its
 group overtakes it. Its row carries the backoff (`available_at`) so that a new owner honours

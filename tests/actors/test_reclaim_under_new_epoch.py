@@ -1,4 +1,4 @@
-"""Review: a worker that loses an instance and takes it back while it still holds its events.
+"""A worker that loses an instance and takes it back while it still holds its events.
 
 w1 runs (or holds) an event of instance x; meanwhile another worker takes x over and gives it
 up at once (it stops), so w1's heartbeat takes x back under a newer epoch and w1's drain claims

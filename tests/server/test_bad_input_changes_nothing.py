@@ -1,13 +1,11 @@
 """Bad input to the actor routes and their neighbours: a clear 4xx problem, and nothing written.
 
-Each test here began as a request that broke that rule (found by a review that sent malformed,
-oddly encoded, deeply nested or unstorable input to a real in-process server on SQLite and
-PostgreSQL): an event whose key held a NUL or a lone surrogate (PostgreSQL answered 503; SQLite
-stored it and the worker then failed every claim and heartbeat), a key too long for PostgreSQL's
-index (503 "Store unavailable", as if a retry could help), a body nested deeply enough to blow
-the parser's recursion (503 "Unexpected failure"), and query numbers Python's `int()` reads but
-no client means ("1_0", full-width digits). The last test is of the app's batch append, which
-the portal stands on: a rejected batch must write none of its events.
+The inputs, on a real in-process server on SQLite and PostgreSQL: an event whose key holds a NUL
+or a lone surrogate (a database refuses it, or stores it and then fails every claim of its
+owner), a key too long for PostgreSQL's index (not an outage: a retry cannot help), a body nested
+deeply enough to overflow the parser's recursion, and query numbers Python's `int()` reads but no
+client means ("1_0", full-width digits). The last test is of the app's batch append, which the
+portal stands on: a rejected batch must write none of its events.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Review: a takeover racing the old owner's claim, step by step (gates between statements).
+"""A takeover racing the old owner's claim, step by step (gates between statements).
 
 A takeover (`_hand_over`) is several statements in one transaction; the old owner's claims
 touch queue rows only and take no instance lock, so on PostgreSQL a claim can commit between
