@@ -40,7 +40,7 @@ from yoke.server.routes_executions import ExecutionsRoutes
 from yoke.server.routes_ops import OpsRoutes
 from yoke.server.routes_starts import StartsRoutes
 from yoke.server.routes_streams import StreamsRoutes
-from yoke.server.routing import Op, starlette_routes
+from yoke.server.routing import LeanRoutes, Op, lean_routes, starlette_routes
 from yoke.server.state import ServerState
 
 log = logging.getLogger("yoke.server")
@@ -87,6 +87,7 @@ class Server:
                 Middleware(LastResort),
                 Middleware(Guard, max_body=app.settings.max_body_bytes, local_only=tokens is None),
                 Middleware(Authenticate, tokens=tokens),
+                Middleware(LeanRoutes, routes=lean_routes(self.ops)),
             ],
             exception_handlers={YokeError: yoke_error_handler, HTTPException: http_error_handler},
             lifespan=self._lifespan,

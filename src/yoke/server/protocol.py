@@ -1,4 +1,5 @@
-"""uvicorn's httptools protocol with the request head bounded before it is held.
+"""uvicorn's httptools protocol with the request head bounded before it is held, and each
+answer written in one piece.
 
 httptools keeps a header's name and value in strings it grows as bytes arrive, with no limit
 of its own, and uvicorn keeps the request target the same way: a client that sends a 200 MB
@@ -9,6 +10,11 @@ then, the answer is 431 and the connection closes. The request target is refused
 `max_header_line_bytes` (414), and so is any one header line (431). What is held of a head is
 thus at most the limit plus one read of the transport (a pipelined request's head may begin
 in the read that ends the previous body).
+
+uvicorn writes an answer's status line and headers as soon as the app starts it, and its body
+as a second write: two sends, often two TCP segments, and two wake-ups of the client for one
+small JSON answer. Here a response's head is held until its first body bytes (or its end) and
+written with them: one write per answer of one body. A `100 Continue` is never held.
 
 Bodies are bounded in `guards.Guard` (they reach the app only as it asks for them, and
 uvicorn stops reading past 64 KiB not asked for). This module must never know a route.
@@ -114,10 +120,53 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head = None
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:
+            cycle.transport = _HeadWithBody(self.transport)  # type: ignore[assignment]
+
+    def on_response_complete(self) -> None:
+        cycle = self.cycle
+        if cycle is not None and isinstance(cycle.transport, _HeadWithBody):
+            cycle.transport.flush()  # an answer with no body (HEAD, 204, 304): its head now
+        super().on_response_complete()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._head = 0
+
+
+class _HeadWithBody:
+    """The transport as one request's cycle sees it: a response head (a write that begins
+    `HTTP/1.1 ` and is not a 1xx) is held and written together with the next write."""
+
+    __slots__ = ("_held", "_transport")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.write(held + data)
+        elif data.startswith(b"HTTP/1.1 ") and not data.startswith(b"HTTP/1.1 1"):
+            self._held = bytes(data)
+        else:
+            self._transport.write(data)
+
+    def flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> object:  # is_closing, get_extra_info...
+        return getattr(self._transport, name)
 
 
 def bounded_protocol(limits: HeadLimits) -> type[BoundedHttpToolsProtocol]:

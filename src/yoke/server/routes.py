@@ -121,7 +121,8 @@ def table(
         # -- starts ----------------------------------------------------------------------------
         Op("POST", "/v1/starts", starts.create, ANY, "createStart",
            "Ask for a slot: granted, queued, or refused",
-           body=m.StartIn, query=(WAIT, IDEM), answers=STARTED, errors=(*START_ERRORS, 403)),
+           body=m.StartIn, query=(WAIT, IDEM), answers=STARTED, errors=(*START_ERRORS, 403),
+           lean=True),
         Op("GET", "/v1/starts/{start_id}", starts.show, ANY, "getStart",
            "A start, with its execution id once granted",
            query=(WAIT,), answers=ok(m.StartOut, "The start"), errors=(404, 422)),

@@ -9,6 +9,11 @@ body (400/422), so a caller without the role learns nothing about what a valid b
 `server/openapi.py` describes the same rows, so the routes, their role checks and the API
 description cannot disagree.
 
+A row marked `lean` (the hot `POST /v1/starts`) is also reached by `LeanRoutes`, a pure ASGI
+dispatch on its exact method and path placed after authentication: the same guarded endpoint
+and the same error answers, without Starlette's router (which tries every route in turn) and
+its exception layers. Every other request goes on to the router.
+
 This module must never hold a route's logic or know a particular route.
 """
 
@@ -20,12 +25,15 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from yoke.errors import Forbidden, YokeError
 from yoke.server.auth import principal_of
+from yoke.server.problems import http_error_handler, yoke_error_handler
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -79,6 +87,7 @@ class Op:
     body: type[BaseModel] | dict[str, Any] | None = None  # a JSON body: its model or schema
     body_required: bool = True
     query: tuple[dict[str, Any], ...] = ()  # OpenAPI parameter objects (query and header)
+    lean: bool = False  # also dispatched by `LeanRoutes` (a static path only)
 
     @property
     def path_params(self) -> list[str]:
@@ -131,6 +140,48 @@ def guarded(op: Op) -> Handler:
 
     endpoint.__name__ = op.name
     return endpoint
+
+
+def lean_routes(ops: list[Op]) -> dict[tuple[str, str], ASGIApp]:
+    """The rows marked `lean`, by (method, path), each as an ASGI app: its guarded endpoint,
+    answering a `YokeError` (or an HTTP error) as the router's handlers would."""
+    out: dict[tuple[str, str], ASGIApp] = {}
+    for op in ops:
+        if op.lean:
+            if op.path_params:
+                raise ValueError(f"a lean route needs a static path, not {op.path}")
+            out[(op.method, op.path)] = _lean_app(guarded(op))
+    return out
+
+
+def _lean_app(endpoint: Handler) -> ASGIApp:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive, send)
+        try:
+            response = await endpoint(request)
+        except YokeError as exc:
+            response = await yoke_error_handler(request, exc)
+        except HTTPException as exc:
+            response = await http_error_handler(request, exc)
+        await response(scope, receive, send)
+
+    return app
+
+
+class LeanRoutes:
+    """Pure ASGI: a request whose method and path are a lean row's goes straight to it."""
+
+    def __init__(self, app: ASGIApp, *, routes: dict[tuple[str, str], ASGIApp]) -> None:
+        self.app = app
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            lean = self.routes.get((scope["method"], scope["path"]))
+            if lean is not None:
+                await lean(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def starlette_routes(ops: list[Op]) -> list[Route]:
