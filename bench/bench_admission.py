@@ -159,37 +159,62 @@ async def sqlite_limit(url: str, n: int) -> float:
 
 
 async def postgres_limit(url: str, n: int) -> float:
-    """Two connections: the grant of batch k beside the finish of batch k-1, each one
-    transaction of yoke's batch statements (`<query>_many`, the batch as one JSON parameter)."""
+    """Two connections: the grant of batch k beside the finish of batch k-1, each yoke's one
+    statement (`grant_logged_one`, `finish_executions_one`: parallel arrays bound in binary,
+    autocommit, one round trip)."""
     await _prepare(url)
     q = sqlfiles.queries("postgres")
     batches = _batches(n)
     grants = await psycopg.AsyncConnection.connect(url, autocommit=True)
     finishes = await psycopg.AsyncConnection.connect(url, autocommit=True)
 
-    async def grant(batch: list[Any]) -> None:
-        async with grants.transaction():
-            await grants.execute(
-                q["insert_start_many"], {"batch": json.dumps([s for s, _, _ in batch])}
-            )
-            await grants.execute(
-                q["insert_execution_many"], {"batch": json.dumps([e for _, e, _ in batch])}
-            )
-            await grants.execute(q["add_slot_counts"], {"counts": _counts(batch)})
+    def grant_params(batch: list[Any]) -> dict[str, Any]:
+        starts = [s for s, _, _ in batch]
+        names = {
+            "start_ids": "start_id",
+            "kinds": "kind",
+            "workflows": "workflow",
+            "sessions": "session",
+            "priorities": "priority",
+            "inputs": "input",
+            "fingerprints": "fingerprint",
+            "principals": "principal",
+            "idem_keys": "idempotency_key",
+            "sources": "source_execution_id",
+            "from_steps": "from_step",
+            "execution_ids": "execution_id",
+            "instance_ids": "instance_id",
+            "created": "created_at",
+        }
+        params: dict[str, Any] = {k: [s[v] for s in starts] for k, v in names.items()}
+        params["slot_keys"] = [e["slot_keys"] for _, e, _ in batch]
+        params["now"] = time.time()
+        return params
 
-    async def finish(batch: list[Any]) -> None:
-        async with finishes.transaction():
-            await finishes.execute(
-                q["finish_execution_many"],
-                {"batch": json.dumps([f for _, _, f in batch]), "now": time.time()},
-            )
-            await finishes.execute(q["release_slot_counts"], {"counts": _counts(batch)})
+    def finish_params(batch: list[Any]) -> dict[str, Any]:
+        done = [f for _, _, f in batch]
+        return {
+            "ids": [f["execution_id"] for f in done],
+            "statuses": [f["status"] for f in done],
+            "outputs": [f["output"] for f in done],
+            "errors": [f["error"] for f in done],
+            "now": time.time(),
+        }
+
+    granting = [grant_params(b) for b in batches]
+    finishing = [finish_params(b) for b in batches]
+
+    async def grant(i: int) -> None:
+        await (await grants.execute(q["grant_logged_one"], granting[i])).fetchall()
+
+    async def finish(i: int) -> None:
+        await (await finishes.execute(q["finish_executions_one"], finishing[i])).fetchall()
 
     try:
         t0 = time.perf_counter()
-        for i, batch in enumerate(batches):
-            await asyncio.gather(grant(batch), *([finish(batches[i - 1])] if i else []))
-        await finish(batches[-1])
+        for i in range(len(batches)):
+            await asyncio.gather(grant(i), *([finish(i - 1)] if i else []))
+        await finish(len(batches) - 1)
         elapsed = time.perf_counter() - t0
     finally:
         await grants.close()

@@ -100,11 +100,13 @@ async def until_done(
     retried after a `Backoff` pause. Returns the answer and the attempts it took (after more
     than one, an earlier attempt may have been written though its answer was lost). Returns
     None only once `stopping()` and the policy's give-up rule says so."""
-    backoff = Backoff(policy)
+    backoff: Backoff | None = None  # made at the first failure: most writes need none
     while True:
         try:
-            return await write(), backoff.attempts + 1
+            return await write(), 1 if backoff is None else backoff.attempts + 1
         except YokeError as exc:
+            if backoff is None:
+                backoff = Backoff(policy)
             pause = backoff.failed()
             if backoff.give_up(stopping()):
                 log.error("%s was given up (stopping): %s", what, exc)

@@ -489,3 +489,58 @@ def test_postgres_values_past_a_limit_are_a_store_error_not_an_outage(pg_url: st
             )
     err = translate(caught.value)
     assert isinstance(err, StoreError) and not isinstance(err, StoreUnavailable)
+
+
+@pytest.mark.postgres
+async def test_postgres_a_grant_batch_and_a_finish_batch_are_one_statement_each(
+    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Starts that fit at once (no cap) are logged, granted and counted by one statement, and
+    # their finishes release the ledger and notify by one more: no BEGIN or COMMIT round trips.
+    sent: list[str] = []
+    real_execute = psycopg.AsyncCursor.execute
+    real_tx = psycopg.AsyncConnection.transaction
+
+    async def execute(cur: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        sent.append("ledger" if "yoke_ledger" in str(query) else "other")
+        return await real_execute(cur, query, params, **kw)
+
+    def transaction(conn: Any, *args: Any, **kw: Any) -> Any:
+        sent.append("BEGIN")
+        return real_tx(conn, *args, **kw)
+
+    requests = []
+    for _ in range(10):
+        new = new_start(created_at=1.0)
+        requests.append(
+            GrantRequest(
+                start_id=new.start_id,
+                execution=new_execution(new.start_id),
+                slots=(Slot(key="global", cap=None), Slot(key="session:s1", cap=None)),
+                log=new,
+            )
+        )
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", execute)
+    monkeypatch.setattr(psycopg.AsyncConnection, "transaction", transaction)
+    results = await pg.executions.grant_starts(requests, now=2.0)
+    assert [r.outcome for r in results] == [GrantOutcome.GRANTED] * 10
+    assert sent == ["ledger"]  # one statement, which also counts the ledger
+    monkeypatch.undo()
+    assert await pg.executions.ledger() == {"global": 10, "session:s1": 10}
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", execute)
+    monkeypatch.setattr(psycopg.AsyncConnection, "transaction", transaction)
+    sent.clear()
+    done = [
+        Finish(
+            execution_id=r.execution.execution_id,
+            status=ExecutionStatus.SUCCEEDED,
+            output=None,
+            error=None,
+        )
+        for r in results
+        if r.execution is not None
+    ]
+    assert await pg.executions.finish_executions(done, now=3.0) == [True] * 10
+    assert sent == ["ledger"]
+    monkeypatch.undo()
+    assert await pg.executions.ledger() == {}  # every slot freed

@@ -64,6 +64,14 @@ def credit_arg(value: object) -> int:
 
 def keys_arg(lane: Hashable, keys: Iterable[Hashable]) -> tuple[Hashable, ...]:
     """Dedupe in first-seen order (no set, so no hash order); the own lane key is implicit."""
+    if type(keys) is tuple and len(keys) == 1:  # the common case: one key, checked at once
+        k = keys[0]
+        try:
+            hash(k)
+        except TypeError:
+            raise BadType(f"cap key {k!r} is not hashable") from None
+        if not (isinstance(k, tuple) and len(k) == 2 and k[0] == "lane"):
+            return keys
     if isinstance(keys, (str, bytes)):  # a tuple, not `str | bytes`: no union built per call
         raise BadType("keys must be an iterable of cap keys, not a single str")
     out: list[Hashable] = []

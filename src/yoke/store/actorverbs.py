@@ -10,8 +10,8 @@ An append (and a timer firing, which is an append that deletes its timers) is on
 PostgreSQL (`append_events`: one round trip, its own transaction) and a few statements in one
 IMMEDIATE transaction on SQLite, whose statements write one table each. PostgreSQL falls back
 to SQLite's steps when its statement meets an instance created by a concurrent append (see the
-guard in `append_events`); `Transactions.one_statement_append` is the one place these verbs
-look at the dialect.
+guard in `append_events`); `Transactions.one_statement_batches` is the one place these
+verbs look at the dialect.
 
 Lock order (PostgreSQL): instance rows (in key order) before their queue rows. An append holds
 its instances FOR SHARE while it copies their owner and epoch into the new queue rows; a
@@ -120,7 +120,7 @@ class ActorVerbs:
     ) -> tuple[list[int], list[int]]:
         """Append `events` in one transaction; with `timer_ids` (one per event) only the events
         whose timer this call deletes. Returns the event ids written and the timers fired."""
-        if self._t.one_statement_append:
+        if self._t.one_statement_batches:
             # One statement (append_events): one round trip, no BEGIN/COMMIT.
             try:
                 async with self._t.single() as tx:

@@ -141,6 +141,8 @@ class ExecutionVerbs:
     ) -> list[GrantResult]:
         if any(r.log is not None and r.log.start_id != r.start_id for r in requests):
             raise ValueError("a grant request's log must be the start it grants")
+        if self._t.one_statement_batches and _logged_uncapped(requests):
+            return await self._grant_logged_one(requests, now=now)
         results: list[GrantResult | None] = [None] * len(requests)
         async with self._t.write() as tx:
             # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
@@ -239,6 +241,64 @@ class ExecutionVerbs:
                 )
         return [r for r in results if r is not None]
 
+    async def _grant_logged_one(
+        self, requests: Sequence[GrantRequest], *, now: float
+    ) -> list[GrantResult]:
+        """Starts that fit at once, none under a cap and none copying steps: logged GRANTED
+        with their executions and ledger counts in one statement (its own transaction, one
+        round trip). With no cap nothing can be FULL; a start whose idempotency key is taken
+        is skipped by the statement and answered GONE with the start holding the key (or, if
+        the holder gave the key back meanwhile, granted by the general path)."""
+        starts = [_new_start(r.log) for r in requests if r.log is not None]
+        for p, r in zip(starts, requests, strict=True):
+            p.update(execution_id=r.execution.execution_id, decided_at=now)
+        runs = [
+            _new_execution(r.execution, _encoded_keys(tuple(s.key for s in r.slots)))
+            for r in requests
+        ]
+        for e in runs:
+            e["created_at"] = now  # the statement creates each execution at the grant
+        params = {
+            "start_ids": [p["start_id"] for p in starts],
+            "kinds": [p["kind"] for p in starts],
+            "workflows": [p["workflow"] for p in starts],
+            "sessions": [p["session"] for p in starts],
+            "priorities": [p["priority"] for p in starts],
+            "inputs": [p["input"] for p in starts],
+            "fingerprints": [p["fingerprint"] for p in starts],
+            "principals": [p["principal"] for p in starts],
+            "idem_keys": [p["idempotency_key"] for p in starts],
+            "sources": [p["source_execution_id"] for p in starts],
+            "from_steps": [p["from_step"] for p in starts],
+            "execution_ids": [p["execution_id"] for p in starts],
+            "instance_ids": [p["instance_id"] for p in starts],
+            "created": [p["created_at"] for p in starts],
+            "slot_keys": [e["slot_keys"] for e in runs],
+            "now": now,
+        }
+        async with self._t.single() as tx:
+            rows = await tx.all("grant_logged_one", params)
+        start_seqs = {r["id"]: int(r["seq"]) for r in rows if r["what"] == "s"}
+        run_seqs = {r["id"]: int(r["seq"]) for r in rows if r["what"] == "e"}
+        results: list[GrantResult] = []
+        for req, p, e in zip(requests, starts, runs, strict=True):
+            assert req.log is not None
+            row = _written_start(req.log, p, start_seqs)
+            if row is not None:
+                execution = _written_execution(e, run_seqs)
+                results.append(
+                    GrantResult(outcome=GrantOutcome.GRANTED, start=row, execution=execution)
+                )
+                continue
+            async with self._t.read() as tx:
+                holder = await tx.one("get_start_by_key", p)
+            if holder is not None:
+                results.append(GrantResult(outcome=GrantOutcome.GONE, start=_start(holder)))
+            else:  # the key was given back since: the general path logs it afresh
+                [again] = await self.grant_starts([req], now=now)
+                results.append(again)
+        return results
+
     async def _insert_executions(
         self, tx: Tx, requests: Sequence[GrantRequest]
     ) -> dict[str | None, ExecutionRow]:
@@ -331,6 +391,22 @@ class ExecutionVerbs:
             }
             for f in finishes
         ]
+        if self._t.one_statement_batches:
+            # One statement (its own transaction, one round trip): the same locks in the same
+            # order, the ledger released and NOTIFY sent by the statement itself.
+            async with self._t.single() as tx:
+                rows = await tx.all(
+                    "finish_executions_one",
+                    {
+                        "ids": [f.execution_id for f in finishes],
+                        "statuses": [f.status.value for f in finishes],
+                        "outputs": [f.output for f in finishes],
+                        "errors": [f.error for f in finishes],
+                        "now": now,
+                    },
+                )
+            done = {str(r["execution_id"]) for r in rows}
+            return [f.execution_id in done for f in finishes]
         freed: Counter[str] = Counter()
         async with self._t.write() as tx:
             # Execution rows first, then the ledger rows, each once per batch, in key order.
@@ -463,16 +539,27 @@ async def _gone(tx: Tx, start_id: str) -> GrantResult:
     )
 
 
+def _logged_uncapped(requests: Sequence[GrantRequest]) -> bool:
+    """Every request logs its start, copies no steps and takes no capped slot; no start is
+    asked twice."""
+    seen: set[str] = set()
+    for r in requests:
+        if r.log is None or r.copy_steps is not None or r.start_id in seen:
+            return False
+        if any(s.cap is not None for s in r.slots):
+            return False
+        seen.add(r.start_id)
+    return True
+
+
 def _full(key: str) -> GrantResult:
     return GrantResult(outcome=GrantOutcome.FULL, start=None, full_key=key)
 
 
 def _full_key(slots: Sequence[Slot], running: Mapping[str, int]) -> str | None:
     """The first key (in key order) whose count is at its cap, or None if every slot fits."""
-    for s in sorted(slots, key=lambda s: s.key):
-        if s.cap is not None and running.get(s.key, 0) >= s.cap:
-            return s.key
-    return None
+    full = [s.key for s in slots if s.cap is not None and running.get(s.key, 0) >= s.cap]
+    return min(full) if full else None
 
 
 def _opt(value: Any) -> str | None:

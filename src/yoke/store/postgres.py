@@ -27,6 +27,11 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
   yoke_schedule_change, both inside the writing transaction.
 - A freed slot is announced with NOTIFY yoke_slot_freed inside the freeing transaction, so it is
   delivered only if the slot really was freed; listeners keep a backup poll.
+- A grant batch of starts that fit at once and take no capped slot is one statement
+  (`grant_logged_one`: starts, executions and ledger counts), and so is a batch of finishes
+  (`finish_executions_one`: executions, ledger release and NOTIFY), each its own transaction in
+  one round trip, with the batch as parallel arrays bound in binary; the locks are taken in the
+  same order as by the general path.
 - Migrations take pg_advisory_xact_lock, so processes booting together apply each one once.
 - Bind limit: 65,535 parameters per statement; no yoke query binds more than 16.
 - Connections come from a psycopg_pool AsyncConnectionPool in autocommit mode: a verb of one
@@ -156,7 +161,7 @@ class PostgresStore:
     """The PostgreSQL backend: its transactions (`tx.Transactions`), and the verbs over them."""
 
     dialect = "postgres"
-    one_statement_append = True
+    one_statement_batches = True
 
     def __init__(
         self,

@@ -218,7 +218,7 @@ class SQLiteStore:
     """The SQLite backend: its transactions (`tx.Transactions`), and the verbs over them."""
 
     dialect = "sqlite"
-    one_statement_append = False  # a SQLite statement writes one table only
+    one_statement_batches = False  # a SQLite statement writes one table only
 
     def __init__(self, url_or_path: str, *, busy_timeout: float = 5.0) -> None:
         self.path = path_from_url(url_or_path) if url_or_path.startswith("sqlite:") else url_or_path

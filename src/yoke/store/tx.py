@@ -53,8 +53,9 @@ class Transactions(Protocol):
         ...
 
     @property
-    def one_statement_append(self) -> bool:
-        """An actor append of a batch can be one statement (PostgreSQL); else step by step."""
+    def one_statement_batches(self) -> bool:
+        """A batch that writes several tables can be one statement (PostgreSQL's data-modifying
+        CTEs: an actor append, a batch of finishes); else step by step in one transaction."""
         ...
 
     def read(self) -> AbstractAsyncContextManager[Tx]:

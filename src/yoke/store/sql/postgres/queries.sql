@@ -574,25 +574,6 @@ WITH c AS (
 )
 SELECT pg_notify('yoke_slot_freed', '') FROM (SELECT count(*) AS n FROM released) r
 WHERE r.n > 0;
--- name: finish_execution_many
--- %(batch)s is a JSON array of {"execution_id", "status", "output", "error"}. The rows are
--- locked in execution_id order, as recover_dead locks a dead instance's: a recoverer and a
--- zombie instance finishing its own executions wait for each other but never deadlock.
-WITH b AS (
-    SELECT * FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, status text,
-        output text, error text)
-), locked AS (
-    SELECT e.execution_id FROM yoke_executions e JOIN b USING (execution_id)
-    WHERE e.status = 'RUNNING'
-    ORDER BY e.execution_id
-    FOR UPDATE OF e
-)
-UPDATE yoke_executions e
-SET status = b.status, output = b.output, error = b.error, finished_at = %(now)s
-FROM locked JOIN b USING (execution_id)
-WHERE e.execution_id = locked.execution_id AND e.status = 'RUNNING'
-RETURNING e.execution_id, e.slot_keys;
-
 -- name: insert_start_many
 -- %(batch)s is a JSON array of new starts, each QUEUED, or GRANTED at once (with its execution
 -- id) by a grant batch that logs it because it fits; one whose idempotency key is taken is
@@ -611,3 +592,89 @@ FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, kind text, workflo
 ORDER BY coalesce(principal, ''), idempotency_key  -- keys in one order: never a deadlock
 ON CONFLICT DO NOTHING
 RETURNING start_id, seq;
+
+-- name: finish_executions_one
+-- A batch of finishes in one statement (one round trip, its own transaction), as parallel
+-- arrays bound in binary. The execution rows are locked in execution_id order (as
+-- recover_dead locks a dead instance's), then the ledger rows of the keys they held in key
+-- order (as a grant takes them), and released; NOTIFY is sent only if a slot was freed.
+WITH b AS (
+    SELECT * FROM unnest(%(ids)b::text[], %(statuses)b::text[], %(outputs)b::text[],
+        %(errors)b::text[]) AS b(execution_id, status, output, error)
+), locked AS (
+    SELECT e.execution_id FROM yoke_executions e JOIN b USING (execution_id)
+    WHERE e.status = 'RUNNING'
+    ORDER BY e.execution_id
+    FOR UPDATE OF e
+), done AS (
+    UPDATE yoke_executions e
+    SET status = b.status, output = b.output, error = b.error, finished_at = %(now)s
+    FROM locked JOIN b USING (execution_id)
+    WHERE e.execution_id = locked.execution_id AND e.status = 'RUNNING'
+    RETURNING e.execution_id, e.slot_keys
+), freed AS (
+    SELECT k.key, count(*)::int AS n
+    FROM done CROSS JOIN LATERAL jsonb_array_elements_text(done.slot_keys::jsonb) AS k(key)
+    GROUP BY k.key
+), held AS (
+    SELECT l.key, freed.n FROM yoke_ledger l JOIN freed ON freed.key = l.key
+    ORDER BY l.key
+    FOR UPDATE OF l
+), released AS (
+    UPDATE yoke_ledger l SET running = l.running - held.n FROM held
+    WHERE l.key = held.key
+    RETURNING 1
+), notified AS (
+    SELECT pg_notify('yoke_slot_freed', '') FROM (SELECT count(*) AS n FROM released) r
+    WHERE r.n > 0
+)
+SELECT done.execution_id, (SELECT count(*) FROM notified) AS notified FROM done;
+
+-- name: grant_logged_one
+-- Starts that fit at once and take no capped slot, logged GRANTED with their executions and
+-- their ledger counts in one statement (one round trip, its own transaction), as parallel
+-- arrays bound in binary. A start whose idempotency key is taken is skipped (ON CONFLICT
+-- waits for an uncommitted holder) and so is its execution; the ledger counts only what was
+-- written. Lock order as in the general path: start rows (by key), execution rows, then the
+-- ledger rows in key order. An execution is created at the grant (`now`).
+WITH b AS MATERIALIZED (
+    SELECT * FROM unnest(%(start_ids)b::text[], %(kinds)b::text[], %(workflows)b::text[],
+        %(sessions)b::text[], %(priorities)b::bigint[], %(inputs)b::text[],
+        %(fingerprints)b::text[], %(principals)b::text[], %(idem_keys)b::text[],
+        %(sources)b::text[], %(from_steps)b::text[], %(execution_ids)b::text[],
+        %(instance_ids)b::text[], %(created)b::float8[], %(slot_keys)b::text[])
+        AS b(start_id, kind, workflow, session, priority, input, fingerprint, principal,
+            idempotency_key, source_execution_id, from_step, execution_id, instance_id,
+            created_at, slot_keys)
+), s AS (
+    INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
+        principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
+        execution_id, instance_id, created_at, decided_at)
+    SELECT start_id, kind, workflow, session, priority, input, fingerprint, principal,
+        coalesce(principal, ''), idempotency_key, source_execution_id, from_step, 'GRANTED',
+        execution_id, instance_id, created_at, %(now)s
+    FROM b
+    ORDER BY coalesce(principal, ''), idempotency_key
+    ON CONFLICT DO NOTHING
+    RETURNING start_id, seq
+), e AS (
+    INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
+        parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at)
+    SELECT b.execution_id, b.start_id, b.workflow, b.session, b.input, 'RUNNING', NULL,
+        CASE WHEN b.kind = 'restart' THEN b.source_execution_id END,
+        CASE WHEN b.kind = 'resume' THEN b.source_execution_id END,
+        b.slot_keys, b.instance_id, %(now)s
+    FROM b JOIN s USING (start_id)
+    RETURNING execution_id, seq, slot_keys
+), counts AS (
+    SELECT k.key, count(*)::bigint AS n
+    FROM e CROSS JOIN LATERAL jsonb_array_elements_text(e.slot_keys::jsonb) AS k(key)
+    GROUP BY k.key
+), ledger AS (
+    INSERT INTO yoke_ledger (key, running) SELECT key, n FROM counts ORDER BY key
+    ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + EXCLUDED.running
+    RETURNING key
+)
+SELECT 's' AS what, s.start_id AS id, s.seq FROM s
+UNION ALL SELECT 'e', e.execution_id, e.seq FROM e
+UNION ALL SELECT 'l', ledger.key, 0 FROM ledger;
