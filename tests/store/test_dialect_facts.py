@@ -27,8 +27,8 @@ from yoke.store import (
     postgres,
     sqlfiles,
 )
-from yoke.store.execverbs import _new_start
 from yoke.store.postgres import PostgresStore, translate
+from yoke.store.rows import new_start_params
 from yoke.store.sqlite import SQLiteStore
 
 
@@ -93,7 +93,7 @@ async def test_sqlite_a_failed_write_rolls_back_only_itself(lite: SQLiteStore) -
 
     async def write(i: int) -> None:
         async with lite.write() as tx:  # gathered: the 2nd and 3rd queue behind the 1st
-            await tx.one("insert_start", _new_start(ids[i]))
+            await tx.one("insert_start", new_start_params(ids[i]))
             if i == 1:
                 raise RuntimeError("this write fails after its statement ran")
 
@@ -113,7 +113,7 @@ async def test_sqlite_a_read_sees_only_committed_writes(lite: SQLiteStore) -> No
 
     async def writer() -> None:
         async with lite.write() as tx:
-            await tx.one("insert_start", _new_start(st))
+            await tx.one("insert_start", new_start_params(st))
             written.set()
 
     async def reader() -> None:

@@ -335,17 +335,15 @@ class Executions:
     # -- performing the core's actions ---------------------------------------------------------
     def _perform(self, actions: Sequence[Action]) -> None:
         for a in actions:
-            kind = type(a)
-            if kind is Grant:
-                self._granter.put(a)  # type: ignore[arg-type]
-            elif kind is Launch:
-                self._launch(a.ticket, a.execution)  # type: ignore[union-attr]
-            elif kind is Answer:
+            if isinstance(a, Grant):
+                self._granter.put(a)
+            elif isinstance(a, Launch):
+                self._launch(a.ticket, a.execution)
+            elif isinstance(a, Answer):
                 self._answered(a.ticket)
-            elif kind is Log:
-                self._logger.put(a)  # type: ignore[arg-type]
+            elif isinstance(a, Log):
+                self._logger.put(a)
             else:
-                assert isinstance(a, Refuse)
                 self._cleanup(self._record_refusal(a))
 
     def _answered(self, t: Ticket) -> None:

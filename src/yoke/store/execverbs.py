@@ -12,7 +12,6 @@ from the caller.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -34,13 +33,26 @@ from yoke.store.records import (
     NewStart,
     Recovery,
     Slot,
-    StartKind,
     StartRow,
     StartStatus,
     StepCopy,
     StepRow,
 )
-from yoke.store.tx import Row, Transactions, Tx
+from yoke.store.rows import (
+    answer_row,
+    control_params,
+    control_row,
+    encoded_keys,
+    execution_row,
+    keys_of,
+    new_execution_params,
+    new_start_params,
+    opt,
+    start_row,
+    written_execution,
+    written_start,
+)
+from yoke.store.tx import Transactions, Tx
 
 
 class ExecutionVerbs:
@@ -80,7 +92,7 @@ class ExecutionVerbs:
             for instance_id in dead:
                 for r in await tx.all("running_of_instance", {"instance_id": instance_id}):
                     executions.append(str(r["execution_id"]))
-                    freed.update(_keys(r["slot_keys"]))
+                    freed.update(keys_of(r["slot_keys"]))
                 await tx.run(
                     "abort_executions_of_instance",
                     {
@@ -112,12 +124,12 @@ class ExecutionVerbs:
     async def log_starts(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
         # `_single`: on PostgreSQL the batch is one INSERT in autocommit, one round trip.
         async with self._t.single() as tx:
-            return await _insert_starts(tx, [(s, _new_start(s)) for s in starts])
+            return await _insert_starts(tx, [(s, new_start_params(s)) for s in starts])
 
     async def get_start(self, start_id: str) -> StartRow | None:
         async with self._t.read() as tx:
             row = await tx.one("get_start", {"start_id": start_id})
-        return None if row is None else _start(row)
+        return None if row is None else start_row(row)
 
     async def grant_start(
         self,
@@ -177,7 +189,7 @@ class ExecutionVerbs:
                 if requests[i].log is None
             ]
             rows = await tx.many("mark_granted", marks, now=now) if marks else []
-            marked = {str(r["start_id"]): _start(r) for r in rows}
+            marked = {str(r["start_id"]): start_row(r) for r in rows}
             marked.update(
                 (start_id, row)
                 for start_id, (row, created) in logged.items()
@@ -249,11 +261,11 @@ class ExecutionVerbs:
         round trip). With no cap nothing can be FULL; a start whose idempotency key is taken
         is skipped by the statement and answered GONE with the start holding the key (or, if
         the holder gave the key back meanwhile, granted by the general path)."""
-        starts = [_new_start(r.log) for r in requests if r.log is not None]
+        starts = [new_start_params(r.log) for r in requests if r.log is not None]
         for p, r in zip(starts, requests, strict=True):
             p.update(execution_id=r.execution.execution_id, decided_at=now)
         runs = [
-            _new_execution(r.execution, _encoded_keys(tuple(s.key for s in r.slots)))
+            new_execution_params(r.execution, encoded_keys(tuple(s.key for s in r.slots)))
             for r in requests
         ]
         for e in runs:
@@ -283,9 +295,9 @@ class ExecutionVerbs:
         results: list[GrantResult] = []
         for req, p, e in zip(requests, starts, runs, strict=True):
             assert req.log is not None
-            row = _written_start(req.log, p, start_seqs)
+            row = written_start(req.log, p, start_seqs)
             if row is not None:
-                execution = _written_execution(e, run_seqs)
+                execution = written_execution(e, run_seqs)
                 results.append(
                     GrantResult(outcome=GrantOutcome.GRANTED, start=row, execution=execution)
                 )
@@ -293,7 +305,7 @@ class ExecutionVerbs:
             async with self._t.read() as tx:
                 holder = await tx.one("get_start_by_key", p)
             if holder is not None:
-                results.append(GrantResult(outcome=GrantOutcome.GONE, start=_start(holder)))
+                results.append(GrantResult(outcome=GrantOutcome.GONE, start=start_row(holder)))
             else:  # the key was given back since: the general path logs it afresh
                 [again] = await self.grant_starts([req], now=now)
                 results.append(again)
@@ -306,7 +318,7 @@ class ExecutionVerbs:
         if not requests:
             return {}
         new = [
-            _new_execution(r.execution, _encoded_keys(tuple(s.key for s in r.slots)))
+            new_execution_params(r.execution, encoded_keys(tuple(s.key for s in r.slots)))
             for r in requests
         ]
         seqs = await tx.insert("insert_execution", new, key="execution_id")
@@ -320,7 +332,7 @@ class ExecutionVerbs:
                         "before": r.copy_steps.before_position,
                     },
                 )
-        return {r.start_id: _written_execution(p, seqs) for r, p in zip(requests, new, strict=True)}
+        return {r.start_id: written_execution(p, seqs) for r, p in zip(requests, new, strict=True)}
 
     async def decide_start(
         self,
@@ -346,7 +358,7 @@ class ExecutionVerbs:
             )
             if row is None:
                 row = await tx.one("get_start", {"start_id": start_id})
-        return None if row is None else _start(row)
+        return None if row is None else start_row(row)
 
     async def set_start_priority(
         self, start_id: str, priority: int, *, audit: NewControl
@@ -356,15 +368,15 @@ class ExecutionVerbs:
             if row is None:
                 row = await tx.one("get_start", {"start_id": start_id})
             else:
-                await tx.one("append_control", _control_params(audit))
-        return None if row is None else _start(row)
+                await tx.one("append_control", control_params(audit))
+        return None if row is None else start_row(row)
 
     # -- executions ------------------------------------------------------------------------
     async def create_child(self, execution: NewExecution) -> ExecutionRow:
-        params = _new_execution(execution, None)
+        params = new_execution_params(execution, None)
         async with self._t.single() as tx:
             seqs = await tx.insert("insert_execution", [params], key="execution_id")
-        return _written_execution(params, seqs)
+        return written_execution(params, seqs)
 
     async def finish_execution(
         self,
@@ -412,7 +424,7 @@ class ExecutionVerbs:
             # Execution rows first, then the ledger rows, each once per batch, in key order.
             rows = await tx.many("finish_execution", batch, now=now)
             for r in rows:
-                freed.update(_keys(r["slot_keys"]))
+                freed.update(keys_of(r["slot_keys"]))
             if freed:  # on PostgreSQL this also sends NOTIFY yoke_slot_freed at commit
                 counts = json.dumps(dict(sorted(freed.items())))
                 await tx.run("release_slot_counts", {"counts": counts})
@@ -422,7 +434,7 @@ class ExecutionVerbs:
     async def get_execution(self, execution_id: str) -> ExecutionRow | None:
         async with self._t.read() as tx:
             row = await tx.one("get_execution", {"execution_id": execution_id})
-        return None if row is None else _execution(row)
+        return None if row is None else execution_row(row)
 
     async def list_executions(
         self,
@@ -444,7 +456,7 @@ class ExecutionVerbs:
                     "limit": limit,
                 },
             )
-        return [_execution(r) for r in rows]
+        return [execution_row(r) for r in rows]
 
     async def record_step(
         self, execution_id: str, position: int, name: str, result: str, *, now: float
@@ -478,25 +490,25 @@ class ExecutionVerbs:
     # -- control log -----------------------------------------------------------------------
     async def append_control(self, entry: NewControl) -> ControlRow:
         async with self._t.single() as tx:
-            row = await tx.one("append_control", _control_params(entry))
+            row = await tx.one("append_control", control_params(entry))
         assert row is not None
-        return _control(row)
+        return control_row(row)
 
     async def control_log(self, *, limit: int = 100, offset: int = 0) -> list[ControlRow]:
         async with self._t.read() as tx:
             rows = await tx.all("control_log", {"limit": limit, "offset": offset})
-        return [_control(r) for r in rows]
+        return [control_row(r) for r in rows]
 
     async def latest_limits(self) -> str | None:
         async with self._t.read() as tx:
             row = await tx.one("latest_limits", {})
-        return None if row is None else _opt(row["after"])
+        return None if row is None else opt(row["after"])
 
     # -- idempotency answers (the server's replay of a retried request) ----------------------
     async def find_answer(self, principal: str, key: str, *, now: float) -> AnswerRow | None:
         async with self._t.read() as tx:
             row = await tx.one("find_answer", {"principal": principal, "idem_key": key, "now": now})
-        return None if row is None else _answer(row)
+        return None if row is None else answer_row(row)
 
     async def keep_answer(self, answer: AnswerRow, *, now: float) -> AnswerRow:
         params = {
@@ -516,7 +528,7 @@ class ExecutionVerbs:
             await tx.run("insert_answer", params)
             row = await tx.one("get_answer", params)
         assert row is not None
-        return _answer(row)
+        return answer_row(row)
 
     async def forget_answers(self, *, now: float) -> int:
         async with self._t.single() as tx:
@@ -535,7 +547,7 @@ async def _gone(tx: Tx, start_id: str) -> GrantResult:
     """A pick whose start is no longer QUEUED, with the row as it is (None: no such start)."""
     current = await tx.one("get_start", {"start_id": start_id})
     return GrantResult(
-        outcome=GrantOutcome.GONE, start=None if current is None else _start(current)
+        outcome=GrantOutcome.GONE, start=None if current is None else start_row(current)
     )
 
 
@@ -562,49 +574,6 @@ def _full_key(slots: Sequence[Slot], running: Mapping[str, int]) -> str | None:
     return min(full) if full else None
 
 
-def _opt(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _keys(raw: Any) -> tuple[str, ...]:
-    return () if raw is None else _decoded_keys(raw)
-
-
-@functools.lru_cache(maxsize=4096)
-def _decoded_keys(raw: str) -> tuple[str, ...]:
-    # The same few key lists (global, session, workflow) come back on every finish: decoded
-    # once each. Bounded, since sessions are the callers' to name.
-    return tuple(str(k) for k in json.loads(raw))
-
-
-@functools.lru_cache(maxsize=4096)
-def _encoded_keys(keys: tuple[str, ...]) -> str:
-    return json.dumps(sorted(keys))
-
-
-def _start(r: Row) -> StartRow:
-    return StartRow(
-        seq=int(r["seq"]),
-        start_id=str(r["start_id"]),
-        kind=StartKind(r["kind"]),
-        workflow=str(r["workflow"]),
-        session=str(r["session"]),
-        priority=int(r["priority"]),
-        input=str(r["input"]),
-        fingerprint=str(r["fingerprint"]),
-        principal=_opt(r["principal"]),
-        idempotency_key=_opt(r["idempotency_key"]),
-        source_execution_id=_opt(r["source_execution_id"]),
-        from_step=_opt(r["from_step"]),
-        status=StartStatus(r["status"]),
-        execution_id=_opt(r["execution_id"]),
-        reason=_opt(r["reason"]),
-        instance_id=str(r["instance_id"]),
-        created_at=float(r["created_at"]),
-        decided_at=None if r["decided_at"] is None else float(r["decided_at"]),
-    )
-
-
 async def _log_fitting(
     tx: Tx,
     requests: Sequence[GrantRequest],
@@ -622,7 +591,7 @@ async def _log_fitting(
     batch: list[tuple[NewStart, dict[str, Any]]] = []
     for i, req in logs:
         assert req.log is not None
-        params = _new_start(req.log)
+        params = new_start_params(req.log)
         if i in hopeful:
             params.update(execution_id=req.execution.execution_id, decided_at=now)
         batch.append((req.log, params))
@@ -637,13 +606,13 @@ async def _log_fitting(
 async def _insert_starts(
     tx: Tx, batch: list[tuple[NewStart, dict[str, Any]]]
 ) -> list[tuple[StartRow, bool]]:
-    """Log the starts of `batch` (each with its `_new_start` parameters): (row, True) for each
+    """Log the starts of `batch` (each with its `new_start_params`): (row, True) for each
     one written, (the start holding its idempotency key, False) for each one whose key was
     taken."""
     if not batch:
         return []
     seqs = await tx.insert("insert_start", [p for _, p in batch], key="start_id")
-    return [await _written_or_holder(tx, new, p, _written_start(new, p, seqs)) for new, p in batch]
+    return [await _written_or_holder(tx, new, p, written_start(new, p, seqs)) for new, p in batch]
 
 
 async def _written_or_holder(
@@ -656,144 +625,11 @@ async def _written_or_holder(
         # this very batch inserted it).
         holder = await tx.one("get_start_by_key", params)
         if holder is not None:
-            return _start(holder), False
+            return start_row(holder), False
         # The holder gave its key back (refused with `forget_key`) after the INSERT: again.
         seqs = await tx.insert("insert_start", [params], key="start_id")
-        row = _written_start(new, params, seqs)
+        row = written_start(new, params, seqs)
     if row is not None:
         return row, True
     # The only unique constraints are start_id (a fresh uuid) and the key.
     raise Conflict(f"start {params['start_id']} already exists")
-
-
-def _new_start(s: NewStart) -> dict[str, Any]:
-    return {
-        "start_id": s.start_id,
-        "kind": s.kind.value,
-        "workflow": s.workflow,
-        "session": s.session,
-        "priority": s.priority,
-        "input": s.input,
-        "fingerprint": s.fingerprint,
-        "principal": s.principal,
-        "idem_scope": s.principal or "",
-        "idempotency_key": s.idempotency_key,
-        "source_execution_id": s.source_execution_id,
-        "from_step": s.from_step,
-        "instance_id": s.instance_id,
-        "created_at": s.created_at,
-        "execution_id": None,  # logged QUEUED; a grant batch may log it GRANTED
-        "decided_at": None,
-    }
-
-
-def _written_start(
-    new: NewStart, params: Mapping[str, Any], seqs: Mapping[Any, int]
-) -> StartRow | None:
-    """The row `insert_start` wrote for `new` from `params`, or None if it was skipped."""
-    seq = seqs.get(new.start_id)
-    if seq is None:
-        return None
-    return new.logged(seq=seq, execution_id=params["execution_id"], decided_at=params["decided_at"])
-
-
-def _written_execution(params: Mapping[str, Any], seqs: Mapping[Any, int]) -> ExecutionRow:
-    """The row `insert_execution` wrote from `params` (`_new_execution`)."""
-    seq = seqs.get(params["execution_id"])
-    if seq is None:  # the only unique key is the execution id, a fresh uuid
-        raise Conflict(f"execution {params['execution_id']} already exists")
-    return ExecutionRow(
-        seq=seq,
-        execution_id=params["execution_id"],
-        start_id=params["start_id"],
-        workflow=params["workflow"],
-        session=params["session"],
-        input=params["input"],
-        status=ExecutionStatus.RUNNING,
-        output=None,
-        error=None,
-        parent_id=params["parent_id"],
-        restarted_from=params["restarted_from"],
-        resumed_from=params["resumed_from"],
-        slot_keys=_keys(params["slot_keys"]),
-        instance_id=params["instance_id"],
-        created_at=params["created_at"],
-        finished_at=None,
-    )
-
-
-def _new_execution(e: NewExecution, slot_keys: str | None) -> dict[str, Any]:
-    return {
-        "execution_id": e.execution_id,
-        "start_id": e.start_id,
-        "workflow": e.workflow,
-        "session": e.session,
-        "input": e.input,
-        "parent_id": e.parent_id,
-        "restarted_from": e.restarted_from,
-        "resumed_from": e.resumed_from,
-        "slot_keys": slot_keys,
-        "instance_id": e.instance_id,
-        "created_at": e.created_at,
-    }
-
-
-def _execution(r: Row) -> ExecutionRow:
-    return ExecutionRow(
-        seq=int(r["seq"]),
-        execution_id=str(r["execution_id"]),
-        start_id=_opt(r["start_id"]),
-        workflow=str(r["workflow"]),
-        session=str(r["session"]),
-        input=str(r["input"]),
-        status=ExecutionStatus(r["status"]),
-        output=_opt(r["output"]),
-        error=_opt(r["error"]),
-        parent_id=_opt(r["parent_id"]),
-        restarted_from=_opt(r["restarted_from"]),
-        resumed_from=_opt(r["resumed_from"]),
-        slot_keys=_keys(r["slot_keys"]),
-        instance_id=str(r["instance_id"]),
-        created_at=float(r["created_at"]),
-        finished_at=None if r["finished_at"] is None else float(r["finished_at"]),
-    )
-
-
-def _control_params(c: NewControl) -> dict[str, Any]:
-    return {
-        "kind": c.kind,
-        "principal": c.principal,
-        "tenant": c.tenant,
-        "roles": json.dumps(list(c.roles)),
-        "subject": c.subject,
-        "before": c.before,
-        "after": c.after,
-        "now": c.at,
-    }
-
-
-def _control(r: Row) -> ControlRow:
-    return ControlRow(
-        seq=int(r["seq"]),
-        kind=str(r["kind"]),
-        principal=str(r["principal"]),
-        tenant=_opt(r["tenant"]),
-        roles=tuple(json.loads(r["roles"])),
-        subject=_opt(r["subject"]),
-        before=_opt(r["before"]),
-        after=_opt(r["after"]),
-        at=float(r["at"]),
-    )
-
-
-def _answer(r: Row) -> AnswerRow:
-    return AnswerRow(
-        principal=r["principal"],
-        key=r["idem_key"],
-        fingerprint=r["fingerprint"],
-        status=int(r["status"]),
-        body=r["body"],
-        headers=r["headers"],
-        created_at=float(r["created_at"]),
-        expires_at=float(r["expires_at"]),
-    )
