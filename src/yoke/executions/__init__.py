@@ -1,9 +1,11 @@
 """Workflow executions: starts, slots, limits, queue order, restarts, runtime changes (the
 admission specification, docs/decisions.md).
 
-The entry module is `service` (`Executions`, reached as `app.executions`); `admission` maps
-limits to kernel caps and ledger slots; `context` runs workflows and their recorded steps;
-`model` holds the values. This package imports the kernel and the store protocol, never a
+The entry module is `service` (`Executions`, reached as `app.executions`: the async shell);
+`core` is the sans-I/O admission core that decides every start, one `tickets.Ticket` each;
+`admission` maps limits to kernel caps and ledger slots; `reading` and `control` are the parts
+the shell holds over `state.Shared`; `context` runs workflows and their recorded steps; `model`
+holds the values. This package imports the kernel and the store protocol, never a
 concrete store backend nor the server.
 """
 
