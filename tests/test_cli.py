@@ -28,7 +28,7 @@ def test_version() -> None:
 def test_demo_runs_and_shows_the_fair_scheduler_protecting_light_tenants() -> None:
     # A real process, as a newcomer runs it (short, so the suite stays fast).
     done = subprocess.run(
-        [sys.executable, "-m", "yoke", "demo", "--seconds", "3"],
+        [sys.executable, "-m", "yoke", "demo", "--fair", "--seconds", "3"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -38,6 +38,36 @@ def test_demo_runs_and_shows_the_fair_scheduler_protecting_light_tenants() -> No
     assert "Summary" in done.stdout
     rows = [line for line in done.stdout.splitlines() if "create_" in line]
     assert any("fair" in row for row in rows) and any("FIFO" in row for row in rows)
+
+
+def test_demo_serves_the_durable_scheduler_and_ends_with_a_summary() -> None:
+    # README's first Quick start runs `yoke demo`: a real server, real HTTP starts, its
+    # dashboard's URL, then a summary; it ends by itself.
+    done = subprocess.run(
+        [sys.executable, "-m", "yoke", "demo", "--seconds", "4", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "dashboard: http://127.0.0.1:" in done.stdout
+    for line in ("Summary", "light tenants' wait p50 / p99", "flood's share", "Jain's index"):
+        assert line in done.stdout
+
+
+async def test_durable_demo_light_tenants_wait_less_than_the_flood(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from yoke.server.demo import run
+
+    s = await run(4, port=0, console=Console(file=io.StringIO()), directory=tmp_path)
+    assert s.light_p50 is not None and s.flood_p50 is not None
+    assert s.light_p50 < s.flood_p50
+    assert s.flood_share is not None and s.flood_share > 0.5
+    assert s.starts_per_second > 0 and s.jain is not None
 
 
 def test_demo_refuses_a_run_longer_than_twenty_seconds() -> None:

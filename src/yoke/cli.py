@@ -54,13 +54,24 @@ err = Console(stderr=True)
 
 @app.command()
 def demo(
-    seconds: float = typer.Option(12.0, min=0.5, max=20.0, help="How long the flood runs."),
+    seconds: float = typer.Option(None, min=0.5, max=20.0, help="How long the flood runs."),
     seed: int = typer.Option(1, help="Seed of the arrival pattern."),
+    fair: bool = typer.Option(
+        False, "--fair", help="The in-process comparison: yoke.fair beside a plain FIFO."
+    ),
+    keep: bool = typer.Option(False, "--keep", help="Keep serving the dashboard afterwards."),
+    port: int = typer.Option(8000, min=0, max=65535, help="Port (another if taken)."),
 ) -> None:
-    """Watch one tenant flood a fair scheduler and a plain FIFO side by side."""
-    from yoke.demo import run_demo
+    """Watch the durable scheduler and its dashboard while one tenant floods five light ones
+    (with --fair: the in-process fair scheduler beside a plain FIFO)."""
+    if fair:
+        from yoke.demo import run_demo
 
-    asyncio.run(run_demo(seconds, seed=seed))
+        asyncio.run(run_demo(12.0 if seconds is None else seconds, seed=seed))
+        return
+    from yoke.server.demo import run
+
+    asyncio.run(run(20.0 if seconds is None else seconds, keep=keep, port=port, seed=seed))
 
 
 @app.command()

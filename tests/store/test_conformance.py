@@ -441,6 +441,10 @@ async def test_control_log_keeps_order_and_the_newest_limits(store: Store) -> No
     ]
     assert log[2].roles == ("OPERATOR",) and log[2].tenant == "t" and log[2].at == 3.0
     assert [e.seq for e in await store.control_log(limit=1, offset=1)] == [2]
+    assert [e.seq for e in await store.recent_controls()] == [3, 2, 1]
+    assert [e.seq for e in await store.recent_controls(kind="limits", limit=1)] == [2]
+    assert [e.seq for e in await store.recent_controls(before_seq=3, limit=5)] == [2, 1]
+    assert await store.recent_controls(kind="limits", before_seq=1) == []
 
 
 async def test_recover_dead_aborts_and_frees_only_dead_instances(store: Store) -> None:

@@ -20,7 +20,14 @@ from yoke.actors.definitions import ActorDef, ActorRegistry
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import NotFound
-from yoke.store.actor_records import ActorCounts, DeadLetter, InstanceInfo, InstanceRef, WorkerRow
+from yoke.store.actor_records import (
+    ActorCounts,
+    DeadLetter,
+    DueTimer,
+    InstanceInfo,
+    InstanceRef,
+    WorkerRow,
+)
 
 DEAD_LETTERS_SHOWN = 20
 
@@ -156,6 +163,10 @@ class ActorInspector:
             dead_letters=tuple(dead),
             created_at=info.created_at,
         )
+
+    async def timers(self, *, limit: int) -> list[DueTimer]:
+        """The next `limit` timers not fired yet, every tenant's, soonest first."""
+        return await self._store().upcoming_timers(limit=limit)
 
     async def workers(self) -> list[WorkerView]:
         store = self._store()

@@ -6,6 +6,23 @@ design). Only the standard library and `yoke.errors` may be imported here.
 """
 
 from yoke.kernel.core import Kernel
-from yoke.kernel.types import Item, ItemState, KernelStats, LaneStats, Policy, PriorityScope
+from yoke.kernel.types import (
+    Item,
+    ItemState,
+    KernelStats,
+    LaneHead,
+    LaneStats,
+    Policy,
+    PriorityScope,
+)
 
-__all__ = ["Item", "ItemState", "Kernel", "KernelStats", "LaneStats", "Policy", "PriorityScope"]
+__all__ = [
+    "Item",
+    "ItemState",
+    "Kernel",
+    "KernelStats",
+    "LaneHead",
+    "LaneStats",
+    "Policy",
+    "PriorityScope",
+]

@@ -26,7 +26,7 @@ what proves the copies still agree.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator
-from heapq import heappop, heappush, heapreplace
+from heapq import heappop, heappush, heapreplace, nsmallest
 
 from yoke.errors import BadType, BadValue
 from yoke.kernel import args
@@ -35,7 +35,16 @@ from yoke.kernel.nodes import TOP, Class, KeyState, Lane
 from yoke.kernel.policies import BasePolicy, Sfq, make_policy
 from yoke.kernel.registry import Registry
 from yoke.kernel.settings import Settings, hashable
-from yoke.kernel.types import Item, ItemState, KernelStats, Key, LaneStats, Policy, PriorityScope
+from yoke.kernel.types import (
+    Item,
+    ItemState,
+    KernelStats,
+    Key,
+    LaneHead,
+    LaneStats,
+    Policy,
+    PriorityScope,
+)
 
 QUEUED = ItemState.QUEUED
 RUNNING = ItemState.RUNNING
@@ -508,6 +517,32 @@ class Kernel:
             return LaneStats(queued=0, running=0, started=0, weight=self._r.dw)
         return LaneStats(queued=ln.queued, running=ln.running, started=ln.started, weight=ln.w)
 
+    def lane_heads(self) -> Iterator[LaneHead]:
+        """Every lane with queued items as (lane, queued, running, weight, head), head being
+        the item `pending(lane)` would list first, in lane creation order. O(lanes) with no
+        sort and no heap changed: what a view of a large queue (top K by some key) can afford
+        where `stats()` and `pending()` of every lane cannot."""
+        for name, ln in self._lanes.items():
+            if not ln.queued:
+                continue
+            head: Item | None = None
+            for c in ln.classes.values():
+                h = c.heap
+                # The root is live unless a cancel or a re-prioritise left it stale.
+                first = h[0][2] if h and h[0][2]._entry is h[0] else _first_live(h)
+                if first is not None and (head is None or _order(first) < _order(head)):
+                    head = first
+            if head is not None:
+                yield (name, ln.queued, ln.running, ln.w, head)
+
+    def first_pending(self, lane: Hashable, n: int) -> list[Item]:
+        """`pending(lane)[:n]` without sorting the whole lane: O(m log n) for m queued."""
+        ln = self._lanes.get(lane)
+        if ln is None or n <= 0:
+            return []
+        live = (e[2] for c in ln.classes.values() for e in c.heap if e[2]._entry is e)
+        return nsmallest(n, live, key=_order)
+
     def stats(self) -> KernelStats:
         lanes = {
             n: LaneStats(queued=ln.queued, running=ln.running, started=ln.started, weight=ln.w)
@@ -763,6 +798,12 @@ class Kernel:
             ks.entry = pe = (kh[0][0], ks.nid, ks)
             heapreplace(top, pe)
         return item
+
+
+def _first_live(heap: list[tuple[int, int, Item]]) -> Item | None:
+    """The smallest live entry of a class heap, by a scan."""
+    live = [e for e in heap if e[2]._entry is e]
+    return min(live)[2] if live else None
 
 
 def _order(item: Item) -> tuple[int, int, int]:

@@ -104,6 +104,12 @@ class LaneStats:
     weight: float
 
 
+# One lane with queued items, as `Kernel.lane_heads` lists it: (lane, queued, running, weight,
+# head), head being the item `pending(lane)` would list first. A plain tuple, not a record: a
+# view of a large queue makes one per lane.
+LaneHead = tuple[Hashable, int, int, float, Item]
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class KernelStats:
     queued: int

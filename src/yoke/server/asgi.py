@@ -34,6 +34,7 @@ from yoke.server.idempotency import AnswerStore, MemoryAnswers, Replayer, StoreA
 from yoke.server.metrics import Metrics
 from yoke.server.problems import LastResort, http_error_handler, yoke_error_handler
 from yoke.server.routes import table
+from yoke.server.recorder import Recorder
 from yoke.server.routes_actors import ActorsRoutes
 from yoke.server.routes_control import ControlRoutes
 from yoke.server.routes_executions import ExecutionsRoutes
@@ -42,6 +43,7 @@ from yoke.server.routes_starts import StartsRoutes
 from yoke.server.routes_streams import StreamsRoutes
 from yoke.server.routing import LeanRoutes, Op, lean_routes, starlette_routes
 from yoke.server.state import ServerState
+from yoke.server.ui import Dashboard
 
 log = logging.getLogger("yoke.server")
 DEFAULT_RETENTION = 24 * 3600.0
@@ -70,8 +72,10 @@ class Server:
             tokens=tokens,
             metrics=Metrics(app.executions, app.actors),
             replayer=Replayer(answers or MemoryAnswers(), retention=retention),
+            recorder=Recorder(app.clock.wall),
             max_wait=max_wait,
         )
+        self.dashboard = Dashboard(self.state)
         starts = StartsRoutes(self.state)
         self.ops: list[Op] = table(
             starts=starts,
@@ -80,13 +84,13 @@ class Server:
             streams=StreamsRoutes(self.state),
             actors=ActorsRoutes(self.state),
             ops=OpsRoutes(self.state, self.document),
-        )
+        ) + self.dashboard.api.ops()
         self.asgi = Starlette(
-            routes=starlette_routes(self.ops),
+            routes=[*starlette_routes(self.ops), *self.dashboard.routes()],
             middleware=[
                 Middleware(LastResort),
                 Middleware(Guard, max_body=app.settings.max_body_bytes, local_only=tokens is None),
-                Middleware(Authenticate, tokens=tokens),
+                Middleware(Authenticate, tokens=tokens, browser=self.dashboard.browser),
                 Middleware(LeanRoutes, routes=lean_routes(self.ops)),
             ],
             exception_handlers={YokeError: yoke_error_handler, HTTPException: http_error_handler},
@@ -126,14 +130,19 @@ class Server:
                 s.replayer.answers = StoreAnswers(s.store())
             purge = tg.create_task(self._purge(), name="yoke-idempotency-purge")
             forget_listener = s.executions.add_grant_listener(s.metrics.granted)
+            forget_recorder = s.executions.add_grant_listener(s.recorder.granted)
+            hub = tg.create_task(self.dashboard.hub.run(), name="yoke-dashboard-hub")
             try:
                 yield
             finally:
                 s.begin_shutdown()
+                self.dashboard.hub.close()
                 if s.shutdown_task is not None:
                     await s.shutdown_task
                 purge.cancel()
+                hub.cancel()
                 forget_listener()
+                forget_recorder()
                 s.tasks = None
 
     async def _purge(self) -> None:

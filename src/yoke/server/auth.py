@@ -18,7 +18,10 @@ tenant cannot even learn another's ids exist.
 `Authenticate` only says who is asking (or that no valid token came); whether that may call a
 route is the route table's check (`routing.guarded`). With no tokens file every caller is the
 local admin; `serve` then binds loopback only. This module must never talk to the store or the
-scheduler.
+scheduler The dashboard's browser
+sessions come in through one seam, `browser`: without a valid bearer token, a request to
+`/ui/...` (any method: the dashboard checks its CSRF token itself) or a GET of the API (what the
+dashboard's own scripts read) is the principal of its session cookie.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +46,8 @@ _SCOPE_KEY = "yoke.principal"
 _PRIORITY_KEY = "yoke.max_priority"
 _ENTRY_KEYS = frozenset({"token", "token_sha256", "principal", "tenant", "roles", "max_priority"})
 _INT_MAX = 2**31 - 1
+UI_PREFIX = "/ui"
+Browser = Callable[[Scope], Principal | None]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -164,9 +169,12 @@ class Authenticate:
     valid token came, or the local admin when there is no tokens file. It refuses nothing:
     whether a route needs a principal is the route table's to say (401 there)."""
 
-    def __init__(self, app: ASGIApp, *, tokens: TokenBook | None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, tokens: TokenBook | None, browser: Browser | None = None
+    ) -> None:
         self.app = app
         self.tokens = tokens
+        self.browser = browser
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -186,7 +194,20 @@ class Authenticate:
                         scope[_SCOPE_KEY] = entry.principal
                         scope[_PRIORITY_KEY] = entry.max_priority
                     break
+        if self.browser is not None and _SCOPE_KEY not in scope:
+            path = scope["path"]
+            ui = path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
+            if ui or scope.get("method") in ("GET", "HEAD"):
+                session = self.browser(scope)
+                if session is not None:
+                    scope[_SCOPE_KEY] = session
+                    scope[_PRIORITY_KEY] = _default_max(session)
         await self.app(scope, receive, send)
+
+
+def principal_in(scope: Scope) -> Principal | None:
+    p = scope.get(_SCOPE_KEY)
+    return p if isinstance(p, Principal) else None
 
 
 def principal_of(request: Request) -> Principal:

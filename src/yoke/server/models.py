@@ -210,6 +210,15 @@ class AuditPageOut(BaseModel):
     items: list[AuditOut]
 
 
+class FixOut(BaseModel):
+    action: Literal["raise_limit", "set_priority"]
+    call: str
+    role: str
+    limit: str | None = None
+    to: int | None = None
+    priority: int | None = None
+
+
 class WhyOut(BaseModel):
     start_id: str
     status: StartStatusName
@@ -221,6 +230,15 @@ class WhyOut(BaseModel):
     limit: int | None
     running: int | None
     ahead: int | None = Field(description="queued starts that go before it")
+    ahead_higher: int | None = Field(
+        default=None, description="how many of those ahead have a higher priority"
+    )
+    eta_seconds: float | None = Field(
+        default=None, description="when the starts ahead will have gone, at the recent rate"
+    )
+    fixes: list[FixOut] = Field(
+        default_factory=list, description="changes that would let it go sooner (by role)"
+    )
     explanation: str
 
 

@@ -16,7 +16,6 @@ from starlette.responses import Response
 
 from yoke.errors import Conflict, ShuttingDown, YokeError
 from yoke.executions import Start, StartStatus
-from yoke.server import introspect
 from yoke.server.auth import (
     check_priority,
     check_session,
@@ -24,6 +23,7 @@ from yoke.server.auth import (
     principal_of,
     privileged,
 )
+from yoke.server.explain import RATE_WINDOW, explain
 from yoke.server.metrics import Outcome
 from yoke.server.models import PriorityIn, StartIn, start_json
 from yoke.server.state import ServerState, json_response, parse, query_float, read_body
@@ -126,4 +126,13 @@ class StartsRoutes:
     async def why(self, request: Request) -> Response:
         start = await self._visible(request)
         ledger = await self.s.store().ledger()
-        return json_response(introspect.why(self.s.executions, start, ledger))
+        granted, _ = self.s.recorder.totals(RATE_WINDOW)
+        return json_response(
+            explain(
+                self.s.executions,
+                start,
+                ledger,
+                principal=principal_of(request),
+                grants_per_second=granted / RATE_WINDOW if granted else None,
+            )
+        )

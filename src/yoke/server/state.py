@@ -15,7 +15,7 @@ import json
 import math
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -28,6 +28,7 @@ from yoke.executions import Executions
 from yoke.server.auth import TokenBook, principal_of
 from yoke.server.idempotency import Replayer, fingerprint
 from yoke.server.metrics import Metrics
+from yoke.server.recorder import Recorder
 from yoke.store import Store
 
 M = TypeVar("M", bound=BaseModel)
@@ -46,9 +47,12 @@ class ServerState:
     tokens: TokenBook | None
     metrics: Metrics
     replayer: Replayer
+    recorder: Recorder
     max_wait: float = 60.0
     tasks: asyncio.TaskGroup | None = None
     shutdown_task: asyncio.Task[None] | None = None
+    # Called once when shutdown begins (the dashboard ends its event streams there).
+    on_shutdown: list[Callable[[], None]] = field(default_factory=list)
 
     @property
     def executions(self) -> Executions:
@@ -81,6 +85,8 @@ class ServerState:
         queued starts are refused and their long-polls answered now, not at the end."""
         if self.tasks is not None and self.shutdown_task is None:
             self.shutdown_task = self.tasks.create_task(self.app.shutdown())
+            for callback in self.on_shutdown:
+                callback()
 
 
 async def read_body(request: Request) -> bytes:

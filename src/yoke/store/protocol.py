@@ -166,6 +166,13 @@ class Store(Protocol):
         """Oldest first."""
         ...
 
+    async def recent_controls(
+        self, *, kind: str | None = None, before_seq: int | None = None, limit: int = 100
+    ) -> list[ControlRow]:
+        """Newest first, of one `kind` or all; `before_seq` is the keyset cursor of the next
+        page (an index on seq, and on (kind, seq), answers it without a scan)."""
+        ...
+
     async def latest_limits(self) -> str | None:
         """The `after` of the newest `limits` entry of the control log, if any."""
         ...

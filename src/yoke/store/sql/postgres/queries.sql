@@ -58,6 +58,13 @@ RETURNING *;
 -- name: control_log
 SELECT * FROM yoke_control_log ORDER BY seq LIMIT %(limit)s OFFSET %(offset)s;
 
+-- name: recent_controls
+SELECT * FROM yoke_control_log
+WHERE (%(kind)s::text IS NULL OR kind = %(kind)s)
+  AND (%(before_seq)s::bigint IS NULL OR seq < %(before_seq)s)
+ORDER BY seq DESC
+LIMIT %(limit)s;
+
 -- name: latest_limits
 SELECT after FROM yoke_control_log WHERE kind = 'limits' ORDER BY seq DESC LIMIT 1;
 

@@ -85,6 +85,13 @@ RETURNING *;
 -- name: control_log
 SELECT * FROM yoke_control_log ORDER BY seq LIMIT :limit OFFSET :offset;
 
+-- name: recent_controls
+SELECT * FROM yoke_control_log
+WHERE (:kind IS NULL OR kind = :kind)
+  AND (:before_seq IS NULL OR seq < :before_seq)
+ORDER BY seq DESC
+LIMIT :limit;
+
 -- name: latest_limits
 SELECT after FROM yoke_control_log WHERE kind = 'limits' ORDER BY seq DESC LIMIT 1;
 

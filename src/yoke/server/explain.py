@@ -1,0 +1,79 @@
+"""`GET /v1/starts/{id}/why` in full: the kernel's explanation, an ETA and, for those who may
+apply them, the fixes.
+
+The explanation itself is `introspect.why` (the cap that holds the start, how many go first).
+This adds what a person needs to act on it:
+- `ahead_higher`: how many of those ahead have a higher priority (only sessions whose first
+  queued start outranks this one are looked at);
+- `eta_seconds`: when, at the recent grant rate, the starts ahead will have gone
+  (`(ahead + 1) / rate`; None without a recent grant);
+- `fixes`: the changes that would let it go sooner, each the same call the API makes (raise
+  the limit that holds it: ADMIN, `PUT /v1/limits`; raise its priority above the first one
+  ahead: OPERATOR, `PATCH /v1/starts/{id}`), listed only for a principal holding the role.
+
+This module must never change anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yoke.executions import ADMIN, OPERATOR, Executions, Principal, Start, StartStatus
+from yoke.server import introspect
+
+RATE_WINDOW = 60  # seconds of grants the ETA's rate is measured over
+
+
+def higher_ahead(ex: Executions, start: Start) -> int:
+    k = ex.kernel
+    total = 0
+    for lane, queued, _, _, head in k.lane_heads():
+        if head.priority > start.priority:
+            ahead = k.first_pending(lane, queued)
+            total += sum(1 for i in ahead if i.priority > start.priority)
+    return total
+
+
+def explain(
+    ex: Executions,
+    start: Start,
+    ledger: dict[str, int],
+    *,
+    principal: Principal,
+    grants_per_second: float | None,
+) -> dict[str, Any]:
+    out = introspect.why(ex, start, ledger)
+    out["ahead_higher"] = None
+    out["eta_seconds"] = None
+    out["fixes"] = []
+    if start.status is not StartStatus.QUEUED or ex.kernel.get(start.start_id) is None:
+        return out
+    ahead = out["ahead"] or 0
+    out["ahead_higher"] = higher = higher_ahead(ex, start)
+    if grants_per_second:
+        out["eta_seconds"] = round((ahead + 1) / grants_per_second, 3)
+    fixes: list[dict[str, Any]] = []
+    if principal.has_any(ADMIN) and out["blocked_by"] and out["limit"] is not None:
+        fixes.append(
+            {
+                "action": "raise_limit",
+                "limit": out["blocked_by"],
+                "to": out["limit"] + 1,
+                "call": "PUT /v1/limits",
+                "role": ADMIN,
+            }
+        )
+    if principal.has_any(OPERATOR, ADMIN) and higher:
+        top = max(head.priority for *_, head in ex.kernel.lane_heads())
+        fixes.append(
+            {
+                "action": "set_priority",
+                "priority": top + 1,
+                "call": f"PATCH /v1/starts/{start.start_id}",
+                "role": OPERATOR,
+            }
+        )
+    out["fixes"] = fixes
+    if higher:
+        out["explanation"] += f" ({higher} of them of higher priority)"
+    return out

@@ -1,0 +1,162 @@
+"""What the dashboard remembers of the recent past: grants, waits and refusals per second.
+
+The scheduler knows its present (the kernel's queue, the ledger's slots); rates, waits and
+shares over a window need a memory of the last minutes, kept here in one-second buckets fed by
+the executions' grant listener (one call per granted start, no task per start) and by the
+server's own answer counters, sampled once a second. Memory is bounded whatever the load: a
+ring of `HISTORY` buckets, each holding at most `MAX_SESSIONS` sessions (the rest are summed as
+one `_other` row) and a uniform sample of at most `WAIT_SAMPLES` waits per session.
+
+This module must never read the store or change the scheduler; it only counts.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from yoke.executions import Start
+
+HISTORY = 600  # seconds kept: the charts show up to ten minutes
+MAX_SESSIONS = 2000  # sessions named per second; more are summed under OTHER
+WAIT_SAMPLES = 32  # waits kept per session per second (a uniform reservoir)
+OTHER = "_other"
+
+
+@dataclass(slots=True)
+class _Lane:
+    starts: int = 0
+    seen: int = 0  # waits offered to the reservoir
+    waits: list[float] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Second:
+    at: int
+    starts: int = 0
+    refused: int = 0
+    jain: float | None = None
+    lanes: dict[str, _Lane] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SessionWindow:
+    """One session over a window: starts granted and a sample of their waits (seconds)."""
+
+    session: str
+    starts: int
+    waits: tuple[float, ...]
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+class Recorder:
+    """Per-second memory of grants (with waits, by session), refusals and Jain's index."""
+
+    def __init__(self, wall: Callable[[], float], *, seed: int = 0) -> None:
+        self._wall = wall
+        self._seconds: deque[_Second] = deque(maxlen=HISTORY)
+        self._rng = random.Random(seed)  # the reservoir's draws; seeded, so tests repeat
+        self.grants = 0  # every grant seen: a cheap change signal for the hub
+
+    def __repr__(self) -> str:
+        return f"Recorder(seconds={len(self._seconds)}, grants={self.grants})"
+
+    def _now(self) -> _Second:
+        at = int(self._wall())
+        if not self._seconds or self._seconds[-1].at != at:
+            self._seconds.append(_Second(at=at))
+        return self._seconds[-1]
+
+    # -- feeding --------------------------------------------------------------------------------
+    def granted(self, start: Start) -> None:
+        """A grant listener: quick, never raises."""
+        self.grants += 1
+        second = self._now()
+        second.starts += 1
+        name = start.session
+        lane = second.lanes.get(name)
+        if lane is None:
+            if len(second.lanes) >= MAX_SESSIONS:
+                name = OTHER
+                lane = second.lanes.setdefault(OTHER, _Lane())
+            else:
+                lane = second.lanes[name] = _Lane()
+        lane.starts += 1
+        if start.decided_at is None:
+            return
+        wait = max(0.0, start.decided_at - start.created_at)
+        lane.seen += 1
+        if len(lane.waits) < WAIT_SAMPLES:
+            lane.waits.append(wait)
+        else:
+            slot = self._rng.randrange(lane.seen)
+            if slot < WAIT_SAMPLES:
+                lane.waits[slot] = wait
+
+    def refused(self, count: int) -> None:
+        if count > 0:
+            self._now().refused += count
+
+    def jain(self, value: float) -> None:
+        self._now().jain = value
+
+    # -- reading --------------------------------------------------------------------------------
+    def _window(self, seconds: int) -> list[_Second]:
+        since = int(self._wall()) - seconds
+        return [s for s in self._seconds if s.at > since]
+
+    def totals(self, seconds: int) -> tuple[int, int]:
+        """(starts, refused) over the last `seconds`."""
+        window = self._window(seconds)
+        return sum(s.starts for s in window), sum(s.refused for s in window)
+
+    def sessions(self, seconds: int) -> dict[str, SessionWindow]:
+        starts: dict[str, int] = {}
+        waits: dict[str, list[float]] = {}
+        for second in self._window(seconds):
+            for name, lane in second.lanes.items():
+                starts[name] = starts.get(name, 0) + lane.starts
+                waits.setdefault(name, []).extend(lane.waits)
+        return {
+            name: SessionWindow(session=name, starts=n, waits=tuple(waits.get(name, ())))
+            for name, n in starts.items()
+        }
+
+    def starts_where(self, seconds: int, keep: Callable[[str], bool]) -> list[float]:
+        """Per second, oldest first: the starts of the sessions `keep` accepts."""
+        now = int(self._wall())
+        by_at = {s.at: s for s in self._window(seconds)}
+        out = []
+        for at in range(now - seconds + 1, now + 1):
+            s = by_at.get(at)
+            out.append(float(sum(v.starts for n, v in s.lanes.items() if keep(n))) if s else 0.0)
+        return out
+
+    def series(self, seconds: int, sessions: Iterable[str]) -> dict[str, list[float | None]]:
+        """Per second, oldest first: time, starts, refused, Jain's index, and the p50 wait of
+        each session named (None where it had no grant that second)."""
+        now = int(self._wall())
+        by_at = {s.at: s for s in self._window(seconds)}
+        names = list(sessions)
+        out: dict[str, list[float | None]] = {"t": [], "starts": [], "refused": [], "jain": []}
+        for name in names:
+            out[f"wait:{name}"] = []
+        for at in range(now - seconds + 1, now + 1):
+            s = by_at.get(at)
+            out["t"].append(float(at))
+            out["starts"].append(float(s.starts) if s else 0.0)
+            out["refused"].append(float(s.refused) if s else 0.0)
+            out["jain"].append(s.jain if s else None)
+            for name in names:
+                lane = s.lanes.get(name) if s else None
+                out[f"wait:{name}"].append(percentile(lane.waits, 0.5) if lane else None)
+        return out

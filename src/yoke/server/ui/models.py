@@ -1,0 +1,133 @@
+"""The JSON shapes of the dashboard's `/v1` twins, for the OpenAPI document (and so for the
+schema checks the test suite runs against real answers). This module must never serve."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from yoke.server.models import AuditOut, ExecutionOut, LimitsOut
+
+
+class OverviewOut(BaseModel):
+    principal: str
+    tenant: str | None
+    roles: list[str]
+    slots_used: int = Field(description="slots taken across every server process (the ledger)")
+    slots_total: int | None = Field(description="max_running; null when unlimited")
+    running: int
+    queued: int
+    refused_last_minute: int | None = Field(description="429 and 503 answers (operators)")
+    starts_per_second: float = Field(description="grants per second over the last 10 s")
+    workers_live: int | None
+    executors_live: int | None
+    executor_mode: str
+    oldest_wait_seconds: float | None
+    shutting_down: bool
+
+
+class QueueItemOut(BaseModel):
+    pick: int | None = Field(description="predicted pick order, 1 = next; null when held")
+    position: int | None
+    start_id: str
+    session: str
+    workflow: str
+    priority: int
+    age_seconds: float
+    blocked_by: str | None
+    why: str
+
+
+class QueueLimitsOut(LimitsOut):
+    set_by: str | None = Field(description="who set the limits in force (null: configuration)")
+    set_at: float | None
+
+
+class QueueOut(BaseModel):
+    queued: int | None
+    shown: int
+    query: str | None
+    items: list[QueueItemOut]
+    limits: QueueLimitsOut
+    slots_used: int
+
+
+class FairnessItemOut(BaseModel):
+    session: str
+    weight: float
+    queued: int
+    running: int
+    starts: int
+    share_starts: float
+    share_running: float
+    target_share: float = Field(description="weight / sum of the weights of sessions with work")
+    wait_p50: float | None
+    wait_p99: float | None
+    starving: bool = Field(description="queued, and no start in the window while others had")
+
+
+class FairnessOut(BaseModel):
+    window_seconds: int
+    jain: float
+    sessions_with_work: int | None
+    starts: int
+    running: int
+    query: str | None
+    items: list[FairnessItemOut]
+
+
+class SeriesOut(BaseModel):
+    seconds: int
+    t: list[float]
+    sessions: list[str]
+    starts: list[float]
+    refused: list[float] | None
+    jain: list[float | None] | None
+    waits: dict[str, list[float | None]]
+
+
+class StepOut(BaseModel):
+    position: int
+    name: str
+    result: Any = None
+    recorded_at: float
+
+
+class LineageOut(BaseModel):
+    execution_id: str
+    status: str
+
+
+class ExecutionDetailOut(ExecutionOut):
+    steps: list[StepOut]
+    lineage: list[LineageOut]
+
+
+class TimerOut(BaseModel):
+    timer_id: int
+    tenant: str
+    stream: str
+    fire_at: float
+    due_in_seconds: float
+    data: Any = None
+
+
+class TimerListOut(BaseModel):
+    items: list[TimerOut]
+
+
+class AuditRecentOut(BaseModel):
+    items: list[AuditOut]
+    next_before: int | None
+
+
+MODELS: list[type[BaseModel]] = [
+    OverviewOut,
+    QueueOut,
+    FairnessOut,
+    SeriesOut,
+    ExecutionDetailOut,
+    TimerListOut,
+    AuditRecentOut,
+]

@@ -1,0 +1,126 @@
+"""Browser sessions of the dashboard: a bearer token traded once for an HttpOnly cookie.
+
+The login form takes the same token as the API (`TokenBook.lookup`); the server keeps the
+session (principal, CSRF token, expiry) in memory and hands the browser only a random id, in a
+cookie that is HttpOnly (no script reads it) and SameSite=Strict (no other site's page sends
+it). A state-changing dashboard request must also carry the session's CSRF token (a form field
+or the `X-CSRF-Token` header htmx adds) and, when the browser says where it comes from, an
+`Origin` of this very host. Without a tokens file every caller is the local admin; a session is
+still made, only to bind the CSRF token.
+
+Memory is bounded: at most `max_sessions`, the oldest dropped first; a restart forgets them all
+(people log in again). This module must never decide what a principal may do.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+
+from starlette.types import Scope
+
+from yoke.errors import Forbidden
+from yoke.executions import Principal
+
+COOKIE = "yoke_session"
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Session:
+    sid: str
+    principal: Principal
+    csrf: str
+    expires: float
+
+
+class Sessions:
+    def __init__(
+        self,
+        *,
+        ttl: float = 8 * 3600.0,
+        max_sessions: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl = ttl
+        self.max_sessions = max_sessions
+        self._clock = clock
+        self._by_id: OrderedDict[str, Session] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __repr__(self) -> str:
+        return f"Sessions({len(self._by_id)}, ttl={self.ttl:g})"
+
+    def create(self, principal: Principal) -> Session:
+        while len(self._by_id) >= self.max_sessions:
+            self._by_id.popitem(last=False)
+        s = Session(
+            sid=secrets.token_urlsafe(32),
+            principal=principal,
+            csrf=secrets.token_urlsafe(32),
+            expires=self._clock() + self.ttl,
+        )
+        self._by_id[s.sid] = s
+        return s
+
+    def get(self, sid: str | None) -> Session | None:
+        if not sid or len(sid) > 100:
+            return None
+        s = self._by_id.get(sid)
+        if s is None:
+            return None
+        if s.expires <= self._clock():
+            del self._by_id[sid]
+            return None
+        return s
+
+    def drop(self, sid: str) -> None:
+        self._by_id.pop(sid, None)
+
+    def of_scope(self, scope: Scope) -> Session | None:
+        return self.get(cookie_of(scope))
+
+
+def cookie_of(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"cookie" and len(value) <= 8192:
+            jar: SimpleCookie = SimpleCookie()
+            try:
+                jar.load(value.decode("latin-1"))
+            except Exception:  # a malformed Cookie header is a missing cookie
+                return None
+            morsel = jar.get(COOKIE)
+            return None if morsel is None else morsel.value
+    return None
+
+
+def set_cookie_header(session: Session, *, secure: bool) -> str:
+    flags = "; Secure" if secure else ""
+    return f"{COOKIE}={session.sid}; Path=/; HttpOnly; SameSite=Strict{flags}"
+
+
+def clear_cookie_header() -> str:
+    return f"{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
+
+
+def check_csrf(session: Session | None, presented: str | None, scope: Scope) -> None:
+    """Refuse (403) a state-changing request without this session's token, or from another
+    origin. Browsers send `Origin` on such requests; a request with none is a non-browser
+    client, which still needs the token."""
+    if session is None or not presented or not hmac.compare_digest(session.csrf, presented):
+        raise Forbidden("a dashboard form needs its session's CSRF token: reload the page")
+    headers = {k: v for k, v in scope.get("headers", ()) if k in (b"origin", b"host")}
+    origin = headers.get(b"origin")
+    if origin is not None:
+        host = headers.get(b"host", b"").decode("latin-1")
+        text = origin.decode("latin-1")
+        allowed = {f"http://{host}", f"https://{host}"}
+        if text not in allowed:
+            raise Forbidden(f"cross-origin request refused (Origin {text[:100]!r})")

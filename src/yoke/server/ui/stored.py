@@ -1,0 +1,166 @@
+"""The figures of the dashboard's record views (executions, actors, workers, timers, audit), as
+JSON-ready dicts: the same service calls and the same JSON shapes as the `/v1` routes of each.
+
+Paged and bounded: lists take a limit and a cursor, never a count of rows. A plain tenant sees
+its own executions, instances and timers; workers and the audit log are the deployment's, so
+they need OPERATOR (workers) or ADMIN (audit), as in the API.
+
+This module must never write to the store.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from yoke.errors import BadValue, Forbidden, NotFound
+from yoke.executions import ADMIN, OPERATOR, ExecutionStatus, Principal
+from yoke.server.auth import check_visible, home_tenant, owns, privileged, tenant_of
+from yoke.server.models import audit_json, execution_json
+from yoke.server.models_actors import actor_json, worker_json
+from yoke.server.state import ServerState
+
+STATUSES = tuple(s.value for s in ExecutionStatus)
+TIMERS_READ = 500  # timers read to find a tenant's next ones (the store lists every tenant's)
+
+
+def need(p: Principal, *roles: str) -> None:
+    """The pages call these views outside the route table, so they check roles themselves."""
+    if not p.has_any(*roles):
+        raise Forbidden(f"{p.name} lacks role {' or '.join(roles)}")
+
+
+async def executions(
+    s: ServerState,
+    p: Principal,
+    *,
+    status: str | None,
+    session: str | None,
+    workflow: str | None,
+    cursor: str | None,
+    limit: int = 50,
+) -> dict[str, Any]:
+    if status is not None and status.upper() not in STATUSES:
+        raise BadValue(f"status must be one of {', '.join(STATUSES)}")
+    if not privileged(p):
+        if session is None:
+            session = tenant_of(p)
+        elif not owns(p, session):
+            return {"items": [], "next_cursor": None}
+    page = await s.executions.list(
+        status=status, session=session, workflow=workflow, limit=limit, cursor=cursor
+    )
+    return {"items": [execution_json(e) for e in page.items], "next_cursor": page.next_cursor}
+
+
+async def execution(s: ServerState, p: Principal, execution_id: str) -> dict[str, Any]:
+    """One execution with its recorded steps (a child workflow is a step named `child:...`)
+    and the executions it was restarted or resumed from."""
+    ex = await s.executions.get_execution(execution_id)
+    check_visible(p, ex.session, f"execution {execution_id}")
+    steps = await s.store().steps_of(execution_id)
+    lineage: list[dict[str, str]] = []
+    source = ex.restarted_from or ex.resumed_from
+    while source is not None and len(lineage) < 20:
+        try:
+            before = await s.executions.get_execution(source)
+        except NotFound:
+            break
+        lineage.append({"execution_id": before.execution_id, "status": before.status.value})
+        source = before.restarted_from or before.resumed_from
+    return {
+        **execution_json(ex),
+        "steps": [
+            {
+                "position": st.position,
+                "name": st.name,
+                "result": json.loads(st.result),
+                "recorded_at": st.recorded_at,
+            }
+            for st in steps
+        ],
+        "lineage": lineage,
+    }
+
+
+async def actors(s: ServerState, p: Principal) -> dict[str, Any]:
+    tenant = None if privileged(p) else home_tenant(p)
+    views = await s.app.actors.inspect.actors(tenant=tenant)
+    return {"tenant": tenant, "items": [actor_json(v) for v in views]}
+
+
+async def workers(s: ServerState, p: Principal) -> dict[str, Any]:
+    need(p, OPERATOR, ADMIN)
+    inspect = s.app.actors.inspect
+    views = await inspect.workers()
+    return {
+        "stale_after": inspect.stale_after,
+        "items": [worker_json(w) for w in views],
+        # Per-tenant executor processes are not part of this server yet: `process()` runs
+        # inline in each worker.
+        "executor_mode": "inline",
+        "executors": [],
+    }
+
+
+async def timers(s: ServerState, p: Principal, *, limit: int = 50) -> dict[str, Any]:
+    mine = None if privileged(p) else home_tenant(p)
+    rows = await s.app.actors.inspect.timers(limit=limit if mine is None else TIMERS_READ)
+    now_ms = int(s.app.clock.wall() * 1000)
+    items = [
+        {
+            "timer_id": t.timer_id,
+            "tenant": t.tenant,
+            "stream": t.stream,
+            "fire_at": t.fire_at_ms / 1000,
+            "due_in_seconds": round((t.fire_at_ms - now_ms) / 1000, 3),
+            "data": json.loads(t.data),
+        }
+        for t in rows
+        if mine is None or t.tenant == mine
+    ]
+    return {"items": items[:limit]}
+
+
+async def audit(
+    s: ServerState, p: Principal, *, before: int | None, limit: int = 50
+) -> dict[str, Any]:
+    need(p, ADMIN)
+    rows = await s.store().recent_controls(before_seq=before, limit=limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = [
+        audit_json(
+            _entry(
+                r.seq, r.kind, r.principal, r.tenant, r.roles, r.subject, r.before, r.after, r.at
+            )
+        )
+        for r in rows
+    ]
+    return {"items": items, "next_before": rows[-1].seq if more else None}
+
+
+def _entry(
+    seq: int,
+    kind: str,
+    principal: str,
+    tenant: str | None,
+    roles: tuple[str, ...],
+    subject: str | None,
+    before: str | None,
+    after: str | None,
+    at: float,
+) -> Any:
+    from yoke.executions import AuditEntry
+
+    return AuditEntry(
+        seq=seq,
+        kind=kind,
+        principal=principal,
+        tenant=tenant,
+        roles=roles,
+        subject=subject,
+        before=None if before is None else json.loads(before),
+        after=None if after is None else json.loads(after),
+        at=at,
+    )

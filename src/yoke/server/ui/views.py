@@ -1,0 +1,233 @@
+"""The figures of the dashboard's scheduler views, as JSON-ready dicts: each is both the answer
+of a `/v1` route and what the page's template renders, so the two cannot disagree.
+
+Every function takes the caller's principal and shows it only what it owns: a plain tenant sees
+its own sessions, starts and rates; totals of everyone (slots in use, the global rate, Jain's
+index) are aggregates without names. Large queues cost one pass over the sessions with queued
+starts (`Kernel.lane_heads`) and the top K of it; the store is read for a few rows (the ages of
+the starts shown, the newest limits entry), never counted.
+
+This module must never change the scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from typing import Any
+
+from yoke.errors import YokeError
+from yoke.executions import Principal, Start
+from yoke.server.auth import owns, privileged
+from yoke.server.explain import RATE_WINDOW
+from yoke.server.recorder import OTHER, SessionWindow, percentile
+from yoke.server.state import ServerState
+from yoke.server.ui import queue
+
+TOP_K = 50
+
+
+def _visible(p: Principal) -> Any:
+    if privileged(p):
+        return lambda session: True
+    return lambda session: owns(p, session)
+
+
+async def _starts(s: ServerState, ids: list[str]) -> dict[str, Start]:
+    """The starts shown, read by id (at most TOP_K; a start decided meanwhile is left out)."""
+
+    async def one(start_id: str) -> Start | None:
+        try:
+            return await s.executions.get(start_id)
+        except YokeError:
+            return None
+
+    found = await asyncio.gather(*(one(i) for i in ids))
+    return {st.start_id: st for st in found if st is not None}
+
+
+async def limits_set_by(s: ServerState) -> dict[str, Any]:
+    newest = await s.store().recent_controls(kind="limits", limit=1)
+    if not newest:
+        return {"set_by": None, "set_at": None}
+    return {"set_by": newest[0].principal, "set_at": newest[0].at}
+
+
+def _rate(s: ServerState, p: Principal, seconds: int) -> float:
+    if privileged(p):
+        return s.recorder.totals(seconds)[0] / seconds
+    mine = s.recorder.sessions(seconds)
+    return sum(w.starts for name, w in mine.items() if owns(p, name)) / seconds
+
+
+async def overview(s: ServerState, p: Principal) -> dict[str, Any]:
+    ex, k = s.executions, s.executions.kernel
+    ledger = await s.store().ledger()
+    see = _visible(p)
+    heads = [(head.seq, str(head.id), queued) for lane, queued, _, _, head in k.lane_heads()
+             if see(str(lane))]  # fmt: skip
+    oldest = min(heads, default=None)
+    oldest_age = None
+    if oldest is not None:
+        found = await _starts(s, [oldest[1]])
+        st = found.get(oldest[1])
+        oldest_age = None if st is None else max(0.0, s.app.clock.wall() - st.created_at)
+    mine_running = sum(
+        v for key, v in ledger.items() if key.startswith("session:") and see(key[8:])
+    )
+    workers_live = executors = None
+    if privileged(p) and s.app.store is not None:
+        try:
+            views = await s.app.actors.inspect.workers()
+            workers_live = sum(1 for w in views if w.status.value == "live")
+        except YokeError:
+            workers_live = None
+        executors = 0
+    refused = s.recorder.totals(60)[1] if privileged(p) else None
+    return {
+        "principal": p.name,
+        "tenant": p.tenant,
+        "roles": sorted(p.roles),
+        "slots_used": ledger.get("global", 0),
+        "slots_total": ex.current_limits.max_running,
+        "running": ledger.get("global", 0) if privileged(p) else mine_running,
+        "queued": k.queued if privileged(p) else sum(h[2] for h in heads),
+        "refused_last_minute": refused,
+        "starts_per_second": round(_rate(s, p, 10), 2),
+        "workers_live": workers_live,
+        "executors_live": executors,
+        "executor_mode": "inline",
+        "oldest_wait_seconds": None if oldest_age is None else round(oldest_age, 3),
+        "shutting_down": ex.closing,
+    }
+
+
+async def admission(s: ServerState, p: Principal, *, q: str | None, k: int) -> dict[str, Any]:
+    ex = s.executions
+    store = s.store()
+    ledger = await store.ledger()
+    limits = ex.current_limits
+    see = None if privileged(p) else _visible(p)
+    picks = queue.next_picks(ex.kernel, limits, ledger, visible=see, query=q, k=k)
+    starts = await _starts(s, [x.start_id for x in picks])
+    now = s.app.clock.wall()
+    full = limits.max_running is not None and ledger.get("global", 0) >= limits.max_running
+    rows = []
+    for x in picks:
+        st = starts.get(x.start_id)
+        if st is None:
+            continue
+        if x.blocked_by:
+            why = f"held by {x.blocked_by}={x.limit}: {x.running} running"
+        elif full:
+            why = f"all {limits.max_running} slots in use: pick {x.order} when one frees"
+        else:
+            why = "next pick" if x.order == 1 else f"pick {x.order}"
+        rows.append(
+            {
+                "pick": x.order,
+                "position": st.position,
+                "start_id": x.start_id,
+                "session": x.session,
+                "workflow": x.workflow,
+                "priority": x.priority,
+                "age_seconds": round(max(0.0, now - st.created_at), 3),
+                "blocked_by": x.blocked_by,
+                "why": why,
+            }
+        )
+    return {
+        "queued": ex.kernel.queued if privileged(p) else None,
+        "shown": len(rows),
+        "query": q,
+        "items": rows,
+        "limits": {**limits.to_json(), **await limits_set_by(s)},
+        "slots_used": ledger.get("global", 0),
+    }
+
+
+async def fairness(
+    s: ServerState, p: Principal, *, window: int, q: str | None, k: int
+) -> dict[str, Any]:
+    ex = s.executions
+    ledger = await s.store().ledger()
+    served = s.recorder.sessions(window)
+    now = queue.sessions(ex.kernel, [n for n in served if n != OTHER])
+    total_weight = now.total_weight or 1.0
+    total_starts = sum(w.starts for w in served.values())
+    total_running = ledger.get("global", ex.kernel.running)
+    see = _visible(p)
+    ql = q.lower() if q else None
+    none = SessionWindow(session="", starts=0, waits=())
+
+    # Most under-served first: starving, then the furthest below its target share of slots.
+    ranked = (
+        (
+            0 if (queued and not served.get(name, none).starts and total_starts) else 1,
+            (running / total_running if total_running else 0.0) - weight / total_weight,
+            -queued,
+            name,
+            weight,
+            running,
+        )
+        for name, queued, running, weight in now.rows
+        if see(name) and (ql is None or ql in name.lower())
+    )
+    rows = []
+    for flag, _, minus_queued, name, weight, running in heapq.nsmallest(k, ranked):
+        won = served.get(name, none)
+        p50, p99 = percentile(won.waits, 0.5), percentile(won.waits, 0.99)
+        rows.append(
+            {
+                "session": name,
+                "weight": weight,
+                "queued": -minus_queued,
+                "running": running,
+                "starts": won.starts,
+                "share_starts": round(won.starts / total_starts, 4) if total_starts else 0.0,
+                "share_running": round(running / total_running, 4) if total_running else 0.0,
+                "target_share": round(weight / total_weight, 4),
+                "wait_p50": None if p50 is None else round(p50, 4),
+                "wait_p99": None if p99 is None else round(p99, 4),
+                "starving": flag == 0,
+            }
+        )
+    return {
+        "window_seconds": window,
+        "jain": round(now.jain, 4),
+        "sessions_with_work": len(now.rows) if privileged(p) else None,
+        "starts": total_starts,
+        "running": total_running,
+        "query": q,
+        "items": rows,
+    }
+
+
+def series(s: ServerState, p: Principal, *, seconds: int) -> dict[str, Any]:
+    """Per second: starts (the caller's own for a tenant), refusals and Jain's index (the
+    operators'), and the p50 wait of the five busiest sessions the caller may see."""
+    see = _visible(p)
+    served = s.recorder.sessions(seconds)
+    top = heapq.nlargest(
+        5,
+        (w for n, w in served.items() if n != OTHER and see(n)),
+        key=lambda w: (w.starts, w.session),
+    )
+    names = [w.session for w in top]
+    data = s.recorder.series(seconds, names)
+    out: dict[str, Any] = {"seconds": seconds, "t": data["t"], "sessions": names}
+    if privileged(p):
+        out["starts"] = data["starts"]
+        out["refused"] = data["refused"]
+        out["jain"] = data["jain"]
+    else:
+        out["starts"] = s.recorder.starts_where(seconds, see)
+        out["refused"] = None
+        out["jain"] = None
+    out["waits"] = {name: data[f"wait:{name}"] for name in names}
+    return out
+
+
+def grant_rate(s: ServerState) -> float | None:
+    granted, _ = s.recorder.totals(RATE_WINDOW)
+    return granted / RATE_WINDOW if granted else None

@@ -1,0 +1,75 @@
+"""Screenshots of every dashboard view for docs/ (`python -m tests.ui.shoot`): it runs
+`yoke demo --keep`, waits for the flood to build a queue, and shoots each page in Chromium."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.server.e2e import free_port
+from tests.ui.conftest import CHROMIUM, FLAGS
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def main() -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "yoke", "demo", "--keep", "--seconds", "12", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("the demo did not start")
+            time.sleep(0.2)
+        time.sleep(6)  # let the flood build a queue
+        # A low-priority start waits behind the flood's: the Why page has something to say.
+        low = httpx.post(
+            f"{url}/v1/starts",
+            json={"workflow": "order", "input": {}, "session": "ada", "priority": -5},
+        ).json()
+        done = httpx.get(f"{url}/v1/executions", params={"status": "SUCCEEDED", "limit": 1})
+        pages = {
+            "overview": "/ui/",
+            "admission": "/ui/admission",
+            "fairness": "/ui/fairness",
+            "why": f"/ui/starts/{low['start_id']}",
+            "executions": "/ui/executions",
+            "execution": f"/ui/executions/{done.json()['items'][0]['execution_id']}",
+            "actors": "/ui/actors",
+            "workers": "/ui/workers",
+            "timers": "/ui/timers",
+            "audit": "/ui/audit",
+        }
+        from playwright.sync_api import sync_playwright
+
+        DOCS.mkdir(parents=True, exist_ok=True)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 760})
+            for name, path in pages.items():
+                page.goto(url + path)
+                page.wait_for_selector("#live[data-state=live]")
+                page.wait_for_timeout(1200)  # charts fetch their series
+                page.screenshot(path=str(DOCS / f"{name}.png"))
+            browser.close()
+    finally:
+        demo.send_signal(signal.SIGINT)
+        demo.wait(30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""The dashboard's `/v1` twins and its browser session, in process: a tenant sees only its own
+sessions, the login trades a token for a cookie that only reads the API, controls need the
+session's CSRF token and this origin, fragments render once per version for every viewer, and
+the hub coalesces signals without dropping the last one."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.server.conftest import TOKENS, Serve
+from yoke.executions import Limits
+from yoke.server.ui.hub import Hub
+
+
+async def _queue_two_tenants(serve: Serve) -> tuple[object, object]:
+    server, client = await serve(Limits(max_running=0))
+    for who in ("acme", "globex"):
+        r = await client(who).post("/v1/starts", json={"workflow": "echo", "input": 1})
+        assert r.status_code == 202
+    return server, client
+
+
+async def test_a_tenant_sees_only_its_own_sessions_in_every_twin(serve: Serve) -> None:
+    _, client = await _queue_two_tenants(serve)
+    acme, admin = client("acme"), client("admin")
+    queue = (await acme.get("/v1/queue")).json()
+    assert [i["session"] for i in queue["items"]] == ["acme"] and queue["queued"] is None
+    fair = (await acme.get("/v1/fairness")).json()
+    assert [i["session"] for i in fair["items"]] == ["acme"]
+    assert fair["sessions_with_work"] is None
+    over = (await acme.get("/v1/overview")).json()
+    assert over["queued"] == 1 and over["refused_last_minute"] is None
+    assert "globex" not in (await acme.get("/ui/admission")).text
+    assert sorted(i["session"] for i in (await admin.get("/v1/queue")).json()["items"]) == [
+        "acme",
+        "globex",
+    ]
+    assert (await admin.get("/v1/overview")).json()["queued"] == 2
+    assert (await acme.get("/v1/audit/recent")).status_code == 403
+
+
+async def test_login_trades_a_token_for_a_cookie_that_only_reads_the_api(serve: Serve) -> None:
+    _, client = await serve()
+    anon = client("nobody")
+    page = await anon.get("/ui/admission")
+    assert page.status_code == 303 and page.headers["location"].startswith("/ui/login")
+    bad = await anon.post("/ui/login", data={"token": "wrong"})
+    assert bad.status_code == 401 and "not valid" in bad.text
+    ok = await anon.post("/ui/login", data={"token": TOKENS["acme"][0], "next": "/ui/fairness"})
+    assert ok.status_code == 303 and ok.headers["location"] == "/ui/fairness"
+    cookie = ok.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert (await anon.get("/ui/admission")).status_code == 200
+    assert (await anon.get("/v1/overview")).json()["principal"] == "acme-ci"
+    refused = await anon.post("/v1/starts", json={"workflow": "echo"})
+    assert refused.status_code == 401  # the cookie never changes state through the API
+    open_redirect = await anon.post(
+        "/ui/login", data={"token": TOKENS["acme"][0], "next": "//evil.example/"}
+    )
+    assert open_redirect.headers["location"] == "/ui/"
+
+
+async def test_a_control_needs_the_csrf_token_and_this_origin(serve: Serve) -> None:
+    _, client = await serve(Limits(max_running=1))
+    admin = client("nobody")
+    await admin.post("/ui/login", data={"token": TOKENS["admin"][0]})
+    page = (await admin.get("/ui/")).text
+    csrf = page.split('name="csrf" value="')[1].split('"')[0]
+    form = {"max_running": "3", "on_limit": "queue"}
+    assert (await admin.post("/ui/actions/limits", data=form)).status_code == 403
+    foreign = await admin.post(
+        "/ui/actions/limits",
+        data={**form, "csrf": csrf},
+        headers={"Origin": "http://evil.example"},
+    )
+    assert foreign.status_code == 403
+    assert (await client("admin").get("/v1/limits")).json()["max_running"] == 1
+    done = await admin.post(
+        "/ui/actions/limits", data={**form, "csrf": csrf, "next": "/ui/admission"}
+    )
+    assert done.status_code == 303 and done.headers["location"] == "/ui/admission"
+    assert (await client("admin").get("/v1/limits")).json()["max_running"] == 3
+
+
+async def test_a_fragment_is_rendered_once_per_version_for_every_viewer(serve: Serve) -> None:
+    server, client = await _queue_two_tenants(serve)
+    cache = server.dashboard.pages.cache  # type: ignore[attr-defined]
+    before = cache.renders
+    bodies = await asyncio.gather(*(client("admin").get("/ui/f/queue") for _ in range(5)))
+    assert {b.status_code for b in bodies} == {200}
+    assert cache.renders == before + 1
+    await client("admin").get("/ui/f/queue")  # later, same version: from the cache
+    assert cache.renders == before + 1
+    server.dashboard.hub.bump()  # type: ignore[attr-defined]
+    await client("operator").get("/ui/f/queue")  # another scope: its own render
+    await client("admin").get("/ui/f/queue")
+    assert cache.renders == before + 3
+
+
+async def test_the_hub_coalesces_signals_and_never_drops_the_last() -> None:
+    state = {"n": 0}
+    hub = Hub(lambda: state["n"])
+    hub.tick()
+    first = hub.version
+    for _ in range(10):  # a burst between two ticks is one signal
+        state["n"] += 1
+    hub.tick()
+    assert hub.version == first + 1
+    hub.tick()
+    assert hub.version == first + 1  # nothing changed: no signal
+    waiter = asyncio.ensure_future(hub.wait(hub.version, timeout=5))
+    await asyncio.sleep(0)
+    state["n"] += 1  # the last change of a burst
+    hub.tick()
+    assert await waiter == first + 2
+    hub.close()
+    assert await hub.wait(hub.version, timeout=5) == first + 2  # closed: no waiting
