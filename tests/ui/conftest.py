@@ -3,7 +3,7 @@
 
 The browser is never downloaded: Playwright launches `/usr/bin/chromium` (or `YOKE_CHROMIUM`).
 Without it these tests are skipped locally and fail when `YOKE_REQUIRE_BROWSER=1` (CI), as
-PostgreSQL's tests do. One browser per session, a fresh context (cookies, storage) per test.
+PostgreSQL's tests do. One browser per module, a fresh context (cookies, storage) per test.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ document.addEventListener("securitypolicyviolation", (e) => {
 """
 
 
-@pytest.fixture(scope="session")
+# One browser per module: sync Playwright runs an event loop in this thread while it is open,
+# which the asyncio tests of other modules must not find running.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         message = f"no Chromium at {CHROMIUM} (apt-get install chromium)"

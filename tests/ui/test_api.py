@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.server.conftest import TOKENS, Serve
+from tests.server.conftest import TOKENS, Client, Serve
 from yoke.executions import Limits
+from yoke.server import Server
 from yoke.server.ui.hub import Hub
 
 
-async def _queue_two_tenants(serve: Serve) -> tuple[object, object]:
+async def _queue_two_tenants(serve: Serve) -> tuple[Server, Client]:
     server, client = await serve(Limits(max_running=0))
     for who in ("acme", "globex"):
         r = await client(who).post("/v1/starts", json={"workflow": "echo", "input": 1})
@@ -84,14 +85,14 @@ async def test_a_control_needs_the_csrf_token_and_this_origin(serve: Serve) -> N
 
 async def test_a_fragment_is_rendered_once_per_version_for_every_viewer(serve: Serve) -> None:
     server, client = await _queue_two_tenants(serve)
-    cache = server.dashboard.pages.cache  # type: ignore[attr-defined]
+    cache = server.dashboard.pages.cache
     before = cache.renders
     bodies = await asyncio.gather(*(client("admin").get("/ui/f/queue") for _ in range(5)))
     assert {b.status_code for b in bodies} == {200}
     assert cache.renders == before + 1
     await client("admin").get("/ui/f/queue")  # later, same version: from the cache
     assert cache.renders == before + 1
-    server.dashboard.hub.bump()  # type: ignore[attr-defined]
+    server.dashboard.hub.bump()
     await client("operator").get("/ui/f/queue")  # another scope: its own render
     await client("admin").get("/ui/f/queue")
     assert cache.renders == before + 3

@@ -33,8 +33,8 @@ from yoke.server.guards import Guard
 from yoke.server.idempotency import AnswerStore, MemoryAnswers, Replayer, StoreAnswers
 from yoke.server.metrics import Metrics
 from yoke.server.problems import LastResort, http_error_handler, yoke_error_handler
-from yoke.server.routes import table
 from yoke.server.recorder import Recorder
+from yoke.server.routes import table
 from yoke.server.routes_actors import ActorsRoutes
 from yoke.server.routes_control import ControlRoutes
 from yoke.server.routes_executions import ExecutionsRoutes
@@ -77,14 +77,17 @@ class Server:
         )
         self.dashboard = Dashboard(self.state)
         starts = StartsRoutes(self.state)
-        self.ops: list[Op] = table(
-            starts=starts,
-            executions=ExecutionsRoutes(self.state, starts),
-            control=ControlRoutes(self.state),
-            streams=StreamsRoutes(self.state),
-            actors=ActorsRoutes(self.state),
-            ops=OpsRoutes(self.state, self.document),
-        ) + self.dashboard.api.ops()
+        self.ops: list[Op] = (
+            table(
+                starts=starts,
+                executions=ExecutionsRoutes(self.state, starts),
+                control=ControlRoutes(self.state),
+                streams=StreamsRoutes(self.state),
+                actors=ActorsRoutes(self.state),
+                ops=OpsRoutes(self.state, self.document),
+            )
+            + self.dashboard.api.ops()
+        )
         self.asgi = Starlette(
             routes=[*starlette_routes(self.ops), *self.dashboard.routes()],
             middleware=[

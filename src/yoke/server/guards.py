@@ -130,7 +130,10 @@ class Guard:
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", ()))
-                headers += SECURITY_HEADERS
+                # An answer with its own policy (the dashboard's pages, which post forms to
+                # themselves) keeps it; two policies would both apply.
+                own = {name.lower() for name, _ in headers}
+                headers += [h for h in SECURITY_HEADERS if h[0] not in own]
                 if not ended:  # do not read the rest of a body nobody wants
                     headers.append((b"connection", b"close"))
                 message = {**message, "headers": headers}

@@ -57,10 +57,16 @@ class Hub:
     def tick(self) -> None:
         if self._on_tick is not None:
             self._on_tick()
+        self.check()
+
+    def check(self) -> int:
+        """Raise the version now if the state moved since the last look (a page rendered
+        right after a change must not wait for the next tick); returns the version."""
         now = self._fingerprint()
         if now != self._last:
             self._last = now
             self.bump()
+        return self.version
 
     async def run(self) -> None:
         """Service: tick until closed."""

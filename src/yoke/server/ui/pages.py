@@ -13,6 +13,7 @@ This module must never compute a figure (`views`, `stored`) nor apply a change i
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
@@ -31,6 +32,7 @@ from yoke.server.ui.render import FragmentCache, html, render_to
 from yoke.store.text import check_text
 
 CSRF_MARK = b"__YOKE_CSRF__"
+FRESH = 2.0
 MAX_FIELDS = 20
 
 
@@ -65,8 +67,11 @@ class Pages:
 
     # -- rendering ------------------------------------------------------------------------------
     async def region(self, region: Region, p: Principal, params: dict[str, str]) -> bytes:
-        version = self.hub.version
-        key = (region.name, tuple(sorted(params.items())), self._scope_key(p), version)
+        version = self.hub.check()
+        # A render is shared by every viewer of one scope at one version, and for at most
+        # FRESH seconds: ages move, and a priority change leaves the counts alike.
+        fresh = int(time.monotonic() // FRESH)
+        key = (region.name, tuple(sorted(params.items())), self._scope_key(p), version, fresh)
 
         async def render() -> bytes:
             context: dict[str, Any] = {
