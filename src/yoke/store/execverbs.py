@@ -502,11 +502,11 @@ class ExecutionVerbs:
     async def recent_controls(
         self, *, kind: str | None = None, before_seq: int | None = None, limit: int = 100
     ) -> list[ControlRow]:
-        async with self._read() as tx:
+        async with self._t.read() as tx:
             rows = await tx.all(
                 "recent_controls", {"kind": kind, "before_seq": before_seq, "limit": limit}
             )
-        return [_control(r) for r in rows]
+        return [control_row(r) for r in rows]
 
     async def latest_limits(self) -> str | None:
         async with self._t.read() as tx:
