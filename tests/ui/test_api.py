@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.server.conftest import TOKENS, Client, Serve
 from yoke.executions import Limits
 from yoke.server import Server
@@ -116,3 +118,17 @@ async def test_the_hub_coalesces_signals_and_never_drops_the_last() -> None:
     assert await waiter == first + 2
     hub.close()
     assert await hub.wait(hub.version, timeout=5) == first + 2  # closed: no waiting
+
+
+async def test_jain_is_sampled_over_every_session_with_work(serve: Serve) -> None:
+    server, client = await serve(Limits(max_running=3, max_running_per_session=2))
+    acme = client("acme")
+    for _ in range(3):  # acme runs two and queues one; globex runs one
+        await acme.post("/v1/starts", json={"workflow": "hold"})
+    await client("globex").post("/v1/starts", json={"workflow": "hold"})
+    server.dashboard._sampled_at = 0
+    server.dashboard._sample()
+    # running per session (2, 1): (2 + 1)^2 / (2 * (4 + 1)) = 0.9
+    [jain] = [j for j in server.state.recorder.series(10, [])["jain"] if j is not None][-1:]
+    assert jain == pytest.approx(0.9)
+    assert (await client("admin").get("/v1/fairness")).json()["jain"] == pytest.approx(0.9)

@@ -81,7 +81,8 @@ class Dashboard:
         if k.queued > LARGE:
             return  # a pass over every queued session each second costs too much: skip it
         served = [n for n in self.s.recorder.sessions(10) if n != OTHER]
-        self.s.recorder.jain(queue.sessions(k, served).jain)
+        whole = queue.shares(k, visible=None, query=None, served={}, also=served, k=0)
+        self.s.recorder.jain(whole.jain)
 
     # -- routes -----------------------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:

@@ -38,33 +38,62 @@ def _rank(running: int, weight: float) -> int:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Sessions:
-    """Every session with work now, from one pass over the kernel: (name, queued, running,
-    weight) per session, how many, the sum of their weights and Jain's index of running per
-    weight."""
+class Shares:
+    """The fairness view's pass: the top K sessions (most under-served first) and, over every
+    session with work, how many, the sum of their weights and Jain's index."""
 
-    rows: list[tuple[str, int, int, float]]
+    top: list[tuple[str, int, int, float]]  # (session, queued, running, weight)
+    sessions: int
     total_weight: float
     jain: float
 
 
-def sessions(kernel: Kernel, also: Iterable[str] = ()) -> Sessions:
-    """The sessions with queued starts, and those of `also` (served lately: they may run
-    with nothing queued) that still have work."""
-    rows = [(str(lane), q, r, w) for lane, q, r, w, _ in kernel.lane_heads()]
-    for name in also:
-        st = kernel.lane_stats(name)
-        if st.running and not st.queued:  # one with queued starts is listed already
-            rows.append((name, 0, st.running, st.weight))
-    total_w = sx = sxx = 0.0
-    for _, _, r, w in rows:
-        if r:  # a session with nothing running adds 0 to both sums of x
-            x = r / w
-            sx += x
-            sxx += x * x
-        total_w += w
-    j = 1.0 if sxx == 0 else sx * sx / (len(rows) * sxx)
-    return Sessions(rows=rows, total_weight=total_w, jain=j)
+def shares(
+    kernel: Kernel,
+    *,
+    visible: Callable[[str], bool] | None,
+    query: str | None,
+    served: dict[str, int],
+    also: Iterable[str],
+    k: int,
+) -> Shares:
+    """One pass over the sessions with queued starts (then those of `also`, served lately,
+    that run with nothing queued). Most under-served first: starving (queued, and no start in
+    the window while `served` shows others had), then the fewest running per weight, then the
+    longest queue. `visible` None: every session."""
+    q = query.lower() if query else None
+    starved = bool(served)
+    totals = [0, 0.0, 0.0, 0.0]  # sessions, weights, sum of x, sum of x*x (x = running/weight)
+
+    def rows() -> Iterable[tuple[int, float, int, str, int, float]]:
+        n, tw, sx, sxx = 0, 0.0, 0.0, 0.0
+        for lane, queued, running, weight, _ in kernel.lane_heads():
+            x = running / weight if running else 0.0
+            n, tw, sx, sxx = n + 1, tw + weight, sx + x, sxx + x * x
+            name = lane if type(lane) is str else str(lane)
+            if (visible is None or visible(name)) and (q is None or q in name.lower()):
+                flag = 0 if starved and name not in served else 1
+                yield (flag, x, -queued, name, running, weight)
+        for name in also:
+            st = kernel.lane_stats(name)
+            if st.running and not st.queued:  # with queued starts it was listed above
+                x = st.running / st.weight
+                n, tw, sx, sxx = n + 1, tw + st.weight, sx + x, sxx + x * x
+                if (visible is None or visible(name)) and (q is None or q in name.lower()):
+                    yield (1, x, 0, name, st.running, st.weight)
+        totals[:] = [n, tw, sx, sxx]
+
+    each = rows()
+    top = heapq.nsmallest(k, each)
+    for _ in each:  # nsmallest(0, ...) reads nothing; the totals need every row
+        pass
+    n, tw, sx, sxx = totals
+    return Shares(
+        top=[(name, -mq, r, w) for _, _, mq, name, r, w in top],
+        sessions=int(n),
+        total_weight=tw,
+        jain=1.0 if sxx == 0 else sx * sx / (n * sxx),
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -160,12 +189,3 @@ def _pick(order: int | None, item: Item, held: tuple[str, int, int] | None) -> P
         limit=held[1] if held else None,
         running=held[2] if held else None,
     )
-
-
-def jain(values: Iterable[float]) -> float:
-    """Jain's fairness index, 1/n (one takes all) .. 1 (equal); 1 when nothing is shared."""
-    xs = list(values)
-    square_sum = sum(x * x for x in xs)
-    if not xs or square_sum == 0:
-        return 1.0
-    return sum(xs) ** 2 / (len(xs) * square_sum)

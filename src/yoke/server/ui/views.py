@@ -152,36 +152,27 @@ async def fairness(
     ex = s.executions
     ledger = await s.store().ledger()
     served = s.recorder.sessions(window)
-    now = queue.sessions(ex.kernel, [n for n in served if n != OTHER])
-    total_weight = now.total_weight or 1.0
     total_starts = sum(w.starts for w in served.values())
-    total_running = ledger.get("global", ex.kernel.running)
-    see = _visible(p)
-    ql = q.lower() if q else None
-    none = SessionWindow(session="", starts=0, waits=())
-
-    # Most under-served first: starving, then the furthest below its target share of slots.
-    ranked = (
-        (
-            0 if (queued and not served.get(name, none).starts and total_starts) else 1,
-            (running / total_running if total_running else 0.0) - weight / total_weight,
-            -queued,
-            name,
-            weight,
-            running,
-        )
-        for name, queued, running, weight in now.rows
-        if see(name) and (ql is None or ql in name.lower())
+    now = queue.shares(
+        ex.kernel,
+        visible=None if privileged(p) else _visible(p),
+        query=q,
+        served={n: w.starts for n, w in served.items() if w.starts},
+        also=[n for n in served if n != OTHER],
+        k=k,
     )
+    total_weight = now.total_weight or 1.0
+    total_running = ledger.get("global", ex.kernel.running)
+    none = SessionWindow(session="", starts=0, waits=())
     rows = []
-    for flag, _, minus_queued, name, weight, running in heapq.nsmallest(k, ranked):
+    for name, queued, running, weight in now.top:
         won = served.get(name, none)
         p50, p99 = percentile(won.waits, 0.5), percentile(won.waits, 0.99)
         rows.append(
             {
                 "session": name,
                 "weight": weight,
-                "queued": -minus_queued,
+                "queued": queued,
                 "running": running,
                 "starts": won.starts,
                 "share_starts": round(won.starts / total_starts, 4) if total_starts else 0.0,
@@ -189,13 +180,13 @@ async def fairness(
                 "target_share": round(weight / total_weight, 4),
                 "wait_p50": None if p50 is None else round(p50, 4),
                 "wait_p99": None if p99 is None else round(p99, 4),
-                "starving": flag == 0,
+                "starving": bool(queued and not won.starts and total_starts),
             }
         )
     return {
         "window_seconds": window,
         "jain": round(now.jain, 4),
-        "sessions_with_work": len(now.rows) if privileged(p) else None,
+        "sessions_with_work": now.sessions if privileged(p) else None,
         "starts": total_starts,
         "running": total_running,
         "query": q,
