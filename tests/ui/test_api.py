@@ -40,6 +40,9 @@ async def test_a_tenant_sees_only_its_own_sessions_in_every_twin(serve: Serve) -
     ]
     assert (await admin.get("/v1/overview")).json()["queued"] == 2
     assert (await acme.get("/v1/audit/recent")).status_code == 403
+    found = await admin.get("/ui/admission", params={"q": "glob"})
+    assert "globex" in found.text and "acme</td>" not in found.text
+    assert [i["session"] for i in (await admin.get("/v1/queue?q=ACM")).json()["items"]] == ["acme"]
 
 
 async def test_login_trades_a_token_for_a_cookie_that_only_reads_the_api(serve: Serve) -> None:

@@ -231,6 +231,7 @@ async def run(
             if demo.tasks:
                 await asyncio.wait(demo.tasks, timeout=5)
         summary = demo.summary()
+        console.print()
         console.print(_summary_table(summary))
         if keep:
             console.print(f"Serving on {url}/ui/ (database {folder}/demo.db); Ctrl-C to stop.")

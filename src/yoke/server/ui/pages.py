@@ -119,6 +119,7 @@ class Pages:
                 "csrf": session.csrf if session else "",
                 "version": self.hub.version,
                 "charts": name in ("overview", "fairness"),
+                "params": params,
             },
         )
         headers = {}
