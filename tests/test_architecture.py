@@ -21,14 +21,28 @@ ALLOWED: dict[str, set[str]] = {
     "fair": {"kernel"} | BASE,
     "config": {"errors", "retry"},
     "store": {"config"} | BASE,
-    "executions": {"kernel", "store", "config"} | BASE,
-    "actors": {"kernel", "fair", "store", "config"} | BASE,
-    "app": {"kernel", "fair", "store", "executions", "actors", "config"} | BASE,
-    "server": {"__init__", "kernel", "fair", "store", "executions", "actors", "app", "config"}
+    # The lease elector: the store's lease verbs in a loop; used by portals (and HA).
+    "leases": {"store"} | BASE,
+    "executions": {"kernel", "store", "config", "leases"} | BASE,
+    "actors": {"kernel", "fair", "store", "config", "leases"} | BASE,
+    # `python -m yoke.executor`: the executor process's entry point (see actors/executor/).
+    "executor": {"actors"} | BASE,
+    "app": {"kernel", "fair", "store", "executions", "actors", "config", "leases"} | BASE,
+    "server": {
+        "__init__",
+        "kernel",
+        "fair",
+        "store",
+        "executions",
+        "actors",
+        "app",
+        "config",
+        "leases",
+    }
     | BASE,
     "demo": {"fair"} | BASE,
     "cli": {"__init__", "kernel", "fair", "store", "executions", "actors", "app", "server"}
-    | {"config", "demo"}
+    | {"config", "demo", "leases"}
     | BASE,
     "__init__": {"kernel", "fair", "store", "executions", "actors", "app", "config"} | BASE,
     "__main__": {"cli"},

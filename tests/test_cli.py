@@ -370,3 +370,88 @@ def test_worker_logs_its_start_failures_and_stop_as_json(tmp_path: Path) -> None
     assert "RuntimeError: always fails" in failures[0]["message"]
     assert len(failures) <= 5, "failures of one actor are rate-limited"
     assert any("stopped" in m and "w-logs" in m for m in messages), messages
+
+
+EXECUTOR_APP = """
+import os
+
+import yoke
+
+app = yoke.App()
+
+
+@app.actor(subscribe=["pings"], key="id")
+async def pinger(ctx, event):
+    await ctx.state.update(lambda s: {**s, "pid": os.getpid()})
+
+
+@app.portal()
+async def feed(ctx):
+    await ctx.append("pings", {"id": "x"}, tenant="t1")
+    await ctx.stopping.wait()
+"""
+
+
+def test_worker_command_runs_executors_and_serves_its_metrics(tmp_path: Path) -> None:
+    import json
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    (tmp_path / "execapp.py").write_text(EXECUTOR_APP)
+    db = tmp_path / "w.db"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            *("-m", "yoke", "worker", "--app", "execapp:app", "--executors", "process"),
+            *("--database-url", f"sqlite:///{db}", "--metrics-port", str(port)),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        state = None
+        while time.monotonic() < deadline and state is None:
+            if db.exists():
+                with (
+                    contextlib.suppress(sqlite3.OperationalError),
+                    contextlib.closing(sqlite3.connect(db)) as conn,
+                ):
+                    row = conn.execute(
+                        "SELECT state FROM actor_instances WHERE tenant = 't1'"
+                    ).fetchone()
+                    if row is not None and "pid" in json.loads(row[0]):
+                        state = json.loads(row[0])
+            time.sleep(0.1)
+        assert state is not None, "the portal's event was never processed"
+        assert state["pid"] != proc.pid  # process() ran in the tenant's executor
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        assert 'yoke_executors{state="READY"} 1.0' in text
+        assert 'yoke_executor_boot_phase_seconds_count{phase="app"} 1.0' in text
+        assert 'yoke_actor_process_total{actor="pinger"} 1.0' in text
+        with (
+            contextlib.suppress(urllib.error.HTTPError),
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=10),
+        ):
+            raise AssertionError("only /metrics is served")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def test_worker_command_refuses_an_unknown_executor_mode(tmp_path: Path) -> None:
+    (tmp_path / "execapp.py").write_text(EXECUTOR_APP)
+    with contextlib.chdir(tmp_path):
+        result = CliRunner().invoke(app, ["worker", "--app", "execapp:app", "--executors", "vm"])
+    assert result.exit_code == 2 and "inline" in result.output

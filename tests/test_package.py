@@ -21,3 +21,9 @@ def test_every_exported_name_resolves() -> None:
     for name in yoke.__all__:
         assert getattr(yoke, name) is not None, name
     assert set(yoke._LAZY) <= set(yoke.__all__)
+
+
+def test_the_seeds_scheduler_names_and_their_legacy_aliases() -> None:
+    assert yoke.ActorScheduler is yoke.QueueDrainScheduler
+    assert yoke.TenantSchedulerService is yoke.RuntimeLifecycleService
+    assert yoke.RuntimeLifecycleService.__name__ == "RuntimeLifecycleService"

@@ -66,10 +66,24 @@ _LAZY = {
         ),
         "yoke.executions",
     ),
-    **dict.fromkeys(("ActorCtx", "Backoff", "Fenced", "Queue"), "yoke.actors"),
+    **dict.fromkeys(
+        (
+            "ActorCtx",
+            "ActorScheduler",
+            "Backoff",
+            "Fenced",
+            "PortalCtx",
+            "Queue",
+            "QueueDrainScheduler",
+            "RuntimeLifecycleService",
+            "TenantSchedulerService",
+        ),
+        "yoke.actors",
+    ),
 }
 __all__ += [
     "ActorCtx",
+    "ActorScheduler",
     "App",
     "Backoff",
     "ChildFailed",
@@ -80,16 +94,30 @@ __all__ += [
     "Limits",
     "NotRunning",
     "Page",
+    "PortalCtx",
     "Principal",
     "Queue",
+    "QueueDrainScheduler",
     "ReplayMismatch",
+    "RuntimeLifecycleService",
     "Start",
     "StartStatus",
+    "TenantSchedulerService",
     "Vetoed",
 ]
 
 if TYPE_CHECKING:
-    from yoke.actors import ActorCtx, Backoff, Fenced, Queue
+    from yoke.actors import (
+        ActorCtx,
+        ActorScheduler,
+        Backoff,
+        Fenced,
+        PortalCtx,
+        Queue,
+        QueueDrainScheduler,
+        RuntimeLifecycleService,
+        TenantSchedulerService,
+    )
     from yoke.app import App
     from yoke.errors import NotRunning, ReplayMismatch, Vetoed
     from yoke.executions import (

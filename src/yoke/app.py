@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from yoke.actors import ActorRuntime, ActorSettings, ActorStore, Backoff, Queue
 from yoke.actors.definitions import Process
+from yoke.actors.portals import Start
 from yoke.clock import Clock, SystemClock
 from yoke.config import Settings
 from yoke.errors import BadValue, YokeError
@@ -101,6 +102,7 @@ class App:
         clock: Clock | None = None,
         actor_settings: ActorSettings | None = None,
         actor_worker: bool = True,
+        executors: str | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env()
         if database_url is not None:
@@ -126,8 +128,14 @@ class App:
         )
         # Actors: definitions, appends, and inside `running()` this process's worker
         # (drain, timers, heartbeat) when any actor is defined and `actor_worker` is true.
+        # `executors`: where process() runs, "inline" (here, the default) or "process" (one
+        # executor process per tenant); None: YOKE_EXECUTORS.
         self.actors = ActorRuntime(
-            settings=actor_settings, clock=self.clock, retry=self.settings.retry()
+            settings=actor_settings,
+            clock=self.clock,
+            retry=self.settings.retry(),
+            executors=executors,
+            owner=self,
         )
         self.actor_worker = actor_worker
         self.store: Store | None = None
@@ -161,6 +169,14 @@ class App:
     ) -> Callable[[Process], Process]:
         """Register `async def process(ctx, event)` as an actor (see `yoke.actors`)."""
         return self.actors.actor(name, subscribe=subscribe, key=key, queue=queue, backoff=backoff)
+
+    def portal(
+        self, name: str | None = None, *, per_worker: bool = False
+    ) -> Callable[[Start], Start]:
+        """Register `async def start(ctx)` as a portal: an ingress loop of the app's own that
+        appends events (`ctx.append`); by default on exactly one live worker at a time, with
+        `per_worker=True` on every worker (see `yoke.actors.portals`)."""
+        return self.actors.portal(name, per_worker=per_worker)
 
     async def append(self, stream: str, data: Any, *, tenant: str = "default") -> int:
         """Append an event to `stream` and fan it out to the subscribed actor instances."""
@@ -200,7 +216,7 @@ class App:
             recorded = await store.latest_limits()
             if recorded is not None:
                 limits = Limits.from_json(json.loads(recorded))  # the log wins over config
-            if self.actor_worker and len(self.actors.registry):
+            if self.actor_worker and (len(self.actors.registry) or len(self.actors.portals)):
                 await actor_worker.enter_async_context(self.actors.running())
             body_error: BaseException | None = None
             try:

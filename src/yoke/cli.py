@@ -47,6 +47,12 @@ LOG_LEVEL = typer.Option(
 LOG_FORMAT = typer.Option(
     None, "--log-format", help="text, or json: one object a line (default YOKE_LOG_FORMAT)."
 )
+EXECUTORS = typer.Option(
+    None,
+    "--executors",
+    help="Where process() runs: inline (in the worker) or process (one process per tenant); "
+    "default YOKE_EXECUTORS, else inline.",
+)
 
 out = Console()
 err = Console(stderr=True)
@@ -90,6 +96,7 @@ def serve(
     database_url: str = typer.Option(None, "--database-url", help="Overrides YOKE_DATABASE_URL."),
     log_level: str = LOG_LEVEL,
     log_format: str = LOG_FORMAT,
+    executors: str = EXECUTORS,
 ) -> None:
     """Serve an app's v1 HTTP API on uvicorn; SIGTERM shuts down gracefully."""
     from yoke.errors import YokeError
@@ -103,6 +110,7 @@ def serve(
             database_url=database_url,
             log_level=log_level,
             log_format=log_format,
+            executors=executors,
         )
     except YokeError as exc:
         err.print(f"[red]error:[/red] {exc}")
@@ -115,6 +123,13 @@ def worker(
     database_url: str = typer.Option(None, "--database-url", help="Overrides YOKE_DATABASE_URL."),
     log_level: str = LOG_LEVEL,
     log_format: str = LOG_FORMAT,
+    executors: str = EXECUTORS,
+    metrics_port: int = typer.Option(
+        None, "--metrics-port", min=0, max=65535, help="Serve GET /metrics on this port."
+    ),
+    metrics_host: str = typer.Option(
+        "127.0.0.1", "--metrics-host", help="Address of --metrics-port (no auth: keep it private)."
+    ),
 ) -> None:
     """Run an app's actor worker (drain, timers, heartbeat) and executions until SIGTERM."""
     import logging
@@ -131,14 +146,22 @@ def worker(
         target.settings = target.settings.with_(**{k: v for k, v in changes.items() if v})
         configure_logging(target.settings.log_level, target.settings.log_format)
         runtime = target.actors
+        if executors:
+            runtime.use_executors(executors)
         log.info(
-            "worker %s starting: store %s, actors %s, concurrency %d",
+            "worker %s starting: store %s, actors %s, concurrency %d, executors %s",
             runtime.worker_id,
             redact(target.settings.database_url),
             ", ".join(runtime.registry.names()) or "none",
             runtime.settings.concurrency,
+            runtime.executors,
         )
-        asyncio.run(run_worker(target))
+        if metrics_port is None:
+            asyncio.run(run_worker(target))
+        else:
+            from yoke.server.worker_metrics import run_worker_with_metrics
+
+            asyncio.run(run_worker_with_metrics(target, host=metrics_host, port=metrics_port))
         log.info("worker %s stopped", runtime.worker_id)
     except YokeError as exc:
         err.print(f"[red]error:[/red] {exc}")
@@ -443,6 +466,8 @@ def _change(before: Any, after: Any) -> str:
 
 def env_reference_text() -> str:
     """docs/CONFIGURATION.md: every variable yoke reads, generated from the settings."""
+    from yoke.actors.executor.settings import ENV as EXECUTOR_ENV
+    from yoke.actors.executor.settings import ExecutorSettings
     from yoke.actors.settings import ENV, ActorSettings
     from yoke.config import EnvVar, Settings, env_reference, env_vars
 
@@ -450,10 +475,23 @@ def env_reference_text() -> str:
         EnvVar(name=str(o.envvar), default=str(o.default or "-"), help=str(o.help))
         for o in (URL, TOKEN)
     ]
+    internal = [
+        EnvVar(name=name, default="-", help=help)
+        for name, help in (
+            ("YOKE_EXECUTOR_FD", "the executor's end of its socketpair to the worker"),
+            ("YOKE_EXECUTOR_PARENT", "the worker's pid (the executor exits if it is gone)"),
+            ("YOKE_EXECUTOR_LIMITS", "the limits the executor applies to itself (JSON)"),
+        )
+    ]
     return env_reference(
         [
             ("Server, executions and logs (`yoke serve`, `yoke worker`)", env_vars(Settings)),
             ("Actor workers", env_vars(ActorSettings, ENV.__getitem__)),
+            (
+                'Executor processes (`executors="process"`) and their lifecycle',
+                env_vars(ExecutorSettings, EXECUTOR_ENV.__getitem__),
+            ),
+            ("Set by a worker for its executor processes (never by hand)", internal),
             ("Client commands (`yoke start`, `yoke limits`...)", client),
         ]
     )

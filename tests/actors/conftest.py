@@ -21,6 +21,8 @@ ACTOR_TABLES = (
     "actor_queues",
     "scheduled_events",
     "runtime_workers",
+    "runtime_executors",
+    "yoke_leases",
 )
 
 

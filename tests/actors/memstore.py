@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from yoke.store.actor_records import (
     ActorCounts,
     ClaimedEvent,
     Completion,
+    CrashCharge,
     DeadLetter,
     DueTimer,
+    ExecutorRow,
     InstanceInfo,
     InstanceRef,
     InstanceState,
@@ -28,6 +31,7 @@ from yoke.store.actor_records import (
     Takeover,
     WorkerRow,
 )
+from yoke.store.leaseverbs import Lease
 
 
 @dataclass
@@ -46,6 +50,7 @@ class _Row:
     claim_epoch: int = 0
     error: str | None = None
     dead_at: float | None = None
+    crash_attempts: int = 0
 
 
 @dataclass
@@ -66,6 +71,9 @@ class MemoryActorStore:
     workers: dict[str, WorkerRow] = field(default_factory=dict)
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     calls: dict[str, int] = field(default_factory=dict)
+    executors: dict[tuple[str, str], ExecutorRow] = field(default_factory=dict)
+    leases: dict[str, Lease] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time  # the "database's" clock of the leases
 
     def _count(self, verb: str) -> None:
         self.calls[verb] = self.calls.get(verb, 0) + 1
@@ -92,21 +100,29 @@ class MemoryActorStore:
         return inst if inst.worker_id == worker_id else None
 
     async def claim_next(
-        self, worker_id: str, *, limit: int, now: float, after_tenant: str = ""
+        self,
+        worker_id: str,
+        *,
+        limit: int,
+        now: float,
+        after_tenant: str = "",
+        tenants: Sequence[str] | None = None,
     ) -> list[ClaimedEvent]:
         await asyncio.sleep(0)
         self._count("claim_next")
         pending = [
             r
             for r in self.rows.values()
-            if r.status is QueueStatus.PENDING and self._ours(r, worker_id) is not None
+            if r.status is QueueStatus.PENDING
+            and self._ours(r, worker_id) is not None
+            and (tenants is None or r.ref.tenant in tenants)
         ]
         names = sorted({r.ref.tenant for r in pending})
-        tenants = [t for t in names if t > after_tenant] + [t for t in names if t <= after_tenant]
-        tenants = tenants[:limit]
-        if not tenants:
+        chosen = [t for t in names if t > after_tenant] + [t for t in names if t <= after_tenant]
+        chosen = chosen[:limit]
+        if not chosen:
             return []
-        quota = -(-limit // len(tenants))
+        quota = -(-limit // len(chosen))
         taken: dict[str, int] = {}
         out: list[ClaimedEvent] = []
         for qid in sorted(self.rows):
@@ -114,7 +130,7 @@ class MemoryActorStore:
             inst = self._ours(r, worker_id)
             if inst is None or r.available_at > now or r.status is not QueueStatus.PENDING:
                 continue
-            if r.ref.tenant not in tenants or taken.get(r.ref.tenant, 0) >= quota:
+            if r.ref.tenant not in chosen or taken.get(r.ref.tenant, 0) >= quota:
                 continue
             if self._behind_backoff(r, now):
                 continue
@@ -227,6 +243,106 @@ class MemoryActorStore:
         r.status, r.error, r.dead_at = QueueStatus.DEAD, error, now
         return True
 
+    async def release_claims(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
+        await asyncio.sleep(0)
+        self._count("release_claims")
+        out = []
+        for c in done:
+            r = self._fenced_row(worker_id, c)
+            if r is not None:
+                r.status, r.claimed_by = QueueStatus.PENDING, None
+                out.append(c.queue_id)
+        return sorted(out)
+
+    async def charge_crash(
+        self, worker_id: str, done: Completion, *, error: str, dead_after: int, now: float
+    ) -> CrashCharge:
+        await asyncio.sleep(0)
+        r = self._fenced_row(worker_id, done)
+        if r is None:
+            return CrashCharge.FENCED
+        r.crash_attempts += 1
+        r.error, r.claimed_by = error, None
+        if r.crash_attempts >= dead_after:
+            r.status, r.dead_at = QueueStatus.DEAD, now
+            return CrashCharge.DEAD
+        r.status = QueueStatus.PENDING
+        return CrashCharge.PENDING
+
+    def _pending_of(self, worker_id: str) -> set[str]:
+        return {
+            r.ref.tenant
+            for r in self.rows.values()
+            if r.status is QueueStatus.PENDING and self._ours(r, worker_id) is not None
+        }
+
+    async def pending_tenants(self, worker_id: str, *, after: str = "", limit: int) -> list[str]:
+        await asyncio.sleep(0)
+        return sorted(t for t in self._pending_of(worker_id) if t > after)[:limit]
+
+    async def tenants_with_pending(self, worker_id: str, tenants: Sequence[str]) -> list[str]:
+        await asyncio.sleep(0)
+        return sorted(self._pending_of(worker_id) & set(tenants))
+
+    async def timer_tenants(
+        self, worker_id: str, *, before_ms: int, limit: int
+    ) -> list[tuple[str, int]]:
+        await asyncio.sleep(0)
+        here = {ref.tenant for ref, i in self.instances.items() if i.worker_id == worker_id}
+        soonest: dict[str, int] = {}
+        for t in self.timers.values():
+            if t.fire_at_ms <= before_ms and t.tenant in here:
+                soonest[t.tenant] = min(soonest.get(t.tenant, t.fire_at_ms), t.fire_at_ms)
+        return sorted(soonest.items(), key=lambda kv: (kv[1], kv[0]))[:limit]
+
+    async def record_executors(self, rows: Sequence[ExecutorRow]) -> None:
+        await asyncio.sleep(0)
+        for r in rows:
+            self.executors[(r.worker_id, r.tenant)] = r
+
+    async def list_executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRow]:
+        rows = [r for r in self.executors.values() if tenant is None or r.tenant == tenant]
+        return sorted(rows, key=lambda r: (r.tenant, r.worker_id))[:limit]
+
+    # -- leases: the reference semantics of yoke.store.leaseverbs --------------------------------
+    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
+        await asyncio.sleep(0)
+        now = self.clock()
+        old = self.leases.get(name)
+        if old is not None and old.holder is not None and old.expires_at >= now:
+            return None
+        lease = Lease(
+            name=name,
+            holder=holder,
+            epoch=1 if old is None else old.epoch + 1,
+            expires_at=now + ttl,
+            now=now,
+        )
+        self.leases[name] = lease
+        return lease
+
+    async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease | None:
+        await asyncio.sleep(0)
+        now = self.clock()
+        cur = self.leases.get(lease.name)
+        if cur is None or cur.holder != lease.holder or cur.epoch != lease.epoch:
+            return None
+        cur = replace(cur, expires_at=now + ttl, now=now)
+        self.leases[lease.name] = cur
+        return cur
+
+    async def release_lease(self, lease: Lease) -> bool:
+        await asyncio.sleep(0)
+        cur = self.leases.get(lease.name)
+        if cur is None or cur.holder != lease.holder or cur.epoch != lease.epoch:
+            return False
+        self.leases[lease.name] = replace(cur, holder=None, expires_at=0.0)
+        return True
+
+    async def get_lease(self, name: str) -> Lease | None:
+        cur = self.leases.get(name)
+        return None if cur is None else replace(cur, now=self.clock())
+
     async def list_active_groups(self, ref: InstanceRef) -> list[str]:
         return sorted(
             {
@@ -245,6 +361,7 @@ class MemoryActorStore:
                 group_id=r.group_id,
                 data=r.data,
                 attempts=r.attempts,
+                crash_attempts=r.crash_attempts,
                 error=r.error,
                 dead_at=r.dead_at or 0.0,
             )

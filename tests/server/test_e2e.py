@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.actors.executors import alive
 from tests.server.conftest import TOKENS, TOKENS_TOML
 from tests.server.e2e import yoke_serve
 from yoke.app import open_store
@@ -180,3 +181,24 @@ def test_schemathesis_finds_no_5xx_and_no_schema_violation(
             check=False,
         )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+
+
+def test_yoke_serve_runs_process_in_executors(tmp_path: Path) -> None:
+    """A real `yoke serve` with `YOKE_EXECUTORS=process`: an event posted over HTTP runs in the
+    tenant's executor process, which `GET /v1/executors` lists, and which ends with the server."""
+    env = {"YOKE_EXECUTORS": "process", "YOKE_WORKER_SHUTDOWN_TIMEOUT": "2"}
+    url = f"sqlite:///{tmp_path}/exec.db"
+    with yoke_serve(url, tmp_path, env=env, app="tests.server.e2e_exec_app:app") as srv:
+        with httpx.Client(base_url=srv.url, timeout=10) as c:
+            assert c.post("/v1/streams/pings/events", json={"id": "x"}).status_code == 202
+            deadline = time.monotonic() + 30
+            state: dict[str, int] = {}
+            while "pid" not in state and time.monotonic() < deadline:
+                r = c.get("/v1/actors/pinger/instances/x")
+                state = r.json().get("state", {}) if r.status_code == 200 else {}
+                time.sleep(0.05)  # polling a subprocess over HTTP
+            assert "pid" in state and state["pid"] != srv.process.pid
+            (item,) = c.get("/v1/executors").json()["items"]
+            assert item["tenant"] == "default" and item["pid"] == state["pid"]
+        assert srv.terminate() == 0
+    assert not alive(state["pid"])

@@ -46,6 +46,7 @@ ACCESS: dict[tuple[str, str], tuple[str, ...] | str] = {
     ("GET", "/v1/timers"): "any",
     ("GET", "/v1/executions/{execution_id}/steps"): "any",
     ("GET", "/v1/audit/recent"): ("ADMIN",),
+    ("GET", "/v1/executors"): OPS,
     ("GET", "/metrics"): ("ADMIN", "METRICS", "OPERATOR"),
     ("GET", "/healthz"): "public",
     ("GET", "/readyz"): "public",

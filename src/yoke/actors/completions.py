@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 from yoke.actors.protocol import ActorStore
@@ -35,7 +35,13 @@ log = logging.getLogger("yoke.actors.drain")
 Tag = TypeVar("Tag")
 
 
+Verb = Callable[[str, list[Completion]], Awaitable[list[int]]]
+
+
 class CompletionWriter(Generic[Tag]):
+    """Writes claims off in batches: completions (`store.complete`, the default `verb`), or
+    with another verb of the same shape, releases (`store.release_claims`)."""
+
     def __init__(
         self,
         store: ActorStore,
@@ -44,12 +50,19 @@ class CompletionWriter(Generic[Tag]):
         batch_size: int,
         retry: RetryPolicy,
         on_fenced: Callable[[list[Tag]], None],
+        verb: Verb | None = None,
+        on_batch: Callable[[list[Tag]], None] | None = None,
+        what: str = "completions",
     ) -> None:
         self._store = store
         self._worker_id = worker_id
         self._batch = batch_size
         self._retry = retry
         self._on_fenced = on_fenced  # called with the tags of the completions refused
+        self._verb: Verb = verb or store.complete
+        # Called with the tags of every batch once it is written (or given up), refused or not.
+        self._on_batch = on_batch
+        self._what = what
         self._done: list[Completion] = []
         self._tags: list[Tag] = []  # parallel to _done
         self._wake = asyncio.Event()
@@ -98,12 +111,14 @@ class CompletionWriter(Generic[Tag]):
         batch, tags = self._done[: self._batch], self._tags[: self._batch]
         del self._done[: len(batch)], self._tags[: len(batch)]
         stored = await until_done(
-            lambda: self._store.complete(self._worker_id, batch),
+            lambda: self._verb(self._worker_id, batch),
             policy=self._retry,
-            what=f"writing {len(batch)} completions",
+            what=f"writing {len(batch)} {self._what}",
             stopping=lambda: self._stopping,
             log=log,
         )
+        if self._on_batch is not None:
+            self._on_batch(tags if stored is not None else tags + self._tags)
         if stored is None:  # stopping, and the store refuses: the rest would be refused alike
             self.given_up += len(batch) + len(self._done)
             self._done.clear()
@@ -115,11 +130,12 @@ class CompletionWriter(Generic[Tag]):
             return
         if attempts > 1:
             log.warning(
-                "%d completions not found on a retry: written by an attempt whose answer was "
+                "%d %s not found on a retry: written by an attempt whose answer was "
                 "lost, or refused (their instances belong to another worker)",
                 missing,
+                self._what,
             )
             return
-        log.warning("%d completions refused: their instances belong to another worker", missing)
+        log.warning("%d %s refused: their instances belong to another worker", missing, self._what)
         written = set(ok)
         self._on_fenced([t for c, t in zip(batch, tags, strict=True) if c.queue_id not in written])

@@ -111,6 +111,33 @@ class InstanceStateCell:
                     return copy.deepcopy(self.state)
                 await self._reload()  # someone else wrote (or we lost the instance: Fenced)
 
+    async def offer(self, expected_version: int, new: dict[str, Any]) -> bool:
+        """A state computed elsewhere (in an executor process) from version
+        `expected_version`: written if that is still the version here and in the store, under
+        the same lock and compare-and-set as `update`. Otherwise nothing is written and the
+        cell holds the current state after (reloaded if the store had moved on)."""
+        try:
+            text = encode(new)
+        except (TypeError, ValueError) as exc:
+            raise BadValue(f"actor state must be JSON-serialisable: {exc}") from None
+        async with self._lock:
+            if not self.loaded:
+                await self._reload()
+            if expected_version != self.version:
+                return False
+            ok = await self._store.update_state(
+                self.ref,
+                state=text,
+                expected_version=self.version,
+                worker_id=self.worker_id,
+                epoch=self.epoch,
+            )
+            if ok:
+                self.state, self.version = json.loads(text), self.version + 1
+                return True
+            await self._reload()  # someone else wrote (or we lost the instance: Fenced)
+            return False
+
 
 class StateHandle:
     """`ctx.state`: `get()` the current state (a copy), `await update(fn)` atomically."""

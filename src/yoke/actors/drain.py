@@ -41,18 +41,20 @@ import heapq
 import itertools
 import json
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from yoke.actors.completions import CompletionWriter
-from yoke.actors.ctx import ActorCtx, CtxHost, Fenced, InstanceStateCell, StateHandle
+from yoke.actors.ctx import CtxHost, Fenced, InstanceStateCell
 from yoke.actors.custom_pick import CustomPicker, pickable
 from yoke.actors.definitions import ActorDef, ActorRegistry, Event
 from yoke.actors.failure_log import FailureLog
 from yoke.actors.metrics import ActorMetrics
 from yoke.actors.protocol import ActorStore
+from yoke.actors.releases import Releases
+from yoke.actors.runner import ExecutorLost, InlineRunner, Runner, describe
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.kernel import Item, ItemState, Kernel
@@ -72,6 +74,7 @@ class DrainConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     idle_instances: int = 10_000  # instances holding nothing whose state stays cached here
     select_window: int = 100  # custom mode: a group's first events (by arrival) select sees
+    crash_attempts: int = 3  # an event its executor died running alone this often is dead
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,6 +89,8 @@ class DrainStats:
     completing: int  # completions not yet written
     given_up: int  # writes a stopping drain gave up (their rows stay claimed until stop_worker)
     instances: int  # instances known here (holding events, or resting with cached state)
+    released: int  # rows put back to pending at no cost: their executor was not running
+    crashed: int  # crash attempts counted: the executor died running the event alone
 
 
 class _Instance:
@@ -158,10 +163,12 @@ class QueueDrainScheduler:
         clock: Clock,
         config: DrainConfig | None = None,
         metrics: ActorMetrics | None = None,
+        runner: Runner | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
         self._host = host
+        self._calls: Runner = runner or InlineRunner(host)
         self._worker_id = worker_id
         self._clock = clock
         self._failure_log = FailureLog()
@@ -182,6 +189,17 @@ class QueueDrainScheduler:
             batch_size=self._cfg.batch_size,
             retry=self._cfg.retry,
             on_fenced=self._refused,
+        )
+        # Rows of a tenant whose executor is not running go back to pending (`releases.py`).
+        self._releases = Releases(
+            store,
+            worker_id,
+            clock=clock,
+            batch_size=self._cfg.batch_size,
+            retry=self._cfg.retry,
+            crash_attempts=self._cfg.crash_attempts,
+            stopping=self._stopping,
+            on_free=lambda tenant: self._wake.set(),  # claimable again, if its executor runs
         )
         self._idle = asyncio.Event()
         self._more = False
@@ -212,14 +230,26 @@ class QueueDrainScheduler:
         )
 
     def stats(self) -> DrainStats:
+        r = self._releases.totals()
         return DrainStats(
             held=len(self._jobs),
             running=self._running,
             retrying=len(self._retries),
             completing=len(self._completions),
             instances=len(self._instances),
-            **{**self._counts, "given_up": self._counts["given_up"] + self._completions.given_up},
+            **{k: n + r.get(k, 0) for k, n in self._counts.items() if k != "given_up"},
+            given_up=self._counts["given_up"] + self._completions.given_up + r["given_up"],
+            released=r["released"],
+            crashed=r["crashed"],
         )
+
+    def held_by_tenant(self) -> Counter[str]:
+        """Claimed rows held here per tenant (queued, running or waiting for a retry)."""
+        return Counter(job.row.tenant for job in self._jobs.values())
+
+    def releasing(self, tenant: str) -> bool:
+        """Whether rows of `tenant` are being put back to pending right now."""
+        return self._releases.busy(tenant)
 
     def in_flight(self, ref: InstanceRef) -> int:
         inst = self._instances.get(ref)
@@ -235,6 +265,7 @@ class QueueDrainScheduler:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self._fetch_loop(), name="yoke-drain-fetch")
             tg.create_task(self._completions.run(), name="yoke-drain-complete")
+            tg.create_task(self._releases.writer.run(), name="yoke-drain-release")
             tg.create_task(self._retry_loop(), name="yoke-drain-retry")
             for i in range(self._cfg.concurrency):
                 tg.create_task(self._runner(), name=f"yoke-drain-runner-{i}")
@@ -243,6 +274,7 @@ class QueueDrainScheduler:
         """Stop claiming, let running calls finish (up to `grace` seconds), write completions."""
         self._closing = True
         self._completions.stop()
+        self._releases.writer.stop()
         for inst in list(self._instances.values()):
             self._drop_queued(inst)
         if self._running:
@@ -255,9 +287,10 @@ class QueueDrainScheduler:
         await self.flush()
 
     async def flush(self) -> None:
-        """Write every completion made so far, including a batch being retried right now
-        (used at shutdown and by tests)."""
+        """Write every completion (and release) made so far, including a batch being retried
+        right now (used at shutdown and by tests)."""
         await self._completions.flush()
+        await self._releases.writer.flush()
 
     def _stopping(self) -> bool:
         return self._closing
@@ -292,11 +325,16 @@ class QueueDrainScheduler:
             try:
                 while not self._closing and (room := self._room()) > 0:
                     limit = min(room, self._cfg.batch_size)
+                    tenants = self._claimable()
+                    if tenants is not None and not tenants:
+                        self._more = False  # no tenant can run now: a READY executor wakes us
+                        break
                     rows = await self._store.claim_next(
                         self._worker_id,
                         limit=limit,
                         now=self._clock.wall(),
                         after_tenant=self._tenant_cursor,
+                        tenants=tenants,
                     )
                     # A claim shares its rows between tenants, so a short one does not mean
                     # the queue is empty: only an empty claim does.
@@ -318,6 +356,14 @@ class QueueDrainScheduler:
                 log.warning("claiming actor events failed (retrying in %.2fs): %s", pause, exc)
                 await asyncio.sleep(pause)
                 self._wake.set()
+
+    def _claimable(self) -> list[str] | None:
+        """The tenants a claim may take now (None: all): those the runner can run, less those
+        whose rows are being written back."""
+        ready = self._calls.claimable()
+        if ready is None:
+            return None
+        return [t for t in ready if not self._releases.busy(t)]
 
     def _accept(self, rows: list[ClaimedEvent]) -> list[_Instance]:
         """Hold the claimed rows here. Returns the instances new here: their events wait (not
@@ -436,7 +482,7 @@ class QueueDrainScheduler:
         """A custom-mode instance may start more: pick in a runner, as the pick reads the store."""
         if inst.picking:
             inst.repick = True
-        elif not (self._closing or inst.lost) and pickable(inst):
+        elif not (self._closing or inst.lost) and self._may_run(inst.ref.tenant) and pickable(inst):
             inst.picking = True
             self._ready.put_nowait(_Callback(functools.partial(self._pick, inst)))
 
@@ -468,12 +514,18 @@ class QueueDrainScheduler:
                 continue
             await self.dispatch_process(job)
 
+    def _may_run(self, tenant: str) -> bool:
+        return not self._releases.busy(tenant) and self._calls.ready(tenant)
+
     async def dispatch_process(self, job: _Job) -> None:
         """The actors specification's `dispatch_process`: run `process(ctx, event)` for one
         claimed event."""
         inst = job.inst
         error: BaseException | None = None
         cell = inst.cell
+        if not self._may_run(job.row.tenant):
+            self._release(job)
+            return
         if not cell.loaded:
             try:
                 await cell.load()
@@ -487,18 +539,17 @@ class QueueDrainScheduler:
                 self._hold(job, self._cfg.retry.first)
                 return
         try:
-            ctx = ActorCtx(
-                host=self._host,
-                actor=inst.actor.name,
-                instance_id=inst.ref.instance_id,
-                tenant=inst.ref.tenant,
-                state=StateHandle(cell),
-            )
-            await inst.actor.process(ctx, job.event)
+            await self._calls.run(inst.actor, cell, job.event)
         except Fenced as exc:
             self._lost(inst, exc)
             self._end(job)
             self._again(job)
+            return
+        except ExecutorLost as exc:
+            if exc.charge:
+                await self._crashed(job, exc.reason)
+            else:
+                self._release(job)
             return
         except Exception as exc:
             error = exc
@@ -519,7 +570,7 @@ class QueueDrainScheduler:
         self._metrics.failed(inst.actor.name)
         job.failures += 1
         failures = job.row.attempts + job.failures
-        text = f"{type(error).__name__}: {error}"
+        text = describe(error)
         backoff = inst.actor.backoff
         delay = None if backoff.exhausted(failures) else backoff.delay(failures)
         self._failure_log.failed(
@@ -567,6 +618,21 @@ class QueueDrainScheduler:
             return
         job.event = _event(job.row, attempt=failures + 1)
         self._hold(job, delay)
+
+    def _release(self, job: _Job) -> None:
+        """The job's tenant has no running executor: its row goes back to pending, at no
+        attempt. Its group slot is freed now; the next events of its group come here in turn
+        (the tenant is busy releasing meanwhile), so they are all pending again, in order,
+        before anything of the tenant is claimed again."""
+        self._releases.release(job.completion, job.row.tenant)
+        self._end(job)
+
+    async def _crashed(self, job: _Job, reason: str) -> None:
+        """The executor died running this event alone (or past its deadline): a crash attempt
+        is counted (`Releases.charge`); the event keeps its group slot until it is written."""
+        what = f"actor {job.inst.actor.name!r} event {job.row.queue_id}"
+        await self._releases.charge(job.completion, job.row.tenant, reason, what=what)
+        self._end(job)
 
     def _hold(self, job: _Job, delay: float) -> None:
         """Run `job` again after `delay`: it keeps its group slot (its place, so nothing of its

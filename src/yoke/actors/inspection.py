@@ -1,5 +1,5 @@
-"""Read-only views of one app's actors: what `GET /v1/actors`, `/v1/actors/{name}/instances`
-and `/v1/workers` answer, and what the metrics scrape reads.
+"""Read-only views of one app's actors: what `GET /v1/actors`, `/v1/actors/{name}/instances`,
+`/v1/workers` and `/v1/executors` answer, and what the metrics scrape reads.
 
 Each view joins the app's definitions (the registry) with what the store holds; a name the app
 does not define is `NotFound`, even if the database knows it, because the API describes this
@@ -24,6 +24,7 @@ from yoke.store.actor_records import (
     ActorCounts,
     DeadLetter,
     DueTimer,
+    ExecutorRow,
     InstanceInfo,
     InstanceRef,
     WorkerRow,
@@ -73,6 +74,12 @@ class InstanceView:
     dead: int
     dead_letters: tuple[DeadLetter, ...]  # the oldest, at most the number asked for
     created_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutorRowView:
+    row: ExecutorRow
+    worker: WorkerStatus | None  # None: no such worker row
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -181,6 +188,18 @@ class ActorInspector:
             )
             for w in rows
         ]
+
+    async def executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRowView]:
+        """Executor processes as their workers recorded them (of `tenant`, or of all), each
+        with the status of its worker: a stale worker's rows are what it last wrote."""
+        store = self._store()
+        rows = await store.list_executors(tenant=tenant, limit=limit)
+        now = self._clock.wall()
+        status = {
+            w.worker_id: worker_status(w, now=now, stale_after=self.stale_after)
+            for w in await store.list_workers()
+        }
+        return [ExecutorRowView(row=r, worker=status.get(r.worker_id)) for r in rows]
 
 
 def no_instance(actor: str, instance_id: str) -> NotFound:

@@ -6,7 +6,9 @@ actor; `yoke_queue_depth` is per instance, but only for the `depth_limit` deepes
 each refresh, and the rest of each actor's rows as one series with tenant and instance
 `_other` (bounded cardinality however many tenants and instances there are: label sets that
 drop out are removed);
-`yoke_runtime_workers` counts workers with a recent heartbeat. The two gauges are read from
+`yoke_runtime_workers` counts workers with a recent heartbeat. The executor metrics are this
+worker's: `yoke_executor_boot_phase_seconds{phase}` (stamped by each boot), `yoke_executors{state}`
+and `yoke_executor_crashes_total`. The two store gauges are read from
 the store by `refresh()`, which a worker's heartbeat calls and the server's `/metrics` calls on
 every scrape (so a server without a worker, or between heartbeats, never shows stale gauges).
 Without `prometheus_client` installed (or with `registry=None`) every method is a no-op, so the
@@ -23,13 +25,36 @@ from yoke.actors.inspection import WorkerStatus, worker_status
 from yoke.actors.protocol import ActorStore
 from yoke.store.actor_records import QueueDepth
 
-try:  # optional: metrics are a feature, not a requirement of the runtime
-    import prometheus_client as _prom
-except ImportError:  # pragma: no cover - exercised only where prometheus_client is absent
-    _prom = None  # type: ignore[assignment]
+_loaded: list[Any] = []  # [prometheus_client or None], once looked for
+
+
+def _prometheus() -> Any:
+    """prometheus_client, or None without it: imported on first use (an executor process,
+    which counts nothing, never pays for it)."""
+    if not _loaded:
+        try:  # optional: metrics are a feature, not a requirement of the runtime
+            import prometheus_client
+        except ImportError:  # pragma: no cover - only where prometheus_client is absent
+            _loaded.append(None)
+        else:
+            _loaded.append(prometheus_client)
+    return _loaded[0]
+
 
 DEPTH_LIMIT = 50  # yoke_queue_depth series at most: the deepest instances
 OTHER = "_other"  # the tenant and instance label of the rest of an actor's queue rows
+BOOT_PHASES = (
+    "queue",
+    "spawn",
+    "interpreter",
+    "sandbox",
+    "runtime",
+    "app",
+    "handshake",
+    "first_dispatch",
+)
+EXECUTOR_STATES = ("STARTING", "READY", "DRAINING", "STOPPED", "FAILED")
+BOOT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class ActorMetrics:
@@ -37,7 +62,8 @@ class ActorMetrics:
 
     def __init__(self, registry: Any | None) -> None:
         self.registry = registry  # render with prometheus_client.generate_latest(registry)
-        self.enabled = registry is not None and _prom is not None
+        _prom = None if registry is None else _prometheus()
+        self.enabled = _prom is not None
         self._processed: dict[str, Any] = {}
         self._failed: dict[str, Any] = {}
         self._depth_labels: set[tuple[str, str, str]] = set()
@@ -59,6 +85,29 @@ class ActorMetrics:
         self._workers = _prom.Gauge(
             "yoke_runtime_workers", "Workers with a recent heartbeat", registry=registry
         )
+        # Executor processes of this worker (none in inline mode). No tenant label: the
+        # per-tenant detail is in GET /v1/executors.
+        self._boot = _prom.Histogram(
+            "yoke_executor_boot_phase_seconds",
+            "Per-phase executor cold-start duration",
+            ["phase"],
+            buckets=BOOT_BUCKETS,
+            registry=registry,
+        )
+        self._phases = {p: self._boot.labels(p) for p in BOOT_PHASES}
+        self._executors = _prom.Gauge(
+            "yoke_executors",
+            "Executor processes of this worker by state",
+            ["state"],
+            registry=registry,
+        )
+        for state in EXECUTOR_STATES:
+            self._executors.labels(state).set(0)
+        self._crashes = _prom.Counter(
+            "yoke_executor_crashes",
+            "Executor processes that failed (crash, kill, timeout, boot failure)",
+            registry=registry,
+        )
 
     def processed(self, actor: str) -> None:
         if self.enabled:
@@ -73,6 +122,19 @@ class ActorMetrics:
             if c is None:
                 c = self._failed[actor] = self._errors_total.labels(actor)
             c.inc()
+
+    def executor_phase(self, phase: str, seconds: float) -> None:
+        if self.enabled:
+            self._phases[phase].observe(max(0.0, seconds))
+
+    def executor_crashed(self) -> None:
+        if self.enabled:
+            self._crashes.inc()
+
+    def set_executors(self, by_state: dict[str, int]) -> None:
+        if self.enabled:
+            for state, n in by_state.items():
+                self._executors.labels(state).set(n)
 
     def set_depths(
         self, depths: Iterable[QueueDepth], totals: Mapping[str, int] | None = None
@@ -125,4 +187,5 @@ class ActorMetrics:
 
 def app_registry() -> Any | None:
     """A fresh registry for one app, or None without prometheus_client."""
-    return None if _prom is None else _prom.CollectorRegistry()
+    prom = _prometheus()
+    return None if prom is None else prom.CollectorRegistry()

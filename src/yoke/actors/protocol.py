@@ -19,12 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from yoke.leases import LeaseStore
 from yoke.store.actor_records import (
     ActorCounts,
     ClaimedEvent,
     Completion,
+    CrashCharge,
     DeadLetter,
     DueTimer,
+    ExecutorRow,
     InstanceInfo,
     InstanceRef,
     InstanceState,
@@ -37,7 +40,9 @@ from yoke.store.actor_records import (
 )
 
 
-class ActorStore(Protocol):
+class ActorStore(LeaseStore, Protocol):
+    """The actor verbs, and the lease verbs (a singleton portal runs under a lease)."""
+
     # -- stream and fan-out --------------------------------------------------------------------
     async def append_events(
         self, events: Sequence[NewEvent], *, owner: str | None, now: float
@@ -48,13 +53,20 @@ class ActorStore(Protocol):
 
     # -- queue drain ---------------------------------------------------------------------------
     async def claim_next(
-        self, worker_id: str, *, limit: int, now: float, after_tenant: str = ""
+        self,
+        worker_id: str,
+        *,
+        limit: int,
+        now: float,
+        after_tenant: str = "",
+        tenants: Sequence[str] | None = None,
     ) -> list[ClaimedEvent]:
         """Claim due pending rows of instances `worker_id` owns, each under its instance's
         current owner epoch, oldest first per tenant. Tenants share a claim: of the (at most
         `limit`) tenants with pending rows, taken in name order after `after_tenant` and
         wrapping around, each gets up to ceil(limit / tenants) rows, so a flood of one tenant
-        never fills the claims while another waits."""
+        never fills the claims while another waits. With `tenants`, only those are claimed
+        (the ones whose executor can run their events now)."""
         ...
 
     async def list_pending(
@@ -85,6 +97,19 @@ class ActorStore(Protocol):
     async def dead_letter(
         self, worker_id: str, done: Completion, *, error: str | None, now: float
     ) -> bool: ...
+
+    async def release_claims(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
+        """Put claimed rows back to pending without counting an attempt (their executor died,
+        or they were claimed for a tenant whose executor is not running); returns the queue
+        ids released (others: not this worker's claim any more)."""
+        ...
+
+    async def charge_crash(
+        self, worker_id: str, done: Completion, *, error: str, dead_after: int, now: float
+    ) -> CrashCharge:
+        """The executor died running this claim alone: count a crash attempt and put the row
+        back to pending, or make it a dead letter (with `error`) at `dead_after` crashes."""
+        ...
 
     async def list_active_groups(self, ref: InstanceRef) -> list[str]:
         """Groups of an instance with pending or claimed rows."""
@@ -164,6 +189,31 @@ class ActorStore(Protocol):
     ) -> None:
         """Run until cancelled, calling back on NOTIFY (PostgreSQL). Returns at once on a
         backend without push notifications; callers keep a backup poll either way."""
+        ...
+
+    # -- executor lifecycle ----------------------------------------------------------------------
+    async def pending_tenants(self, worker_id: str, *, after: str = "", limit: int) -> list[str]:
+        """Tenants with pending rows of instances `worker_id` owns, in name order after
+        `after` (at most `limit`)."""
+        ...
+
+    async def tenants_with_pending(self, worker_id: str, tenants: Sequence[str]) -> list[str]:
+        """Which of `tenants` have pending rows of instances `worker_id` owns."""
+        ...
+
+    async def timer_tenants(
+        self, worker_id: str, *, before_ms: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """(tenant, earliest fire_at_ms) of tenants with a timer due before `before_ms` and
+        an instance `worker_id` owns, soonest first."""
+        ...
+
+    async def record_executors(self, rows: Sequence[ExecutorRow]) -> None:
+        """Upsert the latest state of these (worker, tenant) executors."""
+        ...
+
+    async def list_executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRow]:
+        """Executor rows (of `tenant`, or of all), by tenant and worker."""
         ...
 
     # -- inspection (the HTTP API; reads only) -------------------------------------------------

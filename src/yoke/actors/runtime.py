@@ -6,6 +6,11 @@ instances over, then the drain, the timer dispatch, the heartbeat and the NOTIFY
 as tasks of one TaskGroup until the block ends. On exit nothing new is claimed, running calls
 get `shutdown_timeout`, completions are written, and the worker gives its instances up.
 
+With `executors="process"` (`YOKE_EXECUTORS`), `process()` runs in per-tenant executor
+processes: the drain runs its calls through an `ExecutorPool` instead of inline, and a
+`RuntimeLifecycleService` starts and stops the executors; every signal that may mean new
+events (an append here, a NOTIFY, a fired timer, a takeover) wakes it beside the drain.
+
 This module must never name a store backend and reads time only through its `Clock`.
 """
 
@@ -15,13 +20,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yoke.actors.ctx import fire_time
 from yoke.actors.definitions import ActorRegistry, Backoff, Process, Queue, encode
 from yoke.actors.drain import DrainConfig, DrainStats, QueueDrainScheduler
+from yoke.actors.executor.settings import ExecutorSettings
 from yoke.actors.inspection import DEAD_LETTERS_SHOWN, ActorInspector, InstanceView
 from yoke.actors.metrics import ActorMetrics, app_registry
+from yoke.actors.portals import PortalRegistry, PortalRunner, Start
 from yoke.actors.protocol import ActorStore
 from yoke.actors.settings import ActorSettings
 from yoke.actors.timers import TimerDispatch, TimerStats
@@ -30,6 +37,10 @@ from yoke.clock import Clock, SystemClock
 from yoke.errors import BadType, NotRunning, YokeError
 from yoke.retry import RetryPolicy
 from yoke.store.actor_records import NewTimer, WorkerRow
+
+if TYPE_CHECKING:
+    from yoke.actors.executor.pool import ExecutorPool, ExecutorView
+    from yoke.actors.lifecycle.service import RuntimeLifecycleService
 
 log = logging.getLogger("yoke.actors")
 
@@ -42,17 +53,26 @@ class ActorRuntime:
         clock: Clock | None = None,
         metrics_registry: Any | None = None,
         retry: RetryPolicy | None = None,
+        executors: str | None = None,
+        executor_settings: ExecutorSettings | None = None,
+        app_spec: str | None = None,
+        registry: ActorRegistry | None = None,
+        owner: object | None = None,
     ) -> None:
-        self.registry = ActorRegistry()
+        self.registry = registry if registry is not None else ActorRegistry()
+        self.portals = PortalRegistry()
         # How the drain, the timers and the heartbeat wait out an unavailable store.
         self.retry = retry or RetryPolicy()
         self.settings = settings or ActorSettings.from_env()
+        # Where process() runs: `inline` (here) or `process` (per-tenant executors), and how
+        # an executor finds the app (`module:attribute`; found among the loaded modules when
+        # not given: this runtime, its registry or `owner`, the App holding it).
+        self.executor_settings = executor_settings or ExecutorSettings.from_env(mode=executors)
+        self.app_spec = app_spec
+        self._owner = owner
         self._clock = clock or SystemClock()
-        # The actors specification's metrics, on this app's own registry (`metrics.registry`)
-        # unless one is given.
-        self.metrics = ActorMetrics(
-            metrics_registry if metrics_registry is not None else app_registry()
-        )
+        self._metrics_registry = metrics_registry
+        self._metrics: ActorMetrics | None = None
         self._store: ActorStore | None = None
         # What the HTTP API and the metrics scrape read (`GET /v1/actors`, `/v1/workers`...).
         self.inspect = ActorInspector(
@@ -64,6 +84,8 @@ class ActorRuntime:
         self._drain: QueueDrainScheduler | None = None
         self._timers: TimerDispatch | None = None
         self._heartbeat: WorkerHeartbeat | None = None
+        self._pool: ExecutorPool | None = None
+        self._lifecycle: RuntimeLifecycleService | None = None
 
     def __repr__(self) -> str:
         state = "running" if self._drain is not None else "idle"
@@ -72,8 +94,26 @@ class ActorRuntime:
         )
 
     @property
+    def metrics(self) -> ActorMetrics:
+        """The specification's metrics, on this app's own registry (`metrics.registry`) unless
+        one was given; made on first use (an executor process importing the app makes none)."""
+        if self._metrics is None:
+            reg = self._metrics_registry
+            self._metrics = ActorMetrics(reg if reg is not None else app_registry())
+        return self._metrics
+
+    @property
     def worker_id(self) -> str:
         return self.settings.worker_id
+
+    @property
+    def executors(self) -> str:
+        """`inline` or `process`: where this worker runs `process()`."""
+        return self.executor_settings.mode
+
+    def use_executors(self, mode: str) -> None:
+        """Choose where `process()` runs (before `running()`): `inline` or `process`."""
+        self.executor_settings = self.executor_settings.with_(mode=mode)
 
     def actor(
         self,
@@ -85,6 +125,12 @@ class ActorRuntime:
         backoff: Backoff | None = None,
     ) -> Callable[[Process], Process]:
         return self.registry.actor(name, subscribe=subscribe, key=key, queue=queue, backoff=backoff)
+
+    def portal(
+        self, name: str | None = None, *, per_worker: bool = False
+    ) -> Callable[[Start], Start]:
+        """Register `async def start(ctx)` as a portal (see `yoke.actors.portals`)."""
+        return self.portals.portal(name, per_worker=per_worker)
 
     def attach(self, store: ActorStore) -> None:
         """Use `store` for appends and lookups (the App calls this when it opens its store)."""
@@ -119,6 +165,8 @@ class ActorRuntime:
         ids = await store.append_events(events, owner=owner, now=self._clock.wall())
         if self._drain is not None:
             self._drain.wake()
+        if self._lifecycle is not None:
+            self._lifecycle.wake(tenant)
         return ids
 
     async def schedule(
@@ -183,6 +231,18 @@ class ActorRuntime:
     def drain(self) -> QueueDrainScheduler | None:
         return self._drain
 
+    @property
+    def lifecycle(self) -> RuntimeLifecycleService | None:
+        return self._lifecycle
+
+    @property
+    def pool(self) -> ExecutorPool | None:
+        return self._pool
+
+    def executor_views(self) -> list[ExecutorView]:
+        """This worker's executors (none in inline mode), from memory."""
+        return [] if self._pool is None else self._pool.views()
+
     # -- running -----------------------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def running(self, store: ActorStore | None = None) -> AsyncIterator[ActorRuntime]:
@@ -193,6 +253,7 @@ class ActorRuntime:
         if self._drain is not None:
             raise YokeError("this actor runtime is already running")
         s = self.settings
+        pool = self._make_pool(st) if self.executors == "process" else None
         drain = QueueDrainScheduler(
             store=st,
             registry=self.registry,
@@ -207,13 +268,21 @@ class ActorRuntime:
                 poll_interval=s.poll_interval,
                 retry=self.retry,
             ),
+            runner=pool,
         )
+        lifecycle = None if pool is None else self._make_lifecycle(st, pool, drain)
+        lifecycle_wake: Callable[[], None] = (lambda: None) if lifecycle is None else lifecycle.wake
+
+        def new_rows() -> None:  # an append, a fired timer, a takeover: events may wait here
+            drain.wake()
+            lifecycle_wake()
+
         timers = TimerDispatch(
             store=st,
             registry=self.registry,
             clock=self._clock,
             owner=lambda: s.worker_id,
-            on_fired=drain.wake,
+            on_fired=new_rows,
             poll_interval=s.timer_poll_interval,
             retry=self.retry,
         )
@@ -223,17 +292,29 @@ class ActorRuntime:
             clock=self._clock,
             heartbeat_interval=s.heartbeat_interval,
             stale_after=s.stale_after,
-            on_takeover=drain.wake,
+            on_takeover=new_rows,
             metrics=self.metrics,
             retry=self.retry,
         )
 
         def on_rows() -> None:  # a NOTIFY: rows for us, or ownerless instances to take
-            drain.wake()
+            new_rows()
             heartbeat.poke()
 
+        portals = None
+        if len(self.portals):
+            portals = PortalRunner(
+                portals=self.portals,
+                host=self,
+                store=st,
+                worker_id=s.worker_id,
+                clock=self._clock,
+                lease_ttl=s.stale_after,
+                renew_every=s.heartbeat_interval,
+            )
         await heartbeat.boot()
         self._drain, self._timers, self._heartbeat = drain, timers, heartbeat
+        self._pool, self._lifecycle = pool, lifecycle
         body_error: BaseException | None = None
         try:
             async with asyncio.TaskGroup() as tg:
@@ -245,13 +326,24 @@ class ActorRuntime:
                         st.listen_actor_wakeups(on_rows, timers.wake), name="yoke-actor-listen"
                     ),
                 ]
+                if pool is not None and lifecycle is not None:
+                    tasks += [
+                        tg.create_task(pool.run_pool(), name="yoke-executor-pool"),
+                        tg.create_task(lifecycle.run(), name="yoke-runtime-lifecycle"),
+                    ]
+                if portals is not None:
+                    tasks.append(tg.create_task(portals.run(), name="yoke-portals"))
                 try:
                     yield self
                 except BaseException as exc:
                     body_error = exc
                     raise
                 finally:
+                    if portals is not None:
+                        await portals.stop(s.shutdown_timeout)
                     await drain.shutdown(s.shutdown_timeout)
+                    if pool is not None:
+                        await pool.shutdown(s.shutdown_timeout)
                     for t in tasks:
                         t.cancel()
         except BaseExceptionGroup as group:
@@ -261,7 +353,64 @@ class ActorRuntime:
             raise
         finally:
             self._drain = self._timers = self._heartbeat = None
+            self._pool = self._lifecycle = None
             try:
                 await heartbeat.stop()
             except YokeError as exc:
                 log.warning("could not release this worker's instances: %s", exc)
+
+    def _make_pool(self, store: ActorStore) -> ExecutorPool:
+        from yoke.actors.executor.launch import make_launch, spec_of
+        from yoke.actors.executor.pool import ExecutorPool
+
+        es, s = self.executor_settings, self.settings
+        spec = self.app_spec or spec_of([self._owner, self, self.registry])
+        launch = make_launch(es, app=spec, worker_id=s.worker_id)
+        pool = ExecutorPool(
+            launch=launch,
+            host=self,
+            store=store,
+            worker_id=s.worker_id,
+            clock=self._clock,
+            boot_concurrency=es.boot_concurrency,
+            backoff=es.backoff,
+            metrics=self.metrics,
+            record_every=es.hot_interval,
+        )
+        log.info(
+            "worker %s runs process() in executors of %s: %s",
+            s.worker_id,
+            spec,
+            launch.isolation.report(),
+        )
+        return pool
+
+    def _make_lifecycle(
+        self, store: ActorStore, pool: ExecutorPool, drain: QueueDrainScheduler
+    ) -> RuntimeLifecycleService:
+        from yoke.actors.lifecycle.decide import Policy
+        from yoke.actors.lifecycle.service import Periods, RuntimeLifecycleService
+
+        es, s = self.executor_settings, self.settings
+        lifecycle = RuntimeLifecycleService(
+            store=store,
+            pool=pool,
+            held=drain.held_by_tenant,
+            worker_id=s.worker_id,
+            clock=self._clock,
+            policy=Policy(
+                idle_secs=es.idle_secs,
+                boot_timeout=es.boot_timeout,
+                prewarm=s.timer_poll_interval + 2.0,
+            ),
+            periods=Periods(
+                hot=es.hot_interval,
+                cold=es.cold_interval,
+                timers=s.timer_poll_interval,
+                backup=s.poll_interval,
+            ),
+            retry=self.retry,
+        )
+        pool.on_ready = lambda tenant: drain.wake()
+        pool.on_exit = lambda tenant: lifecycle.wake()
+        return lifecycle

@@ -38,6 +38,7 @@ from yoke.server.routes import table
 from yoke.server.routes_actors import ActorsRoutes
 from yoke.server.routes_control import ControlRoutes
 from yoke.server.routes_executions import ExecutionsRoutes
+from yoke.server.routes_executors import ExecutorsRoutes
 from yoke.server.routes_ops import OpsRoutes
 from yoke.server.routes_starts import StartsRoutes
 from yoke.server.routes_streams import StreamsRoutes
@@ -84,6 +85,7 @@ class Server:
                 control=ControlRoutes(self.state),
                 streams=StreamsRoutes(self.state),
                 actors=ActorsRoutes(self.state),
+                executors=ExecutorsRoutes(self.state),
                 ops=OpsRoutes(self.state, self.document),
             )
             + self.dashboard.api.ops()

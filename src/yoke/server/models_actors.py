@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 from pydantic import BaseModel, Field
 
 from yoke.actors.definitions import ActorDef, GroupBy
-from yoke.actors.inspection import ActorView, InstanceView, WorkerView
+from yoke.actors.inspection import ActorView, ExecutorRowView, InstanceView, WorkerView
 from yoke.errors import BadValue
 from yoke.store.actor_records import DeadLetter, InstanceRef
 from yoke.store.text import check_text
@@ -95,6 +95,7 @@ class DeadLetterOut(BaseModel):
     group_id: str
     data: Any
     attempts: int
+    crash_attempts: int = Field(description="times its executor process died while running it")
     error: str | None
     dead_at: float
 
@@ -113,6 +114,27 @@ class WorkerOut(BaseModel):
     stopped_at: float | None
     status: Literal["live", "stale", "stopped"]
     instances: int = Field(description="instances it owns now")
+
+
+class ExecutorOut(BaseModel):
+    tenant: str
+    worker_id: str
+    pid: int | None
+    state: Literal["STARTING", "READY", "DRAINING", "STOPPED", "FAILED"]
+    started_at: float
+    boot_ms: float | None = Field(description="spawn to READY, in milliseconds")
+    dispatches: int = Field(description="process() calls sent to it")
+    active_dispatch: int = Field(description="calls running in it, as last recorded")
+    crashes: int = Field(description="failed executor lives of this tenant on this worker")
+    isolation: str = Field(description="the isolation tiers in force, e.g. process+rlimit-as")
+    stop_reason: str | None
+    updated_at: float
+    worker_status: Literal["live", "stale", "stopped"] | None
+
+
+class ExecutorListOut(BaseModel):
+    tenant: str | None = Field(description="the tenant asked for, or null for all")
+    items: list[ExecutorOut]
 
 
 class WorkerListOut(BaseModel):
@@ -214,6 +236,7 @@ def dead_letter_json(d: DeadLetter) -> dict[str, Any]:
         "group_id": d.group_id,
         "data": json.loads(d.data),
         "attempts": d.attempts,
+        "crash_attempts": d.crash_attempts,
         "error": d.error,
         "dead_at": d.dead_at,
     }
@@ -259,3 +282,22 @@ def decode_cursor(text: str, actor: str) -> InstanceRef:
         raise bad
     tenant, instance_id = (check_text(x, "cursor") for x in pair)
     return InstanceRef(tenant=tenant, actor=actor, instance_id=instance_id)
+
+
+def executor_json(v: ExecutorRowView) -> dict[str, Any]:
+    r = v.row
+    return {
+        "tenant": r.tenant,
+        "worker_id": r.worker_id,
+        "pid": r.pid,
+        "state": r.state,
+        "started_at": r.started_at,
+        "boot_ms": r.boot_ms,
+        "dispatches": r.dispatches,
+        "active_dispatch": r.active_dispatch,
+        "crashes": r.crashes,
+        "isolation": r.isolation,
+        "stop_reason": r.stop_reason,
+        "updated_at": r.updated_at,
+        "worker_status": None if v.worker is None else v.worker.value,
+    }

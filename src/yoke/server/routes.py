@@ -19,6 +19,7 @@ from yoke.server.auth import METRICS
 from yoke.server.routes_actors import ActorsRoutes
 from yoke.server.routes_control import ControlRoutes
 from yoke.server.routes_executions import ExecutionsRoutes
+from yoke.server.routes_executors import ExecutorsRoutes
 from yoke.server.routes_ops import OpsRoutes
 from yoke.server.routes_starts import StartsRoutes
 from yoke.server.routes_streams import StreamsRoutes
@@ -108,6 +109,7 @@ def table(
     control: ControlRoutes,
     streams: StreamsRoutes,
     actors: ActorsRoutes,
+    executors: ExecutorsRoutes,
     ops: OpsRoutes,
 ) -> list[Op]:
     status = query("status", {"type": "string", "enum": EXECUTION_STATUSES}, "status")
@@ -186,6 +188,11 @@ def table(
         Op("GET", "/v1/workers", actors.workers, OPERATORS, "listWorkers",
            "Actor workers: heartbeats, live or stale, instances owned",
            answers=ok(ma.WorkerListOut, "The workers")),
+        Op("GET", "/v1/executors", executors.executors, OPERATORS, "listExecutors",
+           "Per-tenant executor processes, as their workers recorded them",
+           query=(query("tenant", TEXT, "only this tenant's executors"),
+                  query("limit", {"type": "integer", "minimum": 1, "maximum": 10000}, "at most")),
+           answers=ok(ma.ExecutorListOut, "The executors"), errors=(422,)),
         # -- operations ------------------------------------------------------------------------
         Op("GET", "/metrics", ops.metrics, SCRAPERS, "metrics",
            "Prometheus metrics (bounded labels)",

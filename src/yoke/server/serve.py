@@ -45,6 +45,7 @@ def load_app(spec: str) -> App:
     app = getattr(module, attr, None)
     if not isinstance(app, App):
         raise BadValue(f"{spec} is not a yoke.App (found {type(app).__name__})")
+    app.actors.app_spec = spec  # what executor processes import
     return app
 
 
@@ -106,8 +107,11 @@ def run(
     database_url: str | None = None,
     log_level: str | None = None,
     log_format: str | None = None,
+    executors: str | None = None,
 ) -> None:
     app = load_app(spec)
+    if executors:
+        app.actors.use_executors(executors)
     app.settings = app.settings.with_(
         **{
             k: v

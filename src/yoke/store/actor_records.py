@@ -115,6 +115,7 @@ class DeadLetter:
     group_id: str
     data: str  # JSON text
     attempts: int
+    crash_attempts: int  # times its executor died while running it alone
     error: str | None
     dead_at: float
 
@@ -171,3 +172,29 @@ class ActorCounts:
     pending: int
     in_flight: int  # claimed, not yet completed
     dead: int
+
+
+class CrashCharge(Enum):
+    """What `charge_crash` did to the row an executor died running."""
+
+    PENDING = "pending"  # counted, and back to pending for another try
+    DEAD = "dead"  # counted, and a dead letter now (crash_attempts reached the limit)
+    FENCED = "fenced"  # not this worker's claim any more (taken over): nothing changed
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutorRow:
+    """The latest life of one (worker, tenant) executor process, as its worker recorded it."""
+
+    worker_id: str
+    tenant: str
+    pid: int | None
+    state: str  # STARTING, READY, DRAINING, STOPPED, FAILED
+    started_at: float
+    boot_ms: float | None
+    dispatches: int
+    active_dispatch: int
+    crashes: int
+    isolation: str
+    stop_reason: str | None
+    updated_at: float

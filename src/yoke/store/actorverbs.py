@@ -31,8 +31,10 @@ from yoke.store.actor_records import (
     ActorCounts,
     ClaimedEvent,
     Completion,
+    CrashCharge,
     DeadLetter,
     DueTimer,
+    ExecutorRow,
     InstanceInfo,
     InstanceRef,
     InstanceState,
@@ -43,6 +45,8 @@ from yoke.store.actor_records import (
     Takeover,
     WorkerRow,
 )
+from yoke.store.executorverbs import ExecutorVerbs
+from yoke.store.leaseverbs import Lease, LeaseVerbs
 from yoke.store.tx import Row, Transactions, Tx
 
 
@@ -97,6 +101,10 @@ class ActorVerbs:
 
     def __init__(self, transactions: Transactions) -> None:
         self._t = transactions
+        # Parts of the same protocol (`ActorStore`), held by reference; their verbs are
+        # forwarded at the end of this class.
+        self.executors = ExecutorVerbs(transactions)
+        self.leases = LeaseVerbs(transactions)
 
     def __repr__(self) -> str:
         return f"ActorVerbs({self._t!r})"
@@ -179,26 +187,39 @@ class ActorVerbs:
 
     # -- queue drain ---------------------------------------------------------------------------
     async def claim_next(
-        self, worker_id: str, *, limit: int, now: float, after_tenant: str = ""
+        self,
+        worker_id: str,
+        *,
+        limit: int,
+        now: float,
+        after_tenant: str = "",
+        tenants: Sequence[str] | None = None,
     ) -> list[ClaimedEvent]:
         async with self._t.write() as tx:
-            scan = {"worker_id": worker_id, "limit": limit}
-            tenants = [
-                str(r["tenant"])
-                for r in await tx.all("pending_tenants", {**scan, "after": after_tenant})
-            ]
-            if len(tenants) < limit and after_tenant:
-                seen = set(tenants)
-                more = await tx.all("pending_tenants", {**scan, "after": ""})
-                tenants += [str(r["tenant"]) for r in more if r["tenant"] not in seen]
-                tenants = tenants[:limit]
-            if not tenants:
+            if tenants is None:
+                scan = {"worker_id": worker_id, "limit": limit}
+                found = [
+                    str(r["tenant"])
+                    for r in await tx.all("pending_tenants", {**scan, "after": after_tenant})
+                ]
+                if len(found) < limit and after_tenant:
+                    seen = set(found)
+                    more = await tx.all("pending_tenants", {**scan, "after": ""})
+                    found += [str(r["tenant"]) for r in more if r["tenant"] not in seen]
+            else:
+                among = {"worker_id": worker_id, "tenants": json.dumps(sorted(set(tenants)))}
+                names = [str(r["tenant"]) for r in await tx.all("pending_tenants_among", among)]
+                found = [t for t in names if t > after_tenant] + [
+                    t for t in names if t <= after_tenant
+                ]
+            chosen = found[:limit]
+            if not chosen:
                 return []
             params = {
                 "worker_id": worker_id,
                 "now": now,
-                "tenants": json.dumps(tenants),
-                "quota": -(-limit // len(tenants)),
+                "tenants": json.dumps(chosen),
+                "quota": -(-limit // len(chosen)),
             }
             marked = [int(r["queue_id"]) for r in await tx.all("claim_mark", params)]
             if not marked:
@@ -293,6 +314,7 @@ class ActorVerbs:
                 group_id=str(r["group_id"]),
                 data=str(r["data"]),
                 attempts=int(r["attempts"]),
+                crash_attempts=int(r["crash_attempts"]),
                 error=None if r["error"] is None else str(r["error"]),
                 dead_at=float(r["dead_at"]),
             )
@@ -533,6 +555,47 @@ class ActorVerbs:
         async with self._t.read() as tx:
             rows = await tx.all("owned_instances", {})
         return {str(r["worker_id"]): int(r["instances"]) for r in rows}
+
+    # -- executor processes (`executorverbs.ExecutorVerbs`) --------------------------------------
+    async def release_claims(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
+        return await self.executors.release_claims(worker_id, done)
+
+    async def charge_crash(
+        self, worker_id: str, done: Completion, *, error: str, dead_after: int, now: float
+    ) -> CrashCharge:
+        return await self.executors.charge_crash(
+            worker_id, done, error=error, dead_after=dead_after, now=now
+        )
+
+    async def pending_tenants(self, worker_id: str, *, after: str = "", limit: int) -> list[str]:
+        return await self.executors.pending_tenants(worker_id, after=after, limit=limit)
+
+    async def tenants_with_pending(self, worker_id: str, tenants: Sequence[str]) -> list[str]:
+        return await self.executors.tenants_with_pending(worker_id, tenants)
+
+    async def timer_tenants(
+        self, worker_id: str, *, before_ms: int, limit: int
+    ) -> list[tuple[str, int]]:
+        return await self.executors.timer_tenants(worker_id, before_ms=before_ms, limit=limit)
+
+    async def record_executors(self, rows: Sequence[ExecutorRow]) -> None:
+        await self.executors.record_executors(rows)
+
+    async def list_executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRow]:
+        return await self.executors.list_executors(tenant=tenant, limit=limit)
+
+    # -- leases (`leaseverbs.LeaseVerbs`) ------------------------------------------------------
+    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
+        return await self.leases.acquire_lease(name, holder=holder, ttl=ttl)
+
+    async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease | None:
+        return await self.leases.renew_lease(lease, ttl=ttl)
+
+    async def release_lease(self, lease: Lease) -> bool:
+        return await self.leases.release_lease(lease)
+
+    async def get_lease(self, name: str) -> Lease | None:
+        return await self.leases.get_lease(name)
 
 
 def _pending_fields(r: Row) -> dict[str, Any]:

@@ -341,7 +341,8 @@ WHERE tenant = %(tenant)s AND actor = %(actor)s AND instance_id = %(instance_id)
 ORDER BY group_id;
 
 -- name: dead_letters
-SELECT q.queue_id, q.event_id, e.stream, q.group_id, e.data, q.attempts, q.error, q.dead_at
+SELECT q.queue_id, q.event_id, e.stream, q.group_id, e.data, q.attempts,
+    q.crash_attempts, q.error, q.dead_at
 FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
 WHERE q.tenant = %(tenant)s AND q.actor = %(actor)s AND q.instance_id = %(instance_id)s
     AND q.status = 'dead'
@@ -685,3 +686,95 @@ WITH b AS MATERIALIZED (
 SELECT 's' AS what, s.start_id AS id, s.seq FROM s
 UNION ALL SELECT 'e', e.execution_id, e.seq FROM e
 UNION ALL SELECT 'l', ledger.key, 0 FROM ledger;
+
+-- ===================================================================================
+-- executors (per-tenant processes that run process()) and leases.
+
+-- name: pending_tenants_among
+-- Which of `tenants` have pending rows for this worker: one index probe per tenant.
+SELECT t.tenant FROM json_array_elements_text(%(tenants)s::json) AS t(tenant)
+WHERE EXISTS (
+    SELECT 1 FROM actor_queues q
+    WHERE q.status = 'pending' AND q.worker_id = %(worker_id)s AND q.tenant = t.tenant)
+ORDER BY t.tenant;
+
+-- name: release_claims
+-- Claims back to pending with no attempt counted: what a dead executor was running or held.
+UPDATE actor_queues q SET status = 'pending', claimed_by = NULL
+WHERE q.queue_id = ANY(%(ids)s::bigint[]) AND q.status = 'claimed'
+    AND q.claimed_by = %(worker_id)s AND q.worker_id = %(worker_id)s
+    AND q.claim_epoch = q.owner_epoch
+    AND q.claim_epoch = (%(epochs)s::bigint[])[array_position(%(ids)s::bigint[], q.queue_id)]
+RETURNING q.queue_id;
+
+-- name: charge_crash
+-- One crash attempt more; at `dead_after` the row is a dead letter, else pending again.
+UPDATE actor_queues
+SET crash_attempts = crash_attempts + 1, error = %(error)s, claimed_by = NULL,
+    status = CASE WHEN crash_attempts + 1 >= %(dead_after)s THEN 'dead' ELSE 'pending' END,
+    dead_at = CASE WHEN crash_attempts + 1 >= %(dead_after)s THEN %(now)s ELSE dead_at END
+WHERE queue_id = %(queue_id)s AND status = 'claimed' AND claimed_by = %(worker_id)s
+    AND worker_id = %(worker_id)s AND claim_epoch = %(epoch)s AND owner_epoch = %(epoch)s
+RETURNING status;
+
+-- name: timer_tenants
+-- Tenants with a timer due before `before_ms` and an instance this worker owns (its executor
+-- is started before the timer fires), soonest first.
+SELECT s.tenant, min(s.fire_at_ms) AS fire_at_ms FROM scheduled_events s
+WHERE s.fire_at_ms <= %(before_ms)s AND EXISTS (
+    SELECT 1 FROM actor_instances i WHERE i.tenant = s.tenant AND i.worker_id = %(worker_id)s)
+GROUP BY s.tenant
+ORDER BY min(s.fire_at_ms), s.tenant
+LIMIT %(limit)s;
+
+-- name: record_executors
+INSERT INTO runtime_executors (worker_id, tenant, pid, state, started_at, boot_ms, dispatches,
+    active_dispatch, crashes, isolation, stop_reason, updated_at)
+SELECT r.worker_id, r.tenant, r.pid, r.state, r.started_at, r.boot_ms, r.dispatches,
+    r.active_dispatch, r.crashes, r.isolation, r.stop_reason, r.updated_at
+FROM json_to_recordset(%(rows)s::json) AS r(worker_id TEXT, tenant TEXT, pid INTEGER,
+    state TEXT, started_at DOUBLE PRECISION, boot_ms DOUBLE PRECISION, dispatches BIGINT,
+    active_dispatch INTEGER, crashes INTEGER, isolation TEXT, stop_reason TEXT,
+    updated_at DOUBLE PRECISION)
+ORDER BY r.worker_id, r.tenant
+ON CONFLICT (worker_id, tenant) DO UPDATE SET pid = EXCLUDED.pid, state = EXCLUDED.state,
+    started_at = EXCLUDED.started_at, boot_ms = EXCLUDED.boot_ms,
+    dispatches = EXCLUDED.dispatches, active_dispatch = EXCLUDED.active_dispatch,
+    crashes = EXCLUDED.crashes, isolation = EXCLUDED.isolation,
+    stop_reason = EXCLUDED.stop_reason, updated_at = EXCLUDED.updated_at;
+
+-- name: list_executors
+SELECT worker_id, tenant, pid, state, started_at, boot_ms, dispatches, active_dispatch,
+    crashes, isolation, stop_reason, updated_at
+FROM runtime_executors
+WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
+ORDER BY tenant, worker_id
+LIMIT %(limit)s;
+
+-- Leases: times are the database's (clock_timestamp(), epoch seconds), never a caller's, so
+-- hosts whose clocks disagree still agree on who holds a lease. A lease is taken only when
+-- free or expired, and every take bumps its epoch (the fencing token of that term); a renewal
+-- or a release names the term (holder and epoch), so a holder that lost its term changes
+-- nothing.
+
+-- name: acquire_lease
+INSERT INTO yoke_leases (name, holder, epoch, expires_at)
+VALUES (%(name)s, %(holder)s, 1, extract(epoch FROM clock_timestamp()) + %(ttl)s)
+ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, epoch = yoke_leases.epoch + 1,
+    expires_at = EXCLUDED.expires_at
+WHERE yoke_leases.holder IS NULL
+    OR yoke_leases.expires_at < extract(epoch FROM clock_timestamp())
+RETURNING name, holder, epoch, expires_at, extract(epoch FROM clock_timestamp()) AS now;
+
+-- name: renew_lease
+UPDATE yoke_leases SET expires_at = extract(epoch FROM clock_timestamp()) + %(ttl)s
+WHERE name = %(name)s AND holder = %(holder)s AND epoch = %(epoch)s
+RETURNING name, holder, epoch, expires_at, extract(epoch FROM clock_timestamp()) AS now;
+
+-- name: release_lease
+UPDATE yoke_leases SET holder = NULL, expires_at = 0
+WHERE name = %(name)s AND holder = %(holder)s AND epoch = %(epoch)s;
+
+-- name: get_lease
+SELECT name, holder, epoch, expires_at, extract(epoch FROM clock_timestamp()) AS now
+FROM yoke_leases WHERE name = %(name)s;

@@ -145,7 +145,8 @@ CREATE TABLE actor_queues (
     claimed_by TEXT,
     claim_epoch BIGINT NOT NULL DEFAULT 0,
     error TEXT,
-    dead_at DOUBLE PRECISION
+    dead_at DOUBLE PRECISION,
+    crash_attempts INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE INDEX actor_queues_claim ON actor_queues (worker_id, tenant, queue_id)
@@ -172,4 +173,29 @@ CREATE TABLE runtime_workers (
     started_at DOUBLE PRECISION NOT NULL,
     heartbeat_at DOUBLE PRECISION NOT NULL,
     stopped_at DOUBLE PRECISION
+);
+
+CREATE TABLE runtime_executors (
+    worker_id TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    pid INTEGER,
+    state TEXT NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL,
+    boot_ms DOUBLE PRECISION,
+    dispatches BIGINT NOT NULL DEFAULT 0,
+    active_dispatch INTEGER NOT NULL DEFAULT 0,
+    crashes INTEGER NOT NULL DEFAULT 0,
+    isolation TEXT NOT NULL,
+    stop_reason TEXT,
+    updated_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (worker_id, tenant)
+);
+
+CREATE INDEX runtime_executors_tenant ON runtime_executors (tenant);
+
+CREATE TABLE yoke_leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT,
+    epoch BIGINT NOT NULL DEFAULT 0,
+    expires_at DOUBLE PRECISION NOT NULL DEFAULT 0
 );

@@ -274,7 +274,8 @@ WHERE tenant = :tenant AND actor = :actor AND instance_id = :instance_id
 ORDER BY group_id;
 
 -- name: dead_letters
-SELECT q.queue_id, q.event_id, e.stream, q.group_id, e.data, q.attempts, q.error, q.dead_at
+SELECT q.queue_id, q.event_id, e.stream, q.group_id, e.data, q.attempts,
+    q.crash_attempts, q.error, q.dead_at
 FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
 WHERE q.tenant = :tenant AND q.actor = :actor AND q.instance_id = :instance_id
     AND q.status = 'dead'
@@ -481,3 +482,97 @@ RETURNING key, running;
 UPDATE yoke_ledger SET running = running - c.value
 FROM json_each(:counts) AS c WHERE yoke_ledger.key = c.key;
 
+
+-- ===================================================================================
+-- executors (per-tenant processes that run process()) and leases.
+
+-- name: pending_tenants_among
+-- Which of :tenants have pending rows for this worker: one index probe per tenant.
+SELECT t.value AS tenant FROM json_each(:tenants) t
+WHERE EXISTS (
+    SELECT 1 FROM actor_queues q
+    WHERE q.status = 'pending' AND q.worker_id = :worker_id AND q.tenant = t.value)
+ORDER BY t.value;
+
+-- name: release_claims
+-- Claims back to pending with no attempt counted: what a dead executor was running or held.
+UPDATE actor_queues SET status = 'pending', claimed_by = NULL
+WHERE queue_id IN (
+    SELECT q.queue_id
+    FROM json_each(:done) c
+    JOIN actor_queues q ON q.queue_id = json_extract(c.value, '$[0]')
+    WHERE q.status = 'claimed' AND q.claimed_by = :worker_id AND q.worker_id = :worker_id
+        AND q.claim_epoch = q.owner_epoch AND q.claim_epoch = json_extract(c.value, '$[1]'))
+RETURNING queue_id;
+
+-- name: charge_crash
+-- One crash attempt more; at :dead_after the row is a dead letter, else pending again.
+UPDATE actor_queues
+SET crash_attempts = crash_attempts + 1, error = :error, claimed_by = NULL,
+    status = CASE WHEN crash_attempts + 1 >= :dead_after THEN 'dead' ELSE 'pending' END,
+    dead_at = CASE WHEN crash_attempts + 1 >= :dead_after THEN :now ELSE dead_at END
+WHERE queue_id = :queue_id AND status = 'claimed' AND claimed_by = :worker_id
+    AND worker_id = :worker_id AND claim_epoch = :epoch AND owner_epoch = :epoch
+RETURNING status;
+
+-- name: timer_tenants
+-- Tenants with a timer due before :before_ms and an instance this worker owns (its executor
+-- is started before the timer fires), soonest first.
+SELECT s.tenant, min(s.fire_at_ms) AS fire_at_ms FROM scheduled_events s
+WHERE s.fire_at_ms <= :before_ms AND EXISTS (
+    SELECT 1 FROM actor_instances i WHERE i.tenant = s.tenant AND i.worker_id = :worker_id)
+GROUP BY s.tenant
+ORDER BY min(s.fire_at_ms), s.tenant
+LIMIT :limit;
+
+-- name: record_executors
+INSERT INTO runtime_executors (worker_id, tenant, pid, state, started_at, boot_ms, dispatches,
+    active_dispatch, crashes, isolation, stop_reason, updated_at)
+SELECT json_extract(value, '$.worker_id'), json_extract(value, '$.tenant'),
+    json_extract(value, '$.pid'), json_extract(value, '$.state'),
+    json_extract(value, '$.started_at'), json_extract(value, '$.boot_ms'),
+    json_extract(value, '$.dispatches'), json_extract(value, '$.active_dispatch'),
+    json_extract(value, '$.crashes'), json_extract(value, '$.isolation'),
+    json_extract(value, '$.stop_reason'), json_extract(value, '$.updated_at')
+FROM json_each(:rows) WHERE true
+ON CONFLICT (worker_id, tenant) DO UPDATE SET pid = excluded.pid, state = excluded.state,
+    started_at = excluded.started_at, boot_ms = excluded.boot_ms,
+    dispatches = excluded.dispatches, active_dispatch = excluded.active_dispatch,
+    crashes = excluded.crashes, isolation = excluded.isolation,
+    stop_reason = excluded.stop_reason, updated_at = excluded.updated_at;
+
+-- name: list_executors
+SELECT worker_id, tenant, pid, state, started_at, boot_ms, dispatches, active_dispatch,
+    crashes, isolation, stop_reason, updated_at
+FROM runtime_executors
+WHERE :tenant IS NULL OR tenant = :tenant
+ORDER BY tenant, worker_id
+LIMIT :limit;
+
+-- Leases: times are the database's (epoch seconds from julianday('now')), never a caller's,
+-- so hosts whose clocks disagree still agree on who holds a lease. A lease is taken only when
+-- free or expired, and every take bumps its epoch (the fencing token of that term); a renewal
+-- or a release names the term (holder and epoch), so a holder that lost its term changes
+-- nothing.
+
+-- name: acquire_lease
+INSERT INTO yoke_leases (name, holder, epoch, expires_at)
+VALUES (:name, :holder, 1, (julianday('now') - 2440587.5) * 86400.0 + :ttl)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = yoke_leases.epoch + 1,
+    expires_at = excluded.expires_at
+WHERE yoke_leases.holder IS NULL
+    OR yoke_leases.expires_at < (julianday('now') - 2440587.5) * 86400.0
+RETURNING name, holder, epoch, expires_at, (julianday('now') - 2440587.5) * 86400.0 AS now;
+
+-- name: renew_lease
+UPDATE yoke_leases SET expires_at = (julianday('now') - 2440587.5) * 86400.0 + :ttl
+WHERE name = :name AND holder = :holder AND epoch = :epoch
+RETURNING name, holder, epoch, expires_at, (julianday('now') - 2440587.5) * 86400.0 AS now;
+
+-- name: release_lease
+UPDATE yoke_leases SET holder = NULL, expires_at = 0
+WHERE name = :name AND holder = :holder AND epoch = :epoch;
+
+-- name: get_lease
+SELECT name, holder, epoch, expires_at, (julianday('now') - 2440587.5) * 86400.0 AS now
+FROM yoke_leases WHERE name = :name;

@@ -145,7 +145,8 @@ CREATE TABLE actor_queues (
     claimed_by TEXT,
     claim_epoch INTEGER NOT NULL DEFAULT 0,
     error TEXT,
-    dead_at REAL
+    dead_at REAL,
+    crash_attempts INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE INDEX actor_queues_claim ON actor_queues (worker_id, tenant, queue_id)
@@ -172,4 +173,29 @@ CREATE TABLE runtime_workers (
     started_at REAL NOT NULL,
     heartbeat_at REAL NOT NULL,
     stopped_at REAL
+);
+
+CREATE TABLE runtime_executors (
+    worker_id TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    pid INTEGER,
+    state TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    boot_ms REAL,
+    dispatches INTEGER NOT NULL DEFAULT 0,
+    active_dispatch INTEGER NOT NULL DEFAULT 0,
+    crashes INTEGER NOT NULL DEFAULT 0,
+    isolation TEXT NOT NULL,
+    stop_reason TEXT,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (worker_id, tenant)
+);
+
+CREATE INDEX runtime_executors_tenant ON runtime_executors (tenant);
+
+CREATE TABLE yoke_leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT,
+    epoch INTEGER NOT NULL DEFAULT 0,
+    expires_at REAL NOT NULL DEFAULT 0
 );

@@ -1,0 +1,317 @@
+"""Executor processes: cold boots, wake latency, drain through executors vs inline, boot storms.
+
+1. Cold boot: one tenant at a time is woken by an append on a running worker (PostgreSQL);
+   its executor boots (spawn -> READY, the executor's own `boot_ms`), and its first
+   `process()` starts. Per boot: boot_ms, each phase of `yoke_executor_boot_phase_seconds`,
+   and the wake latency (the append returned -> `process()` started, on the host's clock).
+2. Drain: N no-op events over 100 instances of one tenant, appended beforehand; then a fresh
+   worker process drains them, `inline` and `process` in the same round, each on a fresh
+   PostgreSQL database. Drain = the worker's first claim can happen (its start; for
+   `process`, its tenant's executor READY) -> the last durable completion.
+3. Boot storm: 200 tenants woken at once (one append each, one statement) with the default
+   boot concurrency (the CPU count): time until all 200 executors are READY, and until all
+   200 events are processed.
+
+Every figure: median (min-max) of several rounds. Run: `.venv/bin/python -m bench.bench_executors
+[--quick]`; markdown on stdout, raw figures in bench/results/executors.json. PostgreSQL:
+`YOKE_BENCH_PG` (default postgres@127.0.0.1:5432).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import Figure, fresh_databases, machine
+from yoke.actors import ActorCtx, ActorRegistry, ActorRuntime, ActorSettings, Event, Queue
+from yoke.actors.executor.settings import ExecutorSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+PG = os.environ.get("YOKE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+INSTANCES = 100
+SPEC = "bench.bench_executors:registry"
+PHASES = ("spawn", "interpreter", "sandbox", "runtime", "app", "handshake")
+
+registry = ActorRegistry()
+
+
+@registry.actor(subscribe=["bench"], key="k", queue=Queue(concurrency=1))
+async def noop(ctx: ActorCtx, event: Event) -> None:
+    pass
+
+
+@registry.actor(subscribe=["wake"], key="k")
+async def stamp(ctx: ActorCtx, event: Event) -> None:
+    """Records when process() started, on the host's wall clock (shared with the appender)."""
+    started = time.time()
+    await ctx.state.update(lambda s: {**s, "started": started})
+
+
+def runtime(worker_id: str, mode: str, **executor: Any) -> ActorRuntime:
+    return ActorRuntime(
+        settings=ActorSettings(worker_id=worker_id, concurrency=64),
+        executor_settings=ExecutorSettings(mode=mode, **executor),
+        registry=registry,
+        app_spec=SPEC,
+    )
+
+
+def open_store(url: str) -> Any:
+    from yoke.app import open_store as _open
+
+    return _open(url)
+
+
+async def state(store: Any, tenant: str, instance: str) -> dict[str, Any]:
+    from yoke.store.actor_records import InstanceRef
+
+    row = await store.get_state(InstanceRef(tenant=tenant, actor="stamp", instance_id=instance))
+    return {} if row is None else dict(json.loads(row.state))
+
+
+async def until(check: Any, seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not await check():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the benchmark's condition was not met in time")
+        await asyncio.sleep(0.002)  # polling the store for a figure, not synchronising
+
+
+# -- 1. cold boots --------------------------------------------------------------------------------
+async def boot_run(url: str, boots: int) -> list[dict[str, float]]:
+    store = open_store(url)
+    await store.open()
+    rt = runtime("boot-worker", "process")
+    out: list[dict[str, float]] = []
+    try:
+        async with rt.running(store):
+            for i in range(boots):
+                tenant = f"cold-{i}"
+                sent = time.time()
+                await rt.append("wake", {"k": "x"}, tenant=tenant)
+                appended = time.time()
+
+                async def started(t: str = tenant) -> bool:
+                    return "started" in await state(store, t, "x")
+
+                await until(started)
+                begun = (await state(store, tenant, "x"))["started"]
+                pool = rt.pool
+                assert pool is not None
+                ex = pool.executor(tenant)
+                assert ex is not None and ex.boot_ms is not None
+                figures = {p: ex.phases[p] * 1000 for p in PHASES}
+                figures |= {
+                    "queue": ex.phases["queue"] * 1000,
+                    "boot_ms": ex.boot_ms,
+                    "wake_ms": (begun - appended) * 1000,
+                    "append_ms": (appended - sent) * 1000,
+                }
+                out.append(figures)
+    finally:
+        await store.close()
+    return out
+
+
+# -- 2. drain -------------------------------------------------------------------------------------
+async def append_all(url: str, n: int) -> None:
+    store = open_store(url)
+    await store.open()
+    try:
+        rt = runtime("bench-client", "inline")
+        for base in range(0, n, 1000):
+            items = [{"k": i % INSTANCES} for i in range(base, min(n, base + 1000))]
+            events = rt.registry.new_events("bench", items, tenant="t")
+            await store.append_events(events, owner="w0", now=time.time())
+    finally:
+        await store.close()
+
+
+async def drain_run(url: str, n: int, mode: str) -> float:
+    await append_all(url, n)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.bench_executors", "--worker", url, str(n), mode,
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(f"the {mode} worker failed ({proc.returncode})")
+    r = json.loads(out.decode().strip().splitlines()[-1])
+    return n / (float(r["t1"]) - float(r["t0"]))
+
+
+async def worker_main(url: str, n: int, mode: str) -> None:
+    rt = runtime("w0", mode)
+    store = open_store(url)
+    await store.open()
+    ready_at: list[float] = []
+    try:
+        async with rt.running(store):
+            started = time.time()
+            drain = rt.drain
+            assert drain is not None
+            if rt.pool is not None:
+                pool, then = rt.pool, rt.pool.on_ready
+
+                def stamped(tenant: str) -> None:
+                    ready_at.append(time.time())
+                    then(tenant)
+
+                pool.on_ready = stamped
+
+            async def done() -> bool:
+                return drain.stats().processed >= n
+
+            await until(done, seconds=600)
+            await drain.flush()
+            t1 = time.time()
+    finally:
+        await store.close()
+    t0 = max([started, *ready_at])
+    print(json.dumps({"t0": t0, "t1": t1, "mode": mode}), flush=True)
+
+
+# -- 3. boot storm --------------------------------------------------------------------------------
+async def storm_run(url: str, tenants: int) -> dict[str, float]:
+    store = open_store(url)
+    await store.open()
+    rt = runtime("storm-worker", "process")
+    try:
+        async with rt.running(store):
+            events = [
+                e
+                for i in range(tenants)
+                for e in rt.registry.new_events("wake", [{"k": "x"}], tenant=f"storm-{i:03d}")
+            ]
+            began = time.monotonic()
+            await store.append_events(events, owner="storm-worker", now=time.time())
+            lifecycle = rt.lifecycle
+            assert lifecycle is not None
+            lifecycle.wake()
+            pool = rt.pool
+            assert pool is not None
+
+            async def all_ready() -> bool:
+                return sum(1 for v in pool.views() if v.boot_ms is not None) >= tenants
+
+            await until(all_ready, seconds=900)
+            ready = time.monotonic() - began
+            drain = rt.drain
+            assert drain is not None
+
+            async def all_done() -> bool:
+                return drain.stats().processed >= tenants
+
+            await until(all_done, seconds=300)
+            done = time.monotonic() - began
+            boots = [v.boot_ms or 0.0 for v in pool.views()]
+    finally:
+        await store.close()
+    return {
+        "all_ready_s": ready,
+        "all_processed_s": done,
+        "boot_p50_ms": statistics.median(boots),
+        "concurrency": float(ExecutorSettings().boot_concurrency),
+    }
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def fig(values: list[float]) -> Figure:
+    return Figure.of(values)
+
+
+async def main(quick: bool) -> None:
+    logging.basicConfig(level=logging.WARNING)
+    rounds = 3
+    drain_rounds = 3 if quick else 5
+    boots = 15 if quick else 40
+    n = 5_000 if quick else 20_000
+    tenants = 50 if quick else 200
+    figures: dict[str, Any] = {"rounds": rounds, "boots": boots, "n": n, "tenants": tenants}
+    load_before = os.getloadavg()[0]
+    boot_rounds: list[list[dict[str, float]]] = []
+    drains: dict[str, list[float]] = {"inline": [], "process": []}
+    storms: list[dict[str, float]] = []
+    async with fresh_databases("postgres", PG) as new_url:
+        for _ in range(rounds):
+            boot_rounds.append(await boot_run(await new_url(), boots))
+        for _ in range(drain_rounds):  # interleaved, so both see the same load
+            for mode in ("inline", "process"):
+                drains[mode].append(await drain_run(await new_url(), n, mode))
+        for _ in range(rounds):
+            storms.append(await storm_run(await new_url(), tenants))
+    load_after = os.getloadavg()[0]
+    figures |= {"boots_raw": boot_rounds, "drain_per_s": drains, "storms": storms}
+    figures |= {"loadavg_1m": [load_before, load_after]}
+
+    def per_round(key: str, q: float) -> list[float]:
+        return [pct([b[key] for b in r], q) for r in boot_rounds]
+
+    print("## Executor processes: boots, wake latency, drain, boot storms\n")
+    print(
+        f"PostgreSQL; `python -I -m yoke.executor` per tenant (isolation `process+rlimit-as`, "
+        f"the uid tier off here: the interpreter lives under /root); {rounds} rounds, median "
+        f"(min-max) of the rounds' figures; {machine()}. The machine is shared: its 1-minute "
+        f"load average was {load_before:.1f} before the run and {load_after:.1f} after it.\n"
+    )
+    print(f"Cold boots, {boots} tenants woken one after another per round (spawn -> READY):\n")
+    print("| figure | p50 | p99 | target |")
+    print("| --- | --- | --- | --- |")
+    print(
+        f"| boot to READY | {fig(per_round('boot_ms', 0.5)).fmt(' ms', 1)} "
+        f"| {fig(per_round('boot_ms', 0.99)).fmt(' ms', 1)} | p50 <= 150 ms, p99 <= 400 ms |"
+    )
+    print(
+        f"| wake: append -> `process()` starts | {fig(per_round('wake_ms', 0.5)).fmt(' ms', 1)} "
+        f"| {fig(per_round('wake_ms', 0.99)).fmt(' ms', 1)} | p50 <= 250 ms |"
+    )
+    print("\nMedian of each boot phase (`yoke_executor_boot_phase_seconds{phase}`), ms:\n")
+    print("| " + " | ".join(("queue", *PHASES)) + " |")
+    print("|" + " --- |" * (len(PHASES) + 1))
+    print("| " + " | ".join(fig(per_round(p, 0.5)).fmt("", 1) for p in ("queue", *PHASES)) + " |")
+    ratio = [p / i for p, i in zip(drains["process"], drains["inline"], strict=True)]
+    print(
+        f"\nDrain of {n:,} no-op events (one tenant, {INSTANCES} instances, worker concurrency "
+        f"64, batched dispatch frames), a fresh worker process per run, {drain_rounds} rounds "
+        "(inline and process interleaved):\n"
+    )
+    print("| mode | events/s | x inline, per round | target |")
+    print("| --- | --- | --- | --- |")
+    print(f"| inline | {fig(drains['inline']).fmt()} | 1 | |")
+    print(f"| process | {fig(drains['process']).fmt()} | {fig(ratio).fmt(digits=2)} | >= 0.8x |")
+    conc = int(storms[0]["concurrency"])
+    print(
+        f"\nBoot storm: {tenants} tenants woken at once (one append statement), boot "
+        f"concurrency {conc} (the default: CPU count): all READY after "
+        f"{fig([s['all_ready_s'] for s in storms]).fmt(' s', 1)}, all processed after "
+        f"{fig([s['all_processed_s'] for s in storms]).fmt(' s', 1)}; boot p50 in the storm "
+        f"{fig([s['boot_p50_ms'] for s in storms]).fmt(' ms', 0)} "
+        f"(each boot waits for a CPU: {tenants} x p50 / {conc} is the floor).\n"
+    )
+    out = ROOT / "bench" / "results" / "executors.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--worker", nargs=3, metavar=("URL", "N", "MODE"))
+    args = parser.parse_args()
+    if args.worker:
+        url, count, mode = args.worker
+        asyncio.run(worker_main(url, int(count), mode))
+    else:
+        asyncio.run(main(args.quick))

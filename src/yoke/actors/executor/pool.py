@@ -1,0 +1,431 @@
+"""`ExecutorPool`: the executor processes of one worker, one per tenant, and the `Runner` that
+sends a tenant's `process()` calls to its own.
+
+The pool realises what the lifecycle decides (`start`, `stop`) and reports what it sees: per
+tenant, the current executor, when the tenant was last busy, how often its executors failed
+and until when a restart waits (backoff: `YOKE_EXECUTOR_BACKOFF_SECS`, doubling to 60 s, back
+to the start after a call succeeds). Boots go through a fair scheduler with one lane per
+tenant and `YOKE_EXECUTOR_BOOT_CONCURRENCY` slots, so a burst of wakes or a tenant that cannot
+boot never holds the others' boots back. A READY executor wakes the drain: its tenant's events
+may be claimed from then on (`claimable`). Its exit is reported to the lifecycle (`on_exit`):
+a tenant with events left is started again once its backoff passes.
+
+Every task of every executor runs in the pool's TaskGroup, guarded: whatever one executor
+does, the pool and the worker go on. The latest state of each executor is written to the
+store (`runtime_executors`) on every change of state and at each `record_every`, for
+`GET /v1/executors`. This module must never decide when an executor should run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Collection, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from yoke.actors.ctx import CtxHost, InstanceStateCell
+from yoke.actors.definitions import ActorDef, Event
+from yoke.actors.executor.process import LIVE, BootFailed, ExecutorProcess, ExecutorState, Launch
+from yoke.actors.metrics import ActorMetrics
+from yoke.actors.protocol import ActorStore
+from yoke.actors.runner import ExecutorLost
+from yoke.clock import Clock
+from yoke.errors import YokeError
+from yoke.fair import create_fair_scheduler
+from yoke.store.actor_records import ExecutorRow
+
+log = logging.getLogger("yoke.executor")
+
+MAX_BACKOFF = 60.0
+MAX_SUSPECTS = 1024  # per tenant (a crash makes at most as many as calls were in flight)
+_RECORD_GAP = 0.2  # seconds between two writes of executor rows, at least
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutorView:
+    """One executor as `GET /v1/executors` shows it (this worker's, from memory)."""
+
+    tenant: str
+    worker_id: str
+    pid: int | None
+    state: ExecutorState
+    started_at: float
+    boot_ms: float | None
+    dispatches: int
+    active_dispatch: int
+    crashes: int
+    isolation: str
+    stop_reason: str | None
+
+
+class _Tenant:
+    __slots__ = (
+        "alone",
+        "backoff_until",
+        "busy_at",
+        "changed",
+        "crashes",
+        "current",
+        "failures",
+        "first_done",
+        "solo",
+        "suspects",
+    )
+
+    def __init__(self, now: float) -> None:
+        self.current: ExecutorProcess | None = None
+        self.failures = 0  # consecutive failed lives (boot or crash); reset by a success
+        self.crashes = 0  # failed lives in all
+        self.backoff_until = 0.0  # monotonic: no restart before
+        self.busy_at = now  # monotonic: last seen with work (pending, held or running)
+        self.first_done = False  # the current life's first call ended (its first_dispatch)
+        # Events that were in flight together when an executor of this tenant ended by its
+        # own doing (an exit, a fault, a bad frame, an OOM kill): one of them may have done
+        # it. Each runs alone until it ends, so that if it is the one, it is alone when it
+        # does it again, and is charged (see `run`). A kill from outside (SIGKILL) makes no
+        # suspect: its calls go back at no cost and run as before.
+        self.suspects: set[int] = set()
+        self.solo = asyncio.Lock()  # one suspect at a time
+        self.alone = False  # a suspect runs: nothing else of the tenant is sent meanwhile
+        self.changed = asyncio.Event()  # a call ended, or a suspect's turn did
+
+
+class ExecutorPool:
+    def __init__(
+        self,
+        *,
+        launch: Launch,
+        host: CtxHost,
+        store: ActorStore,
+        worker_id: str,
+        clock: Clock,
+        boot_concurrency: int,
+        backoff: float,
+        metrics: ActorMetrics | None = None,
+        record_every: float = 5.0,
+    ) -> None:
+        self._launch = launch
+        self._host = host
+        self._store = store
+        self.worker_id = worker_id
+        self._clock = clock
+        self._backoff = backoff
+        self._metrics = metrics or ActorMetrics(None)
+        self._record_every = record_every
+        self._boots = create_fair_scheduler(boot_concurrency)
+        self._tenants: dict[str, _Tenant] = {}
+        self._ready: set[str] = set()
+        self._dirty: dict[str, None] = {}
+        self._record = asyncio.Event()
+        self._tg: asyncio.TaskGroup | None = None
+        self._closing = False
+        self.isolation = launch.isolation.describe()
+        self.on_ready: Callable[[str], None] = lambda tenant: None
+        self.on_exit: Callable[[str], None] = lambda tenant: None
+
+    def __repr__(self) -> str:
+        counts = self.counts()
+        shown = ", ".join(f"{s.value.lower()}={n}" for s, n in counts.items() if n)
+        return f"ExecutorPool(worker={self.worker_id!r}, {shown or 'empty'})"
+
+    # -- what the lifecycle and the API read ---------------------------------------------------
+    def counts(self) -> dict[ExecutorState, int]:
+        out = dict.fromkeys(ExecutorState, 0)
+        for t in self._tenants.values():
+            if t.current is not None:
+                out[t.current.state] += 1
+        return out
+
+    def executor(self, tenant: str) -> ExecutorProcess | None:
+        t = self._tenants.get(tenant)
+        return None if t is None else t.current
+
+    def tenants(self) -> list[str]:
+        return list(self._tenants)
+
+    def busy_at(self, tenant: str) -> float:
+        t = self._tenants.get(tenant)
+        return 0.0 if t is None else t.busy_at
+
+    def backoff_until(self, tenant: str) -> float:
+        t = self._tenants.get(tenant)
+        return 0.0 if t is None else t.backoff_until
+
+    def mark_busy(self, tenant: str) -> None:
+        t = self._tenants.get(tenant)
+        if t is not None:
+            t.busy_at = self._clock.monotonic()
+
+    def views(self) -> list[ExecutorView]:
+        return [self._view(name, t) for name, t in sorted(self._tenants.items()) if t.current]
+
+    def _view(self, name: str, t: _Tenant) -> ExecutorView:
+        ex = t.current
+        assert ex is not None
+        return ExecutorView(
+            tenant=name,
+            worker_id=self.worker_id,
+            pid=ex.pid,
+            state=ex.state,
+            started_at=ex.started_at,
+            boot_ms=ex.boot_ms,
+            dispatches=ex.dispatches,
+            active_dispatch=ex.active,
+            crashes=t.crashes,
+            isolation=self.isolation,
+            stop_reason=ex.stop_reason,
+        )
+
+    # -- the Runner: how the drain runs a tenant's call ----------------------------------------
+    def claimable(self) -> Collection[str]:
+        return self._ready
+
+    def ready(self, tenant: str) -> bool:
+        return tenant in self._ready
+
+    def run(self, actor: ActorDef, cell: InstanceStateCell, event: Event) -> Awaitable[None]:
+        t = self._tenants.get(cell.ref.tenant)
+        ex = None if t is None else t.current
+        if ex is None or t is None:
+            raise ExecutorLost(f"tenant {cell.ref.tenant!r} has no executor")
+        if t.suspects and event.id in t.suspects:
+            return self._run_alone(t, ex, actor, cell, event)
+        if t.alone:
+            return self._after_alone(t, ex, actor, cell, event)
+        return ex.dispatch(actor.name, cell, event)  # the hot path: the call's future
+
+    async def _after_alone(
+        self,
+        t: _Tenant,
+        ex: ExecutorProcess,
+        actor: ActorDef,
+        cell: InstanceStateCell,
+        event: Event,
+    ) -> None:
+        while t.alone:  # a suspect's turn: it runs alone
+            await _changed(t)
+        await ex.dispatch(actor.name, cell, event)
+
+    async def _run_alone(
+        self,
+        t: _Tenant,
+        ex: ExecutorProcess,
+        actor: ActorDef,
+        cell: InstanceStateCell,
+        event: Event,
+    ) -> None:
+        async with t.solo:
+            t.alone = True
+            try:
+                while ex.active and ex.live:  # the calls already sent end first
+                    await _changed(t)
+                await ex.dispatch(actor.name, cell, event)
+                t.suspects.discard(event.id)  # it ended: not the one
+            except ExecutorLost:
+                raise  # blamed (then it ran alone) or lost with its executor: still suspect
+            except Exception:
+                t.suspects.discard(event.id)  # process() raised: it ended all the same
+                raise
+            finally:
+                t.alone = False
+                t.changed.set()
+
+    # -- starting and stopping ------------------------------------------------------------------
+    def start(self, tenant: str) -> bool:
+        """Start an executor for `tenant` unless one is live or its restart must wait."""
+        if self._closing or self._tg is None:
+            return False
+        t = self._tenants.get(tenant)
+        now = self._clock.monotonic()
+        if t is None:
+            t = self._tenants[tenant] = _Tenant(now)
+        elif (t.current is not None and t.current.live) or now < t.backoff_until:
+            return False
+        ex = ExecutorProcess(
+            tenant=tenant,
+            launch=self._launch,
+            host=self._host,
+            clock=self._clock,
+            spawn=self._spawn,
+            on_exit=self._exited,
+            on_done=self._done,
+            on_dying=self._dying,
+        )
+        t.current, t.first_done, t.busy_at = ex, False, now
+        self._changed(tenant)
+        self._spawn(self._boot(t, ex, now))
+        return True
+
+    def stop(self, tenant: str, reason: str, *, held: int) -> bool:
+        """Stop `tenant`'s READY executor, if it has nothing to do: `held` is what the drain
+        holds of it, checked here with the executor's own count, with no await in between, so
+        no call can slip in (the drain sends nothing to an executor that is not READY)."""
+        ex = self.executor(tenant)
+        if ex is None or ex.state is not ExecutorState.READY or held or ex.active:
+            return False
+        ex.state = ExecutorState.DRAINING
+        self._ready.discard(tenant)
+        self._changed(tenant)
+        self._spawn(ex.stop(grace=5.0, reason=reason))
+        return True
+
+    def kill(self, tenant: str, reason: str) -> None:
+        ex = self.executor(tenant)
+        if ex is not None and ex.live:
+            ex.crashed = True
+            ex.kill(reason)
+
+    async def _boot(self, t: _Tenant, ex: ExecutorProcess, asked: float) -> None:
+        async def boot() -> None:
+            await ex.boot(queued=self._clock.monotonic() - asked)
+
+        try:
+            await self._boots.schedule(boot, tenant=ex.tenant)
+        except BootFailed as exc:
+            log.warning("executor of tenant %r failed to boot: %s", ex.tenant, exc.reason)
+            return  # _exited has counted it
+        if self._closing or ex.state is not ExecutorState.READY:
+            return
+        for phase, seconds in ex.phases.items():
+            self._metrics.executor_phase(phase, seconds)
+        log.info(
+            "executor of tenant %r READY in %.0f ms (pid %s, %s)",
+            ex.tenant,
+            ex.boot_ms or 0.0,
+            ex.pid,
+            self.isolation,
+        )
+        self._ready.add(ex.tenant)
+        self._changed(ex.tenant)
+        self.on_ready(ex.tenant)
+
+    def _done(self, ex: ExecutorProcess) -> None:
+        t = self._tenants.get(ex.tenant)
+        if t is None or t.current is not ex:
+            return
+        t.busy_at = self._clock.monotonic()
+        t.failures = 0
+        t.changed.set()
+        if not t.first_done and ex.ready_at is not None:
+            t.first_done = True
+            self._metrics.executor_phase("first_dispatch", t.busy_at - ex.ready_at)
+
+    def _dying(self, ex: ExecutorProcess) -> None:
+        t = self._tenants.get(ex.tenant)
+        if t is not None and t.current is ex:
+            self._ready.discard(ex.tenant)
+
+    def _exited(self, ex: ExecutorProcess) -> None:
+        t = self._tenants.get(ex.tenant)
+        if t is None or t.current is not ex:
+            return
+        self._ready.discard(ex.tenant)
+        t.changed.set()
+        if ex.self_inflicted and ex.blamed is None and len(ex.lost) > 1:
+            t.suspects.update(ex.lost)
+            while len(t.suspects) > MAX_SUSPECTS:
+                t.suspects.pop()
+        if ex.crashed:
+            t.crashes += 1
+            t.failures += 1
+            pause = min(MAX_BACKOFF, self._backoff * 2 ** (t.failures - 1))
+            t.backoff_until = self._clock.monotonic() + pause
+            self._metrics.executor_crashed()
+        self._changed(ex.tenant)
+        self.on_exit(ex.tenant)
+
+    # -- running ----------------------------------------------------------------------------------
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        if self._tg is None:
+            coro.close()
+            return
+        self._tg.create_task(_guarded(coro))
+
+    async def run_pool(self) -> None:
+        """Run until cancelled: the executors' tasks, and the recorder of their rows."""
+        async with asyncio.TaskGroup() as tg:
+            self._tg = tg
+            try:
+                await self._recorder()
+            finally:
+                self._tg = None
+
+    async def shutdown(self, grace: float) -> None:
+        """Stop every executor (calls in flight get `grace`), and record them STOPPED."""
+        self._closing = True
+        self._ready.clear()
+        live = [t.current for t in self._tenants.values() if t.current and t.current.live]
+        for ex in live:
+            self._changed(ex.tenant)
+        await asyncio.gather(*(ex.stop(grace=grace, reason="shutdown") for ex in live))
+        await self._write_rows()
+
+    def _changed(self, tenant: str) -> None:
+        self._dirty[tenant] = None
+        self._metrics.set_executors({s.value: n for s, n in self.counts().items()})
+        self._record.set()
+
+    async def _recorder(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._record_every):
+                    await self._record.wait()
+            if not self._record.is_set():  # the periodic write: counters of live executors
+                for name, t in self._tenants.items():
+                    if t.current is not None and t.current.live:
+                        self._dirty[name] = None
+            self._record.clear()
+            await self._write_rows()
+            await asyncio.sleep(_RECORD_GAP)  # changes in a burst make one write
+
+    async def _write_rows(self) -> None:
+        dirty, self._dirty = self._dirty, {}
+        now = self._clock.wall()
+        rows = []
+        for name in dirty:
+            t = self._tenants.get(name)
+            if t is None or t.current is None:
+                continue
+            v = self._view(name, t)
+            rows.append(
+                ExecutorRow(
+                    worker_id=v.worker_id,
+                    tenant=v.tenant,
+                    pid=v.pid,
+                    state=v.state.value,
+                    started_at=v.started_at,
+                    boot_ms=v.boot_ms,
+                    dispatches=v.dispatches,
+                    active_dispatch=v.active_dispatch,
+                    crashes=v.crashes,
+                    isolation=v.isolation,
+                    stop_reason=v.stop_reason,
+                    updated_at=now,
+                )
+            )
+        try:
+            await self._store.record_executors(rows)
+        except YokeError as exc:
+            log.warning("recording %d executors failed: %s", len(rows), exc)
+            for name in dirty:
+                self._dirty.setdefault(name, None)
+
+
+async def _changed(t: _Tenant) -> None:
+    t.changed.clear()
+    await t.changed.wait()
+
+
+async def _guarded(coro: Coroutine[Any, Any, None]) -> None:
+    """An executor's task: what goes wrong in it is logged, never raised into the pool."""
+    try:
+        await coro
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("an executor task failed")
+
+
+__all__ = ["LIVE", "ExecutorPool", "ExecutorView"]

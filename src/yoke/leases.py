@@ -1,0 +1,145 @@
+"""`Elector`: hold a named lease in the database whenever possible, and run a body while held.
+
+Built on the store's lease verbs (`acquire_lease`, `renew_lease`, `release_lease`, see
+`yoke.store.leaseverbs`): a lease row holds a holder, an epoch (bumped by every take, the
+fencing token of a term) and an expiry on the database's clock. An elector tries to take its
+lease every `poll` seconds; once it holds a term it runs `body(lease)` and renews the term
+every `renew_every` seconds, naming the term (holder and epoch), so a renewal can never
+revive a term that someone else took over.
+
+Safety comes from the epoch, liveness from time. The elector trusts its term only until a
+local deadline measured on its own monotonic clock from *before* each request: the time left
+that the database reported, minus a margin. So even when a renewal is slow, lost, or the
+process was paused, the body is cancelled before the database could let another holder in
+(unless the monotonic clock runs faster than the database's by more than the margin). A
+failed renewal is retried until that deadline; a refused one ends the term at once. When
+`run` is cancelled (shutdown) the term is released, so a standby takes over at its next poll
+instead of after the expiry. A holder is one process: two processes never share a holder name
+(`holder_name` adds the pid and a random part).
+
+Used by singleton portals (`yoke.actors.portals`); an admission HA pair can use the same. This
+module must never know what the body does; it reads time only through its `Clock`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+from yoke.clock import Clock
+from yoke.errors import BadValue, YokeError
+from yoke.store.leaseverbs import Lease
+
+log = logging.getLogger("yoke.leases")
+
+Body = Callable[[Lease], Coroutine[Any, Any, None]]
+
+
+class LeaseStore(Protocol):
+    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None: ...
+
+    async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease | None: ...
+
+    async def release_lease(self, lease: Lease) -> bool: ...
+
+    async def get_lease(self, name: str) -> Lease | None: ...
+
+
+def holder_name(base: str) -> str:
+    """A holder name for this process: `base`, its pid and a random part."""
+    return f"{base}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Elector:
+    def __init__(
+        self,
+        store: LeaseStore,
+        *,
+        name: str,
+        holder: str,
+        ttl: float,
+        clock: Clock,
+        renew_every: float | None = None,
+        poll: float | None = None,
+    ) -> None:
+        if not ttl > 0:
+            raise BadValue(f"a lease's ttl must be > 0 seconds, got {ttl!r}")
+        self._store = store
+        self.name = name
+        self.holder = holder
+        self._ttl = ttl
+        self._clock = clock
+        self._renew_every = renew_every if renew_every is not None else ttl / 3
+        if not 0 < self._renew_every < ttl:
+            raise BadValue("renew_every must be > 0 and shorter than the ttl")
+        self._poll = poll if poll is not None else self._renew_every
+        self._margin = min(ttl / 5, ttl - self._renew_every)
+        self.terms = 0  # terms held so far
+        self.lease: Lease | None = None  # the term held now
+
+    def __repr__(self) -> str:
+        held = "none" if self.lease is None else f"epoch {self.lease.epoch}"
+        return f"Elector({self.name!r}, holder={self.holder!r}, term={held}, terms={self.terms})"
+
+    async def run(self, body: Body) -> None:
+        """Until cancelled: take the lease, run `body` while it is held (cancelled as soon as
+        the term is lost, started again in the next term); release the lease on the way out.
+        Returns when `body` returns by itself (its term is released then too)."""
+        while True:
+            asked = self._clock.monotonic()
+            try:
+                lease = await self._store.acquire_lease(
+                    self.name, holder=self.holder, ttl=self._ttl
+                )
+            except YokeError as exc:
+                log.warning("taking lease %r failed: %s", self.name, exc)
+                lease = None
+            if lease is None:
+                await asyncio.sleep(self._poll)  # a period, not a synchronisation
+                continue
+            if await self._hold(lease, asked, body):
+                return
+
+    async def _hold(self, lease: Lease, asked: float, body: Body) -> bool:
+        """One term. True if `body` returned by itself (the elector is done)."""
+        self.lease, self.terms = lease, self.terms + 1
+        trust_until = asked + lease.remaining - self._margin
+        log.info("holding lease %r (epoch %d) as %s", self.name, lease.epoch, self.holder)
+        task = asyncio.create_task(body(lease), name=f"yoke-lease-{self.name}")
+        try:
+            while not task.done():
+                wait = max(0.0, min(self._renew_every, trust_until - self._clock.monotonic()))
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await asyncio.shield(task)
+                if task.done():
+                    break
+                asked = self._clock.monotonic()
+                if asked >= trust_until:
+                    log.warning("lease %r: term %d not renewed in time", self.name, lease.epoch)
+                    return False
+                try:
+                    renewed = await self._store.renew_lease(lease, ttl=self._ttl)
+                except YokeError as exc:
+                    log.warning("renewing lease %r failed (retrying): %s", self.name, exc)
+                    continue
+                if renewed is None:
+                    log.warning("lease %r: term %d was taken over", self.name, lease.epoch)
+                    return False
+                lease = self.lease = renewed
+                trust_until = asked + renewed.remaining - self._margin
+            task.result()  # a body that raised raises here
+            return True
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self.lease = None
+            with contextlib.suppress(YokeError):
+                await self._store.release_lease(lease)

@@ -1,0 +1,77 @@
+"""Named leases in the database: `acquire_lease`, `renew_lease`, `release_lease`, `get_lease`.
+
+A lease is one row of `yoke_leases`: its holder, an epoch (the fencing token of the current
+term: every take bumps it) and an expiry. Times are the database's own clock, never a
+caller's, and every answer carries the database's `now` beside the expiry, so a caller can
+measure what is left of its term on its own monotonic clock, whatever its wall clock says.
+A lease is taken only when free or expired; a renewal and a release name the term (holder and
+epoch), so a holder that lost its term can neither extend nor end its successor's.
+`yoke.leases.Elector` is the loop built on these verbs. This module must never decide who
+should hold a lease.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from yoke.store.tx import Row, Transactions
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Lease:
+    name: str
+    holder: str | None  # None: released
+    epoch: int  # bumped by every take: the term's fencing token
+    expires_at: float  # the database's clock, epoch seconds
+    now: float  # the database's clock when this answer was made
+
+    @property
+    def remaining(self) -> float:
+        """Seconds of this term left when the answer was made (never negative)."""
+        return max(0.0, self.expires_at - self.now)
+
+
+class LeaseVerbs:
+    """The lease verbs over one backend's transactions (part of its `actors`)."""
+
+    def __init__(self, transactions: Transactions) -> None:
+        self._t = transactions
+
+    def __repr__(self) -> str:
+        return f"LeaseVerbs({self._t!r})"
+
+    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
+        """Take `name` for `holder` for `ttl` seconds if it is free or expired (a new term, a
+        new epoch); None if another holder's term is running."""
+        async with self._t.write() as tx:
+            row = await tx.one("acquire_lease", {"name": name, "holder": holder, "ttl": ttl})
+        return None if row is None else _lease(row)
+
+    async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease | None:
+        """Extend the term `lease` names to `ttl` seconds from now; None if it is over (the
+        lease was released, or taken by someone else since)."""
+        params = {"name": lease.name, "holder": lease.holder, "epoch": lease.epoch, "ttl": ttl}
+        async with self._t.write() as tx:
+            row = await tx.one("renew_lease", params)
+        return None if row is None else _lease(row)
+
+    async def release_lease(self, lease: Lease) -> bool:
+        """End the term `lease` names at once, so another holder may take it now."""
+        params = {"name": lease.name, "holder": lease.holder, "epoch": lease.epoch}
+        async with self._t.write() as tx:
+            return await tx.run("release_lease", params) == 1
+
+    async def get_lease(self, name: str) -> Lease | None:
+        async with self._t.read() as tx:
+            row = await tx.one("get_lease", {"name": name})
+        return None if row is None else _lease(row)
+
+
+def _lease(r: Row) -> Lease:
+    return Lease(
+        name=str(r["name"]),
+        holder=None if r["holder"] is None else str(r["holder"]),
+        epoch=int(r["epoch"]),
+        expires_at=float(r["expires_at"]),
+        now=float(r["now"]),
+    )

@@ -1,0 +1,83 @@
+"""Helpers of the executor tests: a runtime whose `process()` runs in executor processes (the
+actors of `tests/actors/exec_app.py`), waiting on conditions, and reading instance states."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from tests.actors import exec_app
+from tests.actors.conftest import FAST, open_actor_store
+from yoke.actors import ActorRuntime, ActorSettings
+from yoke.actors.executor.settings import ExecutorSettings
+from yoke.actors.protocol import ActorStore
+from yoke.store.actor_records import InstanceRef
+
+# Fast lifecycle loops and restarts, so a test takes seconds.
+FAST_EXECUTORS: dict[str, Any] = {
+    "mode": "process",
+    "backoff": 0.1,
+    "hot_interval": 0.1,
+    "cold_interval": 0.5,
+    "boot_timeout": 20.0,  # a loaded CI machine boots slowly; a boot that hangs is its own test
+}
+
+
+def runtime(worker_id: str = "w1", app_spec: str = exec_app.SPEC, **executor: Any) -> ActorRuntime:
+    return ActorRuntime(
+        settings=ActorSettings(worker_id=worker_id, **FAST),
+        executor_settings=ExecutorSettings(**{**FAST_EXECUTORS, **executor}),
+        registry=exec_app.registry,
+        app_spec=app_spec,
+    )
+
+
+@asynccontextmanager
+async def running(
+    url: str, worker_id: str = "w1", app_spec: str = exec_app.SPEC, **executor: Any
+) -> AsyncIterator[tuple[ActorRuntime, ActorStore]]:
+    backend = open_actor_store(url)
+    await backend.open()
+    rt = runtime(worker_id, app_spec, **executor)
+    try:
+        async with rt.running(backend.actors):
+            yield rt, backend.actors
+    finally:
+        await backend.close()
+
+
+async def until(check: Callable[[], Awaitable[bool] | bool], seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        got = check()
+        if not isinstance(got, bool):
+            got = await got
+        if got:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)  # polling a condition, not synchronising on time
+
+
+async def state(store: ActorStore, tenant: str, actor: str, instance_id: str) -> dict[str, Any]:
+    row = await store.get_state(InstanceRef(tenant=tenant, actor=actor, instance_id=instance_id))
+    if row is None:
+        return {}
+    value: dict[str, Any] = json.loads(row.state)
+    return value
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not reaped by its new parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return os.path.exists(f"/proc/{pid}")

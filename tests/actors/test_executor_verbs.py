@@ -1,0 +1,194 @@
+"""The store verbs of executor processes and leases, on every `ActorStore` (memory, SQLite,
+PostgreSQL): a release counts no attempt, a crash charge counts its own, the claim can be
+limited to tenants, and a lease is held by one term at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from tests.actors.memstore import MemoryActorStore
+from tests.actors.test_store_verbs import events
+from yoke.actors.protocol import ActorStore
+from yoke.store.actor_records import (
+    Completion,
+    CrashCharge,
+    ExecutorRow,
+    InstanceRef,
+    NewEvent,
+    NewTimer,
+    Target,
+)
+from yoke.store.leaseverbs import Lease
+
+REF0 = InstanceRef(tenant="t", actor="a", instance_id="0")
+
+
+def tenant_events(tenant: str, n: int) -> list[NewEvent]:
+    return [
+        NewEvent(
+            tenant=tenant,
+            stream="s",
+            data=json.dumps({"i": i}),
+            targets=(Target(actor="a", instance_id="x", group_id=""),),
+        )
+        for i in range(n)
+    ]
+
+
+async def test_released_claims_are_pending_again_with_no_attempt(actor_store: ActorStore) -> None:
+    await actor_store.append_events(events(3, instances=1), owner="w1", now=1.0)
+    claims = await actor_store.claim_next("w1", limit=3, now=1.0)
+    done = [Completion(queue_id=c.queue_id, epoch=c.epoch) for c in claims]
+    assert await actor_store.release_claims("w2", done) == []  # not its claims
+    assert await actor_store.release_claims("w1", done[:2]) == sorted(c.queue_id for c in done[:2])
+    assert await actor_store.release_claims("w1", done[:2]) == []  # not claimed any more
+    again = await actor_store.claim_next("w1", limit=5, now=1.0)
+    assert [c.queue_id for c in again] == [c.queue_id for c in claims[:2]]
+    assert all(c.attempts == 0 for c in again)
+    # A stale epoch releases nothing: the instance was taken over meanwhile.
+    await actor_store.register_worker("w1", hostname="h", pid=1, now=2.0)
+    assert await actor_store.release_claims("w1", done[2:]) == []
+
+
+async def test_a_crash_charge_counts_apart_and_dead_letters_at_the_limit(
+    actor_store: ActorStore,
+) -> None:
+    await actor_store.append_events(events(1), owner="w1", now=1.0)
+    for n in (1, 2):
+        (c,) = await actor_store.claim_next("w1", limit=1, now=1.0)
+        done = Completion(queue_id=c.queue_id, epoch=c.epoch)
+        got = await actor_store.charge_crash("w1", done, error="exit 3", dead_after=3, now=2.0)
+        assert got is CrashCharge.PENDING
+        assert c.attempts == 0  # a crash is not one of the actor's failed attempts
+        info = await actor_store.get_instance(REF0)
+        assert info is not None and info.pending == 1 and info.dead == 0, n
+    (c,) = await actor_store.claim_next("w1", limit=1, now=1.0)
+    done = Completion(queue_id=c.queue_id, epoch=c.epoch)
+    assert await actor_store.charge_crash("w2", done, error="x", dead_after=3, now=3.0) is (
+        CrashCharge.FENCED
+    )
+    got = await actor_store.charge_crash(
+        "w1", done, error="executor crashed", dead_after=3, now=3.0
+    )
+    assert got is CrashCharge.DEAD
+    (dl,) = await actor_store.dead_letters(REF0)
+    assert dl.crash_attempts == 3 and dl.attempts == 0 and dl.error == "executor crashed"
+    assert dl.dead_at == 3.0
+    assert await actor_store.claim_next("w1", limit=1, now=4.0) == []
+
+
+async def test_a_claim_limited_to_tenants_takes_only_theirs(actor_store: ActorStore) -> None:
+    for tenant in ("a", "b", "c"):
+        await actor_store.append_events(tenant_events(tenant, 4), owner="w1", now=1.0)
+    got = await actor_store.claim_next("w1", limit=100, now=2.0, tenants=["c", "a", "zz"])
+    assert sorted({c.tenant for c in got}) == ["a", "c"] and len(got) == 8
+    assert await actor_store.claim_next("w1", limit=100, now=2.0, tenants=[]) == []
+    assert await actor_store.pending_tenants("w1", limit=10) == ["b"]
+    assert await actor_store.tenants_with_pending("w1", ["a", "b", "zz"]) == ["b"]
+    assert await actor_store.tenants_with_pending("w2", ["b"]) == []
+    # The share between tenants and the cursor hold as without the limit.
+    for tenant in ("a", "c"):
+        await actor_store.append_events(tenant_events(tenant, 30), owner="w1", now=1.0)
+    got = await actor_store.claim_next("w1", limit=10, now=2.0, tenants=["a", "c"])
+    assert [c.tenant for c in got].count("a") == 5 and [c.tenant for c in got].count("c") == 5
+    got = await actor_store.claim_next("w1", limit=4, now=2.0, after_tenant="a", tenants=["a", "c"])
+    assert [c.tenant for c in got].count("c") >= 2
+
+
+async def test_pending_tenants_page_in_name_order(actor_store: ActorStore) -> None:
+    for tenant in ("d", "b", "a", "c"):
+        await actor_store.append_events(tenant_events(tenant, 1), owner="w1", now=1.0)
+    assert await actor_store.pending_tenants("w1", limit=2) == ["a", "b"]
+    assert await actor_store.pending_tenants("w1", after="b", limit=10) == ["c", "d"]
+    assert await actor_store.pending_tenants("w9", limit=10) == []
+
+
+async def test_timer_tenants_are_those_owning_an_instance_here(actor_store: ActorStore) -> None:
+    await actor_store.append_events(tenant_events("mine", 1), owner="w1", now=1.0)
+    await actor_store.append_events(tenant_events("theirs", 1), owner="w2", now=1.0)
+    timers = [
+        NewTimer(tenant=t, stream="s", data="{}", fire_at_ms=ms)
+        for t, ms in (("mine", 5_000), ("mine", 3_000), ("theirs", 1_000), ("mine", 90_000))
+    ]
+    await actor_store.schedule(timers, now=1.0)
+    assert await actor_store.timer_tenants("w1", before_ms=10_000, limit=10) == [("mine", 3_000)]
+    assert await actor_store.timer_tenants("w1", before_ms=2_000, limit=10) == []
+    assert await actor_store.timer_tenants("w2", before_ms=10_000, limit=10) == [("theirs", 1_000)]
+
+
+def _row(tenant: str, state: str, **kw: object) -> ExecutorRow:
+    values: dict[str, object] = {
+        "worker_id": "w1",
+        "tenant": tenant,
+        "pid": 42,
+        "state": state,
+        "started_at": 1.0,
+        "boot_ms": 80.5,
+        "dispatches": 3,
+        "active_dispatch": 1,
+        "crashes": 0,
+        "isolation": "process",
+        "stop_reason": None,
+        "updated_at": 2.0,
+    }
+    values.update(kw)
+    return ExecutorRow(**values)  # type: ignore[arg-type]
+
+
+async def test_executor_rows_are_upserted_per_worker_and_tenant(actor_store: ActorStore) -> None:
+    await actor_store.record_executors([_row("b", "STARTING", boot_ms=None), _row("a", "READY")])
+    stopped = _row("b", "STOPPED", pid=None, stop_reason="idle", dispatches=9)
+    await actor_store.record_executors([_row("b", "READY"), stopped])  # the last one wins
+    await actor_store.record_executors([_row("a", "READY", worker_id="w2")])
+    rows = await actor_store.list_executors(tenant=None, limit=10)
+    assert [(r.tenant, r.worker_id, r.state) for r in rows] == [
+        ("a", "w1", "READY"),
+        ("a", "w2", "READY"),
+        ("b", "w1", "STOPPED"),
+    ]
+    assert rows[2] == stopped
+    assert [r.worker_id for r in await actor_store.list_executors(tenant="a", limit=1)] == ["w1"]
+    assert await actor_store.list_executors(tenant="zz", limit=10) == []
+
+
+async def test_a_lease_has_one_holder_per_term(actor_store: ActorStore) -> None:
+    store = actor_store
+    assert await store.get_lease("p") is None
+    a = await store.acquire_lease("p", holder="a", ttl=30.0)
+    assert a is not None and a.holder == "a" and a.epoch == 1
+    assert 29.0 < a.remaining <= 30.0
+    assert await store.acquire_lease("p", holder="b", ttl=30.0) is None  # a's term runs
+    renewed = await store.renew_lease(a, ttl=60.0)
+    assert renewed is not None and renewed.epoch == 1 and renewed.expires_at > a.expires_at
+    assert await store.release_lease(a)
+    b = await store.acquire_lease("p", holder="b", ttl=30.0)
+    assert b is not None and b.epoch == 2
+    # a's old term can neither extend nor end b's.
+    assert await store.renew_lease(a, ttl=60.0) is None
+    assert not await store.release_lease(a)
+    cur = await store.get_lease("p")
+    assert cur is not None and cur.holder == "b" and cur.epoch == 2
+
+
+async def test_an_expired_lease_is_taken_with_a_new_epoch(actor_store: ActorStore) -> None:
+    store = actor_store
+    a = await store.acquire_lease("p", holder="a", ttl=0.05)
+    assert a is not None
+    await asyncio.sleep(0.1)  # the lease's own expiry on the database's clock
+    b = await store.acquire_lease("p", holder="b", ttl=30.0)
+    assert b is not None and b.holder == "b" and b.epoch == a.epoch + 1
+    assert await store.renew_lease(a, ttl=30.0) is None
+
+
+async def test_racing_takers_get_one_term(actor_store: ActorStore) -> None:
+    got = await asyncio.gather(
+        *(actor_store.acquire_lease("p", holder=f"h{i}", ttl=30.0) for i in range(8))
+    )
+    held = [g for g in got if g is not None]
+    assert len(held) == 1 and held[0].epoch == 1
+
+
+def test_lease_remaining_is_never_negative() -> None:
+    assert Lease(name="p", holder="a", epoch=1, expires_at=5.0, now=9.0).remaining == 0.0
+    assert isinstance(MemoryActorStore().clock(), float)
