@@ -28,11 +28,15 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.common import Figure, fresh_databases, machine
 from yoke.actors import ActorCtx, ActorRegistry, ActorRuntime, ActorSettings, Event, Queue
 from yoke.actors.executor.settings import ExecutorSettings
+from yoke.actors.protocol import ActorStore
+
+if TYPE_CHECKING:
+    from yoke.app import Backend
 
 ROOT = Path(__file__).resolve().parents[1]
 PG = os.environ.get("YOKE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -64,13 +68,14 @@ def runtime(worker_id: str, mode: str, **executor: Any) -> ActorRuntime:
     )
 
 
-def open_store(url: str) -> Any:
+def open_store(url: str) -> Backend:
+    """The app's store for `url` (not yet opened); its actor verbs are its `actors`."""
     from yoke.app import open_store as _open
 
     return _open(url)
 
 
-async def state(store: Any, tenant: str, instance: str) -> dict[str, Any]:
+async def state(store: ActorStore, tenant: str, instance: str) -> dict[str, Any]:
     from yoke.store.actor_records import InstanceRef
 
     row = await store.get_state(InstanceRef(tenant=tenant, actor="stamp", instance_id=instance))
@@ -87,8 +92,9 @@ async def until(check: Any, seconds: float = 120.0) -> None:
 
 # -- 1. cold boots --------------------------------------------------------------------------------
 async def boot_run(url: str, boots: int) -> list[dict[str, float]]:
-    store = open_store(url)
-    await store.open()
+    backend = open_store(url)
+    await backend.open()
+    store = backend.actors
     rt = runtime("boot-worker", "process")
     out: list[dict[str, float]] = []
     try:
@@ -117,22 +123,22 @@ async def boot_run(url: str, boots: int) -> list[dict[str, float]]:
                 }
                 out.append(figures)
     finally:
-        await store.close()
+        await backend.close()
     return out
 
 
 # -- 2. drain -------------------------------------------------------------------------------------
 async def append_all(url: str, n: int) -> None:
-    store = open_store(url)
-    await store.open()
+    backend = open_store(url)
+    await backend.open()
     try:
         rt = runtime("bench-client", "inline")
         for base in range(0, n, 1000):
             items = [{"k": i % INSTANCES} for i in range(base, min(n, base + 1000))]
             events = rt.registry.new_events("bench", items, tenant="t")
-            await store.append_events(events, owner="w0", now=time.time())
+            await backend.actors.append_events(events, owner="w0", now=time.time())
     finally:
-        await store.close()
+        await backend.close()
 
 
 async def drain_run(url: str, n: int, mode: str) -> float:
@@ -150,11 +156,11 @@ async def drain_run(url: str, n: int, mode: str) -> float:
 
 async def worker_main(url: str, n: int, mode: str) -> None:
     rt = runtime("w0", mode)
-    store = open_store(url)
-    await store.open()
+    backend = open_store(url)
+    await backend.open()
     ready_at: list[float] = []
     try:
-        async with rt.running(store):
+        async with rt.running(backend.actors):
             started = time.time()
             drain = rt.drain
             assert drain is not None
@@ -174,15 +180,16 @@ async def worker_main(url: str, n: int, mode: str) -> None:
             await drain.flush()
             t1 = time.time()
     finally:
-        await store.close()
+        await backend.close()
     t0 = max([started, *ready_at])
     print(json.dumps({"t0": t0, "t1": t1, "mode": mode}), flush=True)
 
 
 # -- 3. boot storm --------------------------------------------------------------------------------
 async def storm_run(url: str, tenants: int) -> dict[str, float]:
-    store = open_store(url)
-    await store.open()
+    backend = open_store(url)
+    await backend.open()
+    store = backend.actors
     rt = runtime("storm-worker", "process")
     try:
         async with rt.running(store):
@@ -214,7 +221,7 @@ async def storm_run(url: str, tenants: int) -> dict[str, float]:
             done = time.monotonic() - began
             boots = [v.boot_ms or 0.0 for v in pool.views()]
     finally:
-        await store.close()
+        await backend.close()
     return {
         "all_ready_s": ready,
         "all_processed_s": done,
