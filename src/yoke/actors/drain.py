@@ -190,8 +190,7 @@ class QueueDrainScheduler:
             retry=self._cfg.retry,
             on_fenced=self._refused,
         )
-        # Rows of a tenant whose executor is not running go back to pending (`releases.py`).
-        self._releases = Releases(
+        self._releases = Releases(  # rows whose executor is not running go back (releases.py)
             store,
             worker_id,
             clock=clock,
@@ -358,8 +357,7 @@ class QueueDrainScheduler:
                 self._wake.set()
 
     def _claimable(self) -> list[str] | None:
-        """The tenants a claim may take now (None: all): those the runner can run, less those
-        whose rows are being written back."""
+        """Tenants a claim may take now (None: all): runnable, none of their rows going back."""
         ready = self._calls.claimable()
         if ready is None:
             return None
@@ -620,16 +618,13 @@ class QueueDrainScheduler:
         self._hold(job, delay)
 
     def _release(self, job: _Job) -> None:
-        """The job's tenant has no running executor: its row goes back to pending, at no
-        attempt. Its group slot is freed now; the next events of its group come here in turn
-        (the tenant is busy releasing meanwhile), so they are all pending again, in order,
-        before anything of the tenant is claimed again."""
+        """No running executor: the row goes back to pending at no cost, then the rest of its
+        group in turn (the tenant is busy meanwhile), in order, before any is claimed again."""
         self._releases.release(job.completion, job.row.tenant)
         self._end(job)
 
     async def _crashed(self, job: _Job, reason: str) -> None:
-        """The executor died running this event alone (or past its deadline): a crash attempt
-        is counted (`Releases.charge`); the event keeps its group slot until it is written."""
+        """Its executor died running it alone (or past its deadline): a crash attempt counts."""
         what = f"actor {job.inst.actor.name!r} event {job.row.queue_id}"
         await self._releases.charge(job.completion, job.row.tenant, reason, what=what)
         self._end(job)
