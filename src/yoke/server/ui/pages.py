@@ -29,9 +29,16 @@ from yoke.server.ui import sessions as ss
 from yoke.server.ui.hub import Hub
 from yoke.server.ui.regions import NAV, PAGES, REGIONS, Region, params_of
 from yoke.server.ui.render import FragmentCache, html, render_to
+from yoke.server.ui.stored import need
 from yoke.store.text import check_text
 
 CSRF_MARK = b"__YOKE_CSRF__"
+# The roles each control needs (none: any principal, the object's owner checked after).
+ACTION_ROLES: dict[str, tuple[str, ...]] = {
+    "limits": (ADMIN,),
+    "priority": (OPERATOR, ADMIN),
+    "cancel": (),
+}
 FRESH = 2.0
 MAX_FIELDS = 20
 
@@ -193,6 +200,12 @@ class Pages:
         try:
             p, form = await self._control(request)
             action = request.path_params["action"]
+            if action not in ACTION_ROLES:
+                return html(b"no such action", status=404)
+            # The role first, as the API's rows do: a caller without it learns nothing from
+            # how its form is judged (403, never a 422 about a field).
+            if ACTION_ROLES[action]:
+                need(p, *ACTION_ROLES[action])
             if action == "limits":
                 await self._set_limits(p, form)
             elif action == "priority":
@@ -204,8 +217,6 @@ class Pages:
                 start = await self.s.executions.get(start_id)
                 check_visible(p, start.session, f"start {start_id}")
                 await self.s.executions.cancel_start(start_id)
-            else:
-                return html(b"no such action", status=404)
         except YokeError as exc:
             body = render_to(
                 self.env,
