@@ -8,6 +8,10 @@ every `PING` seconds, and ends when the client goes away or the hub closes (serv
 shutdown is never held up by open streams. Pure ASGI: no buffering middleware, no task left
 behind.
 
+Open streams are bounded twice: the hub's `max_streams` in all, and `per_viewer` for one
+tenant (a plain principal's tenant, or a privileged principal), so that one tenant opening
+streams by the thousand is refused (429) long before the others are locked out of theirs.
+
 This module must never render anything.
 """
 
@@ -19,35 +23,56 @@ import json
 
 from starlette.types import Receive, Scope, Send
 
-from yoke.errors import NotRunning, Unauthorized, YokeError
-from yoke.server.auth import principal_in
+from yoke.errors import LimitExceeded, NotRunning, Unauthorized, YokeError
+from yoke.executions import Principal
+from yoke.server.auth import principal_in, privileged, tenant_of
 from yoke.server.problems import from_yoke_error
 from yoke.server.ui.hub import Hub
 
 PING = 15.0
+PER_VIEWER = 32  # a browser holds at most 6 connections per server: room for a team's tabs
 
 
 class TooManyStreams(NotRunning):
     title = "Too many open event streams"
 
 
+class TooManyStreamsOfOne(LimitExceeded):
+    title = "Too many open event streams of one tenant"
+
+
+def viewer_of(p: Principal) -> str:
+    """Whose share of the streams a principal's stream counts against."""
+    return f"principal:{p.name}" if privileged(p) else f"tenant:{tenant_of(p)}"
+
+
 class EventStream:
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: Hub, *, per_viewer: int = PER_VIEWER) -> None:
         self.hub = hub
+        self.per_viewer = per_viewer
+        self.open: dict[str, int] = {}  # viewer -> streams open (no entry at 0)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         hub = self.hub
         try:
-            if principal_in(scope) is None:
+            p = principal_in(scope)
+            if p is None:
                 raise Unauthorized("log in first")
             if hub.closed:
                 raise NotRunning("shutting down")
+            viewer = viewer_of(p)
+            if self.open.get(viewer, 0) >= self.per_viewer:
+                raise TooManyStreamsOfOne(
+                    f"at most {self.per_viewer} open streams per tenant: close a tab",
+                    retry_after=PING,
+                )
             if hub.streams >= hub.max_streams:
                 raise TooManyStreams(f"at most {hub.max_streams} open streams")
         except YokeError as exc:
             await from_yoke_error(exc, scope["path"])(scope, receive, send)
             return
         hub.streams += 1
+        self.open[viewer] = self.open.get(viewer, 0) + 1
         gone = asyncio.Event()
 
         async def watch() -> None:
@@ -92,6 +117,9 @@ class EventStream:
             pass  # the client went away while we wrote
         finally:
             hub.streams -= 1
+            left = self.open.pop(viewer) - 1
+            if left:
+                self.open[viewer] = left
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
