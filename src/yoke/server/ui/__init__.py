@@ -29,7 +29,7 @@ from yoke.server.ui import queue
 from yoke.server.ui.api import DashboardApi
 from yoke.server.ui.hub import Hub
 from yoke.server.ui.pages import Pages
-from yoke.server.ui.sessions import Sessions
+from yoke.server.ui.sessions import MAX_SESSIONS, PER_PRINCIPAL, Sessions
 from yoke.server.ui.sse import EventStream
 
 STATIC = Path(__file__).parent / "static"
@@ -40,7 +40,11 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 class Dashboard:
     def __init__(self, state: ServerState, *, tick: float = 0.25) -> None:
         self.s = state
-        self.sessions = Sessions()
+        # Without tokens there is one principal, the local admin: a bound per principal
+        # would only let a script reading pages log the operator's browser out.
+        self.sessions = Sessions(
+            per_principal=PER_PRINCIPAL if state.tokens is not None else MAX_SESSIONS
+        )
         self.hub = Hub(self._fingerprint, interval=tick, on_tick=self._sample)
         self.pages = Pages(state, self.hub, self.sessions)
         self.api = DashboardApi(state)

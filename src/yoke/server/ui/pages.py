@@ -54,11 +54,14 @@ class Pages:
         self.env = environment()
 
     # -- who is looking -------------------------------------------------------------------------
-    def _viewer(self, request: Request) -> tuple[Principal | None, ss.Session | None, bool]:
-        """(principal, session, new session made): a local admin gets a session on first sight."""
+    def _viewer(
+        self, request: Request, *, make: bool = False
+    ) -> tuple[Principal | None, ss.Session | None, bool]:
+        """(principal, session, new session made): a local admin gets a session on first sight
+        of a page (`make`), the answer that can hand it its cookie."""
         p = principal_in(request.scope)
         session = self.sessions.of_scope(request.scope)
-        if p is not None and self.s.tokens is None and session is None:
+        if make and p is not None and self.s.tokens is None and session is None:
             return p, self.sessions.create(LOCAL_ADMIN), True
         if session is not None and p is not None and session.principal != p:
             session = None  # a bearer token overrides the cookie: no CSRF token for it
@@ -104,7 +107,7 @@ class Pages:
         return body.replace(CSRF_MARK, (session.csrf if session else "").encode())
 
     async def page(self, request: Request, name: str, params: dict[str, str]) -> Response:
-        p, session, made = self._viewer(request)
+        p, session, made = self._viewer(request, make=True)
         if p is None:
             return self._login_redirect(request)
         title, names, _ = PAGES[name]

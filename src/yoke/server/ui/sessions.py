@@ -8,8 +8,10 @@ or the `X-CSRF-Token` header htmx adds) and, when the browser says where it come
 `Origin` of this very host. Without a tokens file every caller is the local admin; a session is
 still made, only to bind the CSRF token.
 
-Memory is bounded: at most `max_sessions`, the oldest dropped first; a restart forgets them all
-(people log in again). This module must never decide what a principal may do.
+Memory is bounded: at most `per_principal` sessions of one principal (its oldest dropped first,
+so a principal logging in by the thousand only logs itself out) and `max_sessions` in all (the
+oldest dropped first); expired sessions are dropped as new ones are made. A restart forgets
+them all (people log in again). This module must never decide what a principal may do.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from yoke.executions import Principal
 
 COOKIE = "yoke_session"
 SAFE_METHODS = frozenset({"GET", "HEAD"})
+MAX_SESSIONS = 10_000
+PER_PRINCIPAL = 32
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -44,30 +48,41 @@ class Sessions:
         self,
         *,
         ttl: float = 8 * 3600.0,
-        max_sessions: int = 10_000,
+        max_sessions: int = MAX_SESSIONS,
+        per_principal: int = PER_PRINCIPAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ttl = ttl
         self.max_sessions = max_sessions
+        self.per_principal = per_principal
         self._clock = clock
-        self._by_id: OrderedDict[str, Session] = OrderedDict()
+        self._by_id: OrderedDict[str, Session] = OrderedDict()  # oldest (first to expire) first
+        self._of: dict[Principal, OrderedDict[str, None]] = {}  # each principal's, oldest first
 
     def __len__(self) -> int:
         return len(self._by_id)
 
     def __repr__(self) -> str:
-        return f"Sessions({len(self._by_id)}, ttl={self.ttl:g})"
+        return f"Sessions({len(self._by_id)}, principals={len(self._of)}, ttl={self.ttl:g})"
 
     def create(self, principal: Principal) -> Session:
+        now = self._clock()
+        # One TTL for all: the oldest session is the first to expire.
+        while self._by_id and next(iter(self._by_id.values())).expires <= now:
+            self.drop(next(iter(self._by_id)))
+        mine = self._of.get(principal)
+        while mine and len(mine) >= self.per_principal:
+            self.drop(next(iter(mine)))
         while len(self._by_id) >= self.max_sessions:
-            self._by_id.popitem(last=False)
+            self.drop(next(iter(self._by_id)))
         s = Session(
             sid=secrets.token_urlsafe(32),
             principal=principal,
             csrf=secrets.token_urlsafe(32),
-            expires=self._clock() + self.ttl,
+            expires=now + self.ttl,
         )
         self._by_id[s.sid] = s
+        self._of.setdefault(principal, OrderedDict())[s.sid] = None
         return s
 
     def get(self, sid: str | None) -> Session | None:
@@ -77,12 +92,21 @@ class Sessions:
         if s is None:
             return None
         if s.expires <= self._clock():
-            del self._by_id[sid]
+            self.drop(sid)
             return None
         return s
 
     def drop(self, sid: str) -> None:
-        self._by_id.pop(sid, None)
+        s = self._by_id.pop(sid, None)
+        if s is None:
+            return
+        mine = self._of[s.principal]
+        del mine[sid]
+        if not mine:
+            del self._of[s.principal]
+
+    def of_principal(self, principal: Principal) -> int:
+        return len(self._of.get(principal, ()))
 
     def of_scope(self, scope: Scope) -> Session | None:
         return self.get(cookie_of(scope))
