@@ -118,7 +118,14 @@ def _models(ops: list[Op]) -> list[type[BaseModel]]:
     for op in ops:
         for schema in (op.body, *(a.schema for a in op.answers.values())):
             if isinstance(schema, type) and issubclass(schema, BaseModel):
-                found[schema.__name__] = schema
+                # A model is referenced by its class name: two models of one name would
+                # leave one reference pointing nowhere.
+                other = found.setdefault(schema.__name__, schema)
+                if other is not schema:
+                    raise ValueError(
+                        f"two models named {schema.__name__}: {other.__module__} and "
+                        f"{schema.__module__}; rename one"
+                    )
     return list(found.values())
 
 

@@ -51,7 +51,7 @@ class DashboardApi:
                answers=ok(m.OverviewOut, "The overview")),
             Op("GET", "/v1/queue", self.queue, ANY, "queue",
                "Queued starts in predicted pick order (top K), and the limits",
-               query=(limit, q), answers=ok(m.QueueOut, "The queue"), errors=(422,)),
+               query=(limit, q), answers=ok(m.AdmissionOut, "The queue"), errors=(422,)),
             Op("GET", "/v1/fairness", self.fairness, ANY, "fairness",
                "Per session: share of starts and of slots against weight, waits, Jain's index",
                query=(limit, window, q), answers=ok(m.FairnessOut, "Shares"), errors=(422,)),

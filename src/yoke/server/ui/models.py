@@ -44,7 +44,7 @@ class QueueLimitsOut(LimitsOut):
     set_at: float | None
 
 
-class QueueOut(BaseModel):
+class AdmissionOut(BaseModel):
     queued: int | None
     shown: int
     query: str | None
@@ -124,7 +124,7 @@ class AuditRecentOut(BaseModel):
 
 MODELS: list[type[BaseModel]] = [
     OverviewOut,
-    QueueOut,
+    AdmissionOut,
     FairnessOut,
     SeriesOut,
     ExecutionDetailOut,
