@@ -13,6 +13,7 @@ import pytest
 
 from tests.server.e2e import ROOT
 from yoke.errors import BadValue
+from yoke.executions import Principal
 from yoke.server import TokenBook
 
 ACME = '[[tokens]]\ntoken = "t-acme"\nprincipal = "acme-ci"\ntenant = "acme"\n'
@@ -36,6 +37,26 @@ def test_a_token_twice_is_refused_naming_both_entries(tmp_path: Path) -> None:
     hashed = hashlib.sha256(b"t-acme").hexdigest()
     message = _refused(tmp_path, ACME + f'[[tokens]]\ntoken_sha256 = "{hashed}"\nprincipal = "b"\n')
     assert "tokens[1] (b)" in message
+
+
+def test_one_principal_name_in_two_tenants_is_refused(tmp_path: Path) -> None:
+    """A principal's name scopes its Idempotency-Keys: shared by two tenants, globex's retry
+    of a key acme used would be answered with acme's start (its ids, its session)."""
+    other = '[[tokens]]\ntoken = "t-globex"\nprincipal = "acme-ci"\ntenant = "globex"\n'
+    message = _refused(tmp_path, ACME + other)
+    assert "tokens[1]" in message and "'acme-ci'" in message and "tokens[0]" in message
+    boss = '[[tokens]]\ntoken = "t-2"\nprincipal = "acme-ci"\ntenant = "acme"\nroles = ["ADMIN"]\n'
+    assert "tokens[1]" in _refused(tmp_path, ACME + boss)
+    with pytest.raises(BadValue, match="principal 'x'"):
+        TokenBook([("a", Principal("x", tenant="acme")), ("b", Principal("x", tenant="globex"))])
+
+
+def test_several_tokens_of_one_principal_are_accepted(tmp_path: Path) -> None:
+    """A rotation: the old and the new token of one principal, alike in tenant and roles."""
+    path = tmp_path / "tokens.toml"
+    path.write_text(ACME + ACME.replace("t-acme", "t-acme-new") + "max_priority = 3\n")
+    book = TokenBook.from_file(path)
+    assert book.lookup("t-acme") == book.lookup("t-acme-new") == Principal("acme-ci", tenant="acme")
 
 
 @pytest.mark.parametrize(

@@ -112,8 +112,12 @@ def _default_max(p: Principal) -> int | None:
 
 
 def _unique(entries: list[_Entry]) -> tuple[_Entry, ...]:
-    """One entry per token: a second would silently decide who the token is."""
+    """One entry per token: a second would silently decide who the token is. One identity per
+    principal name: several tokens may name one principal (a rotation), but not with another
+    tenant or other roles, since a principal's name scopes its Idempotency-Keys (one tenant
+    would be answered with another's start) and names it in the audit log."""
     first: dict[bytes, int] = {}
+    named: dict[str, int] = {}
     for i, e in enumerate(entries):
         if e.digest in first:
             raise BadValue(
@@ -121,6 +125,13 @@ def _unique(entries: list[_Entry]) -> tuple[_Entry, ...]:
                 f"tokens[{first[e.digest]}] ({entries[first[e.digest]].principal.name})"
             )
         first[e.digest] = i
+        j = named.setdefault(e.principal.name, i)
+        other = entries[j].principal
+        if (other.tenant, other.roles) != (e.principal.tenant, e.principal.roles):
+            raise BadValue(
+                f"tokens[{i}] names principal {e.principal.name!r} as tokens[{j}] does, with "
+                f"another tenant or other roles: give each its own principal name"
+            )
     return tuple(entries)
 
 
