@@ -6,13 +6,21 @@ full range)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import Serve, Start
+from tests.server.conftest import (
+    TOKENS_TOML,
+    Serve,
+    Start,
+    make_app,
+    running,
+)
 from tests.server.test_errors import assert_problem
 from yoke.actors.metrics import DEPTH_LIMIT
 from yoke.executions import Limits, Principal
+from yoke.server import Server, TokenBook
 from yoke.server.metrics import TOP_SESSIONS
 
 
@@ -153,3 +161,40 @@ async def test_a_token_without_max_priority_and_with_roles_is_unlimited(serve: S
     _, client = await serve(Limits(max_running=0))
     r = await client("admin").post("/v1/starts", json={"workflow": "echo", "priority": 10**6})
     assert r.status_code == 202 and r.json()["priority"] == 10**6
+
+
+async def test_an_operator_token_with_a_max_priority_keeps_to_it_when_reprioritising(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A role holder's `max_priority`, when the file sets one, bounds every priority it asks:
+    `PATCH /v1/starts/{id}` and the dashboard's priority control (its session keeps its
+    token's bound) as well as starts."""
+    path = tmp_path / "steward.toml"
+    path.write_text(
+        TOKENS_TOML
+        + '[[tokens]]\ntoken = "t-steward"\nprincipal = "steward"\nroles = ["OPERATOR"]\n'
+        + "max_priority = 5\n"
+    )
+    server = Server(make_app(db_url, Limits(max_running=0)), tokens=TokenBook.from_file(path))
+    async with running(server) as client:
+        steward = client("nobody")
+        steward.headers["Authorization"] = "Bearer t-steward"
+        queued = await client("acme").post("/v1/starts", json={"workflow": "echo"})
+        sid = queued.json()["start_id"]
+        r = await steward.patch(f"/v1/starts/{sid}", json={"priority": 6})
+        assert "at most 5" in assert_problem(r, 403)["detail"]
+        r = await steward.patch(f"/v1/starts/{sid}", json={"priority": 5})
+        assert r.status_code == 200 and r.json()["priority"] == 5
+        r = await client("operator").patch(f"/v1/starts/{sid}", json={"priority": 10**6})
+        assert r.status_code == 200  # an OPERATOR without a max_priority: unlimited
+        browser = client("nobody")
+        await browser.post("/ui/login", data={"token": "t-steward"})
+        csrf = (await browser.get("/ui/")).text.split('name="csrf" value="')[1].split('"')[0]
+        form = {"start_id": sid, "csrf": csrf}
+        r = await browser.post("/ui/actions/priority", data={**form, "priority": "7"})
+        assert r.status_code == 403 and "at most 5" in r.text
+        after = await client("admin").get(f"/v1/starts/{sid}")
+        assert after.json()["priority"] == 10**6
+        r = await browser.post("/ui/actions/priority", data={**form, "priority": "4"})
+        assert r.status_code == 303
+        assert (await client("admin").get(f"/v1/starts/{sid}")).json()["priority"] == 4

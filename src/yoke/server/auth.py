@@ -47,7 +47,8 @@ _PRIORITY_KEY = "yoke.max_priority"
 _ENTRY_KEYS = frozenset({"token", "token_sha256", "principal", "tenant", "roles", "max_priority"})
 _INT_MAX = 2**31 - 1
 UI_PREFIX = "/ui"
-Browser = Callable[[Scope], Principal | None]
+# A browser session's principal and the highest start priority its token may ask.
+Browser = Callable[[Scope], tuple[Principal, int | None] | None]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -211,8 +212,7 @@ class Authenticate:
             if ui or scope.get("method") in ("GET", "HEAD"):
                 session = self.browser(scope)
                 if session is not None:
-                    scope[_SCOPE_KEY] = session
-                    scope[_PRIORITY_KEY] = _default_max(session)
+                    scope[_SCOPE_KEY], scope[_PRIORITY_KEY] = session
         await self.app(scope, receive, send)
 
 
@@ -230,7 +230,8 @@ def principal_of(request: Request) -> Principal:
 
 def check_priority(request: Request, priority: int) -> None:
     """A token may not ask a start priority above its `max_priority` (fairness: a plain tenant
-    would otherwise go ahead of every other tenant)."""
+    would otherwise go ahead of every other tenant), whether it starts, restarts, resumes or
+    re-prioritises a queued start, through the API or a dashboard session."""
     top = request.scope.get(_PRIORITY_KEY)
     if top is not None and priority > top:
         raise Forbidden(

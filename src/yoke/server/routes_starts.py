@@ -116,6 +116,7 @@ class StartsRoutes:
         p = principal_of(request)
         start_id = check_text(request.path_params["start_id"], "start_id")
         body = parse(PriorityIn, await read_body(request))
+        check_priority(request, body.priority)
         start = await self.s.executions.set_priority(start_id, body.priority, principal=p)
         return json_response(start_json(start))
 

@@ -55,9 +55,9 @@ class Dashboard:
     def __repr__(self) -> str:
         return f"Dashboard({self.hub!r}, {self.sessions!r}, {self.pages.cache!r})"
 
-    def browser(self, scope: Scope) -> Principal | None:
+    def browser(self, scope: Scope) -> tuple[Principal, int | None] | None:
         session = self.sessions.of_scope(scope)
-        return None if session is None else session.principal
+        return None if session is None else (session.principal, session.max_priority)
 
     # -- the change signal ----------------------------------------------------------------------
     def _fingerprint(self) -> Hashable:

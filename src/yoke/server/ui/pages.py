@@ -23,7 +23,13 @@ from starlette.responses import RedirectResponse, Response
 
 from yoke.errors import BadValue, YokeError
 from yoke.executions import ADMIN, OPERATOR, Limits, Principal
-from yoke.server.auth import LOCAL_ADMIN, check_visible, principal_in, privileged
+from yoke.server.auth import (
+    LOCAL_ADMIN,
+    check_priority,
+    check_visible,
+    principal_in,
+    privileged,
+)
 from yoke.server.state import ServerState, read_body
 from yoke.server.ui import sessions as ss
 from yoke.server.ui.hub import Hub
@@ -169,10 +175,13 @@ class Pages:
             return self._login(request, error="cross-origin login refused", status=403)
         token = form.get("token", "").strip()
         tokens = self.s.tokens
-        principal = LOCAL_ADMIN if tokens is None else (tokens.lookup(token) if token else None)
-        if principal is None:
-            return self._login(request, error="that token is not valid", status=401)
-        session = self.sessions.create(principal)
+        if tokens is None:
+            session = self.sessions.create(LOCAL_ADMIN)
+        else:
+            entry = tokens.entry_for(token) if token else None
+            if entry is None:
+                return self._login(request, error="that token is not valid", status=401)
+            session = self.sessions.create(entry.principal, max_priority=entry.max_priority)
         target = _safe_next(form.get("next"))
         response = RedirectResponse(target, status_code=303)
         response.headers["Set-Cookie"] = ss.set_cookie_header(session, secure=_secure(request))
@@ -214,6 +223,7 @@ class Pages:
             elif action == "priority":
                 start_id = check_text(form.get("start_id", ""), "start_id")
                 priority = _number(form.get("priority"), "priority")
+                check_priority(request, priority)
                 await self.s.executions.set_priority(start_id, priority, principal=p)
             elif action == "cancel":
                 start_id = check_text(form.get("start_id", ""), "start_id")

@@ -39,6 +39,7 @@ PER_PRINCIPAL = 32
 class Session:
     sid: str
     principal: Principal
+    max_priority: int | None  # its token's: the highest start priority it may ask (None: any)
     csrf: str
     expires: float
 
@@ -65,7 +66,7 @@ class Sessions:
     def __repr__(self) -> str:
         return f"Sessions({len(self._by_id)}, principals={len(self._of)}, ttl={self.ttl:g})"
 
-    def create(self, principal: Principal) -> Session:
+    def create(self, principal: Principal, *, max_priority: int | None = None) -> Session:
         now = self._clock()
         # One TTL for all: the oldest session is the first to expire.
         while self._by_id and next(iter(self._by_id.values())).expires <= now:
@@ -78,6 +79,7 @@ class Sessions:
         s = Session(
             sid=secrets.token_urlsafe(32),
             principal=principal,
+            max_priority=max_priority,
             csrf=secrets.token_urlsafe(32),
             expires=now + self.ttl,
         )
