@@ -450,6 +450,21 @@ class MemoryActorStore:
     async def next_fire_at_ms(self) -> int | None:
         return min((t.fire_at_ms for t in self.timers.values()), default=None)
 
+    async def tenant_timers(self, tenant: str, *, limit: int) -> list[DueTimer]:
+        await asyncio.sleep(0)
+        self._count("tenant_timers")
+        keys = sorted((t.fire_at_ms, tid) for tid, t in self.timers.items() if t.tenant == tenant)
+        return [
+            DueTimer(
+                timer_id=tid,
+                tenant=tenant,
+                stream=self.timers[tid].stream,
+                data=self.timers[tid].data,
+                fire_at_ms=ms,
+            )
+            for ms, tid in keys[:limit]
+        ]
+
     async def upcoming_timers(
         self, *, limit: int, after: tuple[int, int] | None = None
     ) -> list[DueTimer]:

@@ -278,3 +278,20 @@ async def test_append_on_a_store_that_went_down(pg_databases: Callable[[], str])
         admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true'.encode())
         admin.close()
         await store.close()
+
+
+async def test_a_tenants_timers_are_read_for_it_alone(actor_store: ActorStore) -> None:
+    """`tenant_timers`: one tenant's next timers, soonest first, whatever the others hold."""
+    at = 1_800_000_000_000
+    others = [NewTimer(tenant="b", stream="s", data="{}", fire_at_ms=at + i) for i in range(50)]
+    mine = [NewTimer(tenant="a", stream="s", data=f'{{"n": {i}}}', fire_at_ms=at + 100 - i)
+            for i in range(3)]  # fmt: skip
+    await actor_store.schedule(others, now=0.0)
+    ids = await actor_store.schedule(mine, now=0.0)
+    got = await actor_store.tenant_timers("a", limit=2)
+    assert [(t.timer_id, t.tenant, t.fire_at_ms) for t in got] == [
+        (ids[2], "a", at + 98),
+        (ids[1], "a", at + 99),
+    ]
+    assert await actor_store.tenant_timers("nobody", limit=10) == []
+    assert len(await actor_store.tenant_timers("b", limit=100)) == 50

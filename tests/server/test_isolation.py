@@ -22,6 +22,7 @@ from yoke.actors.metrics import DEPTH_LIMIT
 from yoke.executions import Limits, Principal
 from yoke.server import Server, TokenBook
 from yoke.server.metrics import TOP_SESSIONS
+from yoke.store.actor_records import NewTimer
 
 
 async def test_a_tenant_sees_only_its_own_sessions_in_the_scheduler(serve: Serve) -> None:
@@ -198,3 +199,27 @@ async def test_an_operator_token_with_a_max_priority_keeps_to_it_when_reprioriti
         r = await browser.post("/ui/actions/priority", data={**form, "priority": "4"})
         assert r.status_code == 303
         assert (await client("admin").get(f"/v1/starts/{sid}")).json()["priority"] == 4
+
+
+# -- the timers view ---------------------------------------------------------------------------
+async def test_a_tenant_sees_its_next_timers_however_many_others_hold(start: Start) -> None:
+    """A tenant's `/v1/timers` (and the Timers page) list its own next timers, read for that
+    tenant alone: another tenant's thousand earlier timers neither hide them nor show."""
+    server, client = await start(worker=False)
+    store = server.app.actors._require()
+    now = server.app.clock.wall()
+    soon = int(now * 1000) + 3_600_000
+    theirs = [
+        NewTimer(tenant="globex", stream="carts", data='{"cart_id": "g"}', fire_at_ms=soon + i)
+        for i in range(1000)
+    ]
+    await store.schedule(theirs, now=now)
+    mine = NewTimer(tenant="acme", stream="carts", data='{"cart_id": "a"}', fire_at_ms=soon + 5000)
+    [mine_id] = await store.schedule([mine], now=now)
+    acme = client("acme")
+    view = (await acme.get("/v1/timers", params={"limit": 5})).json()
+    assert [(t["timer_id"], t["tenant"]) for t in view["items"]] == [(mine_id, "acme")]
+    page = (await acme.get("/ui/timers")).text
+    assert f"<td>{mine_id}</td>" in page and "globex" not in page
+    admin = (await client("admin").get("/v1/timers", params={"limit": 5})).json()
+    assert {t["tenant"] for t in admin["items"]} == {"globex"}  # every tenant's, soonest first

@@ -171,8 +171,11 @@ class ActorInspector:
             created_at=info.created_at,
         )
 
-    async def timers(self, *, limit: int) -> list[DueTimer]:
-        """The next `limit` timers not fired yet, every tenant's, soonest first."""
+    async def timers(self, *, limit: int, tenant: str | None = None) -> list[DueTimer]:
+        """The next `limit` timers not fired yet, of `tenant` or every tenant's, soonest
+        first."""
+        if tenant is not None:
+            return await self._store().tenant_timers(tenant, limit=limit)
         return await self._store().upcoming_timers(limit=limit)
 
     async def workers(self) -> list[WorkerView]:

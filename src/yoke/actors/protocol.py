@@ -152,6 +152,10 @@ class ActorStore(LeaseStore, Protocol):
         with `after`, only those that come after that (fire_at_ms, timer_id)."""
         ...
 
+    async def tenant_timers(self, tenant: str, *, limit: int) -> list[DueTimer]:
+        """One tenant's earliest `limit` timers not fired yet, by (fire_at_ms, timer_id)."""
+        ...
+
     async def fire_timers(
         self, fire: Sequence[tuple[int, NewEvent]], *, owner: str | None, now: float
     ) -> list[int]:

@@ -419,16 +419,12 @@ class ActorVerbs:
             rows = await tx.all(
                 "upcoming_timers", {"limit": limit, "after_ms": after_ms, "after_id": after_id}
             )
-        return [
-            DueTimer(
-                timer_id=int(r["timer_id"]),
-                tenant=str(r["tenant"]),
-                stream=str(r["stream"]),
-                data=str(r["data"]),
-                fire_at_ms=int(r["fire_at_ms"]),
-            )
-            for r in rows
-        ]
+        return _due_timers(rows)
+
+    async def tenant_timers(self, tenant: str, *, limit: int) -> list[DueTimer]:
+        async with self._t.read() as tx:
+            rows = await tx.all("tenant_timers", {"tenant": tenant, "limit": limit})
+        return _due_timers(rows)
 
     async def fire_timers(
         self, fire: Sequence[tuple[int, NewEvent]], *, owner: str | None, now: float
@@ -611,6 +607,19 @@ def _pending_fields(r: Row) -> dict[str, Any]:
         "attempts": int(r["attempts"]),
         "appended_at": float(r["appended_at"]),
     }
+
+
+def _due_timers(rows: list[Row]) -> list[DueTimer]:
+    return [
+        DueTimer(
+            timer_id=int(r["timer_id"]),
+            tenant=str(r["tenant"]),
+            stream=str(r["stream"]),
+            data=str(r["data"]),
+            fire_at_ms=int(r["fire_at_ms"]),
+        )
+        for r in rows
+    ]
 
 
 def _claimed(r: Row) -> ClaimedEvent:

@@ -21,7 +21,6 @@ from yoke.server.models_actors import actor_json, worker_json
 from yoke.server.state import ServerState
 
 STATUSES = tuple(s.value for s in ExecutionStatus)
-TIMERS_READ = 500  # timers read to find a tenant's next ones (the store lists every tenant's)
 
 
 def need(p: Principal, *roles: str) -> None:
@@ -105,7 +104,7 @@ async def workers(s: ServerState, p: Principal) -> dict[str, Any]:
 
 async def timers(s: ServerState, p: Principal, *, limit: int = 50) -> dict[str, Any]:
     mine = None if privileged(p) else home_tenant(p)
-    rows = await s.app.actors.inspect.timers(limit=limit if mine is None else TIMERS_READ)
+    rows = await s.app.actors.inspect.timers(limit=limit, tenant=mine)
     now_ms = int(s.app.clock.wall() * 1000)
     items = [
         {
@@ -117,9 +116,8 @@ async def timers(s: ServerState, p: Principal, *, limit: int = 50) -> dict[str, 
             "data": json.loads(t.data),
         }
         for t in rows
-        if mine is None or t.tenant == mine
     ]
-    return {"items": items[:limit]}
+    return {"items": items}
 
 
 async def audit(

@@ -404,6 +404,13 @@ WHERE fire_at_ms >= %(after_ms)s AND (fire_at_ms > %(after_ms)s OR timer_id > %(
 ORDER BY fire_at_ms, timer_id
 LIMIT %(limit)s;
 
+-- name: tenant_timers
+-- One tenant's next timers, soonest first (scheduled_events_tenant_due).
+SELECT timer_id, tenant, stream, data, fire_at_ms FROM scheduled_events
+WHERE tenant = %(tenant)s
+ORDER BY fire_at_ms, timer_id
+LIMIT %(limit)s;
+
 -- name: take_timers
 -- Step by step: delete these timers unless fired already or being fired by another worker.
 DELETE FROM scheduled_events

@@ -336,6 +336,13 @@ WHERE fire_at_ms >= :after_ms AND (fire_at_ms > :after_ms OR timer_id > :after_i
 ORDER BY fire_at_ms, timer_id
 LIMIT :limit;
 
+-- name: tenant_timers
+-- One tenant's next timers, soonest first (scheduled_events_tenant_due).
+SELECT timer_id, tenant, stream, data, fire_at_ms FROM scheduled_events
+WHERE tenant = :tenant
+ORDER BY fire_at_ms, timer_id
+LIMIT :limit;
+
 -- name: take_timers
 -- Delete these timers unless fired already (one writer at a time: no row locks needed).
 DELETE FROM scheduled_events

@@ -166,6 +166,8 @@ CREATE TABLE scheduled_events (
 
 CREATE INDEX scheduled_events_due ON scheduled_events (fire_at_ms);
 
+CREATE INDEX scheduled_events_tenant_due ON scheduled_events (tenant, fire_at_ms, timer_id);
+
 CREATE TABLE runtime_workers (
     worker_id TEXT PRIMARY KEY,
     hostname TEXT NOT NULL,
