@@ -4,8 +4,9 @@ A worker has no API server, so this answers `GET /metrics` only (anything else i
 request per connection; the request head is bounded and must arrive within a few seconds).
 It serves the app's actor registry: the specification's actor metrics, the executor metrics of this
 worker (`yoke_executor_boot_phase_seconds`, `yoke_executors`, `yoke_executor_crashes_total`),
-and the store gauges read at each scrape. Like the server's `/metrics` it asks for no token,
-so it listens on loopback unless told otherwise. This module must never change the app.
+and the store gauges read at each scrape. A worker holds no tokens, so unlike the server's
+`/metrics` it asks for none (its labels name tenants' instances): it listens on loopback
+unless told otherwise. This module must never change the app.
 """
 
 from __future__ import annotations
