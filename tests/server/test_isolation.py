@@ -6,11 +6,13 @@ full range)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from tests.server.conftest import (
+    TOKENS,
     TOKENS_TOML,
     Serve,
     Start,
@@ -75,10 +77,37 @@ async def test_without_tokens_metrics_are_the_local_admins(serve: Serve) -> None
 
 
 async def test_a_scraper_may_read_metrics_and_nothing_else(serve: Serve) -> None:
-    _, client = await serve()
+    """A METRICS token reads `/metrics` (and the public routes); every other route of the
+    table, those open to any principal included, is 403 before its body is judged, and the
+    dashboard does not take it: a scraper's token cannot start work or read a tenant's."""
+    server, client = await serve(Limits(max_running=1))
     scraper = client("scraper")
-    assert (await scraper.get("/v1/workers")).status_code == 403
-    assert (await scraper.put("/v1/limits", json={"max_running": 1})).status_code == 403
+    admin = client("admin")
+    await client("acme").post("/v1/starts", json={"workflow": "hold"})
+    before = (await admin.get("/v1/scheduler")).json(), (await admin.get("/v1/audit")).json()
+    for op in server.ops:
+        url = re.sub(r"{(\w+)(?::\w+)?}", r"no-such-\1", op.path)
+        body = b'{"workflow": "echo"}' if op.body is not None else None
+        r = await scraper.request(op.method, url, content=body)
+        if op.access.public:
+            assert r.status_code != 403, (op.method, op.path)
+        elif op.path == "/metrics":
+            assert r.status_code == 200 and "yoke_starts_total" in r.text
+        else:
+            assert_problem(r, 403)
+    r = await scraper.post("/v1/starts", json={"workflow": "echo"})
+    assert "may read /metrics alone" in assert_problem(r, 403)["detail"]
+    assert ((await admin.get("/v1/scheduler")).json(), (await admin.get("/v1/audit")).json()) == (
+        before
+    )
+    browser = client("nobody")
+    refused = await browser.post("/ui/login", data={"token": TOKENS["scraper"][0]})
+    assert refused.status_code == 403 and "yoke_session" not in refused.headers.get(
+        "set-cookie", ""
+    )
+    page = await scraper.get("/ui/")
+    assert page.status_code == 303 and page.headers["location"].startswith("/ui/login")
+    assert (await scraper.get("/ui/f/overview")).status_code == 401
 
 
 async def test_session_labels_stay_bounded_however_many_tenants(serve: Serve) -> None:

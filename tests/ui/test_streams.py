@@ -60,3 +60,13 @@ async def test_one_tenant_cannot_take_every_stream(server: Running) -> None:
             break
         await asyncio.sleep(0.1)  # the server notices the disconnects at its own pace
     assert status == 200
+
+
+async def test_a_scraper_opens_no_stream(server: Running) -> None:
+    """A METRICS token reads /metrics alone: no dashboard, no stream."""
+    status, stream = await open_stream(server.url, "scraper")
+    await close_all([stream])
+    assert status == 401
+    status, stream = await open_stream(server.url, "acme")
+    await close_all([stream])
+    assert status == 200

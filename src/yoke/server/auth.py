@@ -243,6 +243,12 @@ def privileged(p: Principal) -> bool:
     return p.has_any(OPERATOR, ADMIN)
 
 
+def scraper(p: Principal) -> bool:
+    """A METRICS token without OPERATOR or ADMIN: it reads `/metrics` and nothing else (a
+    scraper's token, often kept less carefully, must not start work or read a tenant's)."""
+    return p.has_any(METRICS) and not privileged(p)
+
+
 def tenant_of(p: Principal) -> str:
     return p.tenant or p.name
 

@@ -4,8 +4,9 @@ An `Op` names a method and path, the handler, who may call it (`Access`), its re
 its answers. `starlette_routes` turns the rows into routes whose endpoint checks, in this order
 and before the handler reads anything: the caller is known (401, unless the row is public; the
 `Authenticate` middleware only says who the token belongs to), holds one of the row's roles
-(403), and sends a JSON body as `application/json` (415). Only then does the handler parse the
-body (400/422), so a caller without the role learns nothing about what a valid body is.
+(403; a row open to any principal is still closed to a METRICS-only scraper), and sends a
+JSON body as `application/json` (415). Only then does the handler parse the body (400/422),
+so a caller without the role learns nothing about what a valid body is.
 `server/openapi.py` describes the same rows, so the routes, their role checks and the API
 description cannot disagree.
 
@@ -32,7 +33,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from yoke.errors import Forbidden, YokeError
-from yoke.server.auth import principal_of
+from yoke.server.auth import principal_of, scraper
 from yoke.server.problems import http_error_handler, yoke_error_handler
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -128,6 +129,8 @@ def guarded(op: Op) -> Handler:
             p = principal_of(request)
             if roles and not p.has_any(*roles):
                 raise Forbidden(f"{p.name} lacks role {' or '.join(sorted(roles))}")
+            if not roles and scraper(p):
+                raise Forbidden(f"{p.name} holds only METRICS: it may read /metrics alone")
         # A body that is not declared JSON is refused unread: a browser's cross-site form or
         # `text/plain` POST cannot pass for an API call.
         if (

@@ -29,6 +29,7 @@ from yoke.server.auth import (
     check_visible,
     principal_in,
     privileged,
+    scraper,
 )
 from yoke.server.state import ServerState, read_body
 from yoke.server.ui import sessions as ss
@@ -66,6 +67,8 @@ class Pages:
         """(principal, session, new session made): a local admin gets a session on first sight
         of a page (`make`), the answer that can hand it its cookie."""
         p = principal_in(request.scope)
+        if p is not None and scraper(p):
+            p = None  # a METRICS token reads /metrics alone: no dashboard
         session = self.sessions.of_scope(request.scope)
         if make and p is not None and self.s.tokens is None and session is None:
             return p, self.sessions.create(LOCAL_ADMIN), True
@@ -181,6 +184,9 @@ class Pages:
             entry = tokens.entry_for(token) if token else None
             if entry is None:
                 return self._login(request, error="that token is not valid", status=401)
+            if scraper(entry.principal):
+                error = "a METRICS token reads /metrics alone: log in with another token"
+                return self._login(request, error=error, status=403)
             session = self.sessions.create(entry.principal, max_priority=entry.max_priority)
         target = _safe_next(form.get("next"))
         response = RedirectResponse(target, status_code=303)

@@ -25,7 +25,7 @@ from starlette.types import Receive, Scope, Send
 
 from yoke.errors import LimitExceeded, NotRunning, Unauthorized, YokeError
 from yoke.executions import Principal
-from yoke.server.auth import principal_in, privileged, tenant_of
+from yoke.server.auth import principal_in, privileged, scraper, tenant_of
 from yoke.server.problems import from_yoke_error
 from yoke.server.ui.hub import Hub
 
@@ -56,7 +56,7 @@ class EventStream:
         hub = self.hub
         try:
             p = principal_in(scope)
-            if p is None:
+            if p is None or scraper(p):
                 raise Unauthorized("log in first")
             if hub.closed:
                 raise NotRunning("shutting down")
