@@ -35,7 +35,7 @@ from rich.text import Text
 import yoke
 from yoke.executions import Limits
 from yoke.server.asgi import Server
-from yoke.server.recorder import OTHER, percentile
+from yoke.server.recorder import percentile
 
 SLOTS = 4
 WORK_SECONDS = 0.08  # mean work per start: capacity SLOTS / WORK_SECONDS = 50 starts/s
@@ -161,7 +161,7 @@ class Demo:
         served = rec.sessions(seconds)
         light = [w for t in LIGHT if (s := served.get(t)) for w in s.waits]
         flood = served.get(FLOOD)
-        total = sum(s.starts for name, s in served.items() if name != OTHER)
+        total = rec.totals(seconds)[0]
         jains = [j for j in rec.series(seconds, [])["jain"] if j is not None]
         elapsed = time.monotonic() - self.began
         return Summary(

@@ -4,8 +4,17 @@ The scheduler knows its present (the kernel's queue, the ledger's slots); rates,
 shares over a window need a memory of the last minutes, kept here in one-second buckets fed by
 the executions' grant listener (one call per granted start, no task per start) and by the
 server's own answer counters, sampled once a second. Memory is bounded whatever the load: a
-ring of `HISTORY` buckets, each holding at most `MAX_SESSIONS` sessions (the rest are summed as
-one `_other` row) and a uniform sample of at most `WAIT_SAMPLES` waits per session.
+ring of `HISTORY` buckets, each naming at most `MAX_SESSIONS` sessions, with a uniform sample of
+at most `WAIT_SAMPLES` waits per session.
+
+Tenants are adversaries: one that opens thousands of sessions a second must not push another's
+figures out of its view. So a second names at most `MAX_PER_TENANT` sessions of one tenant (the
+part of a session's name before its first `/`, as the routes' ownership rule reads it), and a
+session it cannot name is folded into its own tenant's aggregate, which only that tenant (and the
+operators) see. Aggregates live apart from the named sessions, keyed by tenant, so no session
+or tenant name can be taken for one (a session called `_other` is just a session). Beyond
+`MAX_TENANTS` aggregates in one second (only a privileged principal can name that many tenants),
+a grant is counted in the second's totals alone.
 
 This module must never read the store or change the scheduler; it only counts.
 """
@@ -21,9 +30,15 @@ from dataclasses import dataclass, field
 from yoke.executions import Start
 
 HISTORY = 600  # seconds kept: the charts show up to ten minutes
-MAX_SESSIONS = 2000  # sessions named per second; more are summed under OTHER
+MAX_SESSIONS = 2000  # sessions named per second, all tenants together
+MAX_PER_TENANT = 200  # sessions of one tenant named per second; the rest fold into its aggregate
+MAX_TENANTS = 2000  # tenants' aggregates per second
 WAIT_SAMPLES = 32  # waits kept per session per second (a uniform reservoir)
-OTHER = "_other"
+
+
+def tenant_of_session(session: str) -> str:
+    """The tenant a session belongs to: `acme` for `acme` and `acme/cart-7`."""
+    return session.partition("/")[0]
 
 
 @dataclass(slots=True)
@@ -39,7 +54,9 @@ class _Second:
     starts: int = 0
     refused: int = 0
     jain: float | None = None
-    lanes: dict[str, _Lane] = field(default_factory=dict)
+    lanes: dict[str, _Lane] = field(default_factory=dict)  # by session
+    named: dict[str, int] = field(default_factory=dict)  # sessions named per tenant
+    folded: dict[str, _Lane] = field(default_factory=dict)  # by tenant: sessions not named
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -82,14 +99,9 @@ class Recorder:
         self.grants += 1
         second = self._now()
         second.starts += 1
-        name = start.session
-        lane = second.lanes.get(name)
+        lane = second.lanes.get(start.session) or self._lane(second, start.session)
         if lane is None:
-            if len(second.lanes) >= MAX_SESSIONS:
-                name = OTHER
-                lane = second.lanes.setdefault(OTHER, _Lane())
-            else:
-                lane = second.lanes[name] = _Lane()
+            return
         lane.starts += 1
         if start.decided_at is None:
             return
@@ -101,6 +113,21 @@ class Recorder:
             slot = self._rng.randrange(lane.seen)
             if slot < WAIT_SAMPLES:
                 lane.waits[slot] = wait
+
+    @staticmethod
+    def _lane(second: _Second, session: str) -> _Lane | None:
+        """A new lane for `session` in `second`: its own if the second may name it, else its
+        tenant's aggregate; None when even aggregates are full."""
+        tenant = tenant_of_session(session)
+        named = second.named.get(tenant, 0)
+        if len(second.lanes) < MAX_SESSIONS and named < MAX_PER_TENANT:
+            second.named[tenant] = named + 1
+            own = second.lanes[session] = _Lane()
+            return own
+        folded = second.folded.get(tenant)
+        if folded is None and len(second.folded) < MAX_TENANTS:
+            folded = second.folded[tenant] = _Lane()
+        return folded
 
     def refused(self, count: int) -> None:
         if count > 0:
@@ -120,25 +147,26 @@ class Recorder:
         return sum(s.starts for s in window), sum(s.refused for s in window)
 
     def sessions(self, seconds: int) -> dict[str, SessionWindow]:
-        starts: dict[str, int] = {}
-        waits: dict[str, list[float]] = {}
-        for second in self._window(seconds):
-            for name, lane in second.lanes.items():
-                starts[name] = starts.get(name, 0) + lane.starts
-                waits.setdefault(name, []).extend(lane.waits)
-        return {
-            name: SessionWindow(session=name, starts=n, waits=tuple(waits.get(name, ())))
-            for name, n in starts.items()
-        }
+        """The named sessions over the last `seconds`."""
+        return _summed(s.lanes for s in self._window(seconds))
+
+    def folded(self, seconds: int) -> dict[str, SessionWindow]:
+        """By tenant: the sessions it had beyond those named, summed (`session` is the tenant)."""
+        return _summed(s.folded for s in self._window(seconds))
 
     def starts_where(self, seconds: int, keep: Callable[[str], bool]) -> list[float]:
-        """Per second, oldest first: the starts of the sessions `keep` accepts."""
+        """Per second, oldest first: the starts of the sessions `keep` accepts, with those
+        folded into the aggregates of the tenants it accepts (`keep(tenant)`)."""
         now = int(self._wall())
         by_at = {s.at: s for s in self._window(seconds)}
         out = []
         for at in range(now - seconds + 1, now + 1):
             s = by_at.get(at)
-            out.append(float(sum(v.starts for n, v in s.lanes.items() if keep(n))) if s else 0.0)
+            if s is None:
+                out.append(0.0)
+                continue
+            named = sum(v.starts for n, v in s.lanes.items() if keep(n))
+            out.append(float(named + sum(v.starts for t, v in s.folded.items() if keep(t))))
         return out
 
     def series(self, seconds: int, sessions: Iterable[str]) -> dict[str, list[float | None]]:
@@ -160,3 +188,16 @@ class Recorder:
                 lane = s.lanes.get(name) if s else None
                 out[f"wait:{name}"].append(percentile(lane.waits, 0.5) if lane else None)
         return out
+
+
+def _summed(seconds: Iterable[dict[str, _Lane]]) -> dict[str, SessionWindow]:
+    starts: dict[str, int] = {}
+    waits: dict[str, list[float]] = {}
+    for lanes in seconds:
+        for name, lane in lanes.items():
+            starts[name] = starts.get(name, 0) + lane.starts
+            waits.setdefault(name, []).extend(lane.waits)
+    return {
+        name: SessionWindow(session=name, starts=n, waits=tuple(waits.get(name, ())))
+        for name, n in starts.items()
+    }

@@ -23,7 +23,6 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 from yoke.executions import Principal
-from yoke.server.recorder import OTHER
 from yoke.server.state import ServerState
 from yoke.server.ui import queue
 from yoke.server.ui.api import DashboardApi
@@ -84,7 +83,7 @@ class Dashboard:
         k = self.s.executions.kernel
         if k.queued > LARGE:
             return  # a pass over every queued session each second costs too much: skip it
-        served = [n for n in self.s.recorder.sessions(10) if n != OTHER]
+        served = list(self.s.recorder.sessions(10))
         whole = queue.shares(k, visible=None, query=None, served={}, also=served, k=0)
         self.s.recorder.jain(whole.jain)
 

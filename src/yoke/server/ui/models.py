@@ -67,6 +67,13 @@ class FairnessItemOut(BaseModel):
     starving: bool = Field(description="queued, and no start in the window while others had")
 
 
+class FoldedOut(BaseModel):
+    tenant: str
+    starts: int
+    wait_p50: float | None
+    wait_p99: float | None
+
+
 class FairnessOut(BaseModel):
     window_seconds: int
     jain: float
@@ -75,6 +82,10 @@ class FairnessOut(BaseModel):
     running: int
     query: str | None
     items: list[FairnessItemOut]
+    folded: list[FoldedOut] = Field(
+        description="per tenant: its sessions beyond those the dashboard names each second, "
+        "summed (a tenant sees only its own)"
+    )
 
 
 class SeriesOut(BaseModel):

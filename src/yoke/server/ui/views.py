@@ -20,7 +20,7 @@ from yoke.errors import YokeError
 from yoke.executions import Principal, Start
 from yoke.server.auth import owns, privileged
 from yoke.server.explain import RATE_WINDOW
-from yoke.server.recorder import OTHER, SessionWindow, percentile
+from yoke.server.recorder import SessionWindow, percentile, tenant_of_session
 from yoke.server.state import ServerState
 from yoke.server.ui import queue
 
@@ -56,8 +56,7 @@ async def limits_set_by(s: ServerState) -> dict[str, Any]:
 def _rate(s: ServerState, p: Principal, seconds: int) -> float:
     if privileged(p):
         return s.recorder.totals(seconds)[0] / seconds
-    mine = s.recorder.sessions(seconds)
-    return sum(w.starts for name, w in mine.items() if owns(p, name)) / seconds
+    return sum(s.recorder.starts_where(seconds, lambda name: owns(p, name))) / seconds
 
 
 async def overview(s: ServerState, p: Principal) -> dict[str, Any]:
@@ -151,14 +150,16 @@ async def fairness(
 ) -> dict[str, Any]:
     ex = s.executions
     ledger = await s.store().ledger()
+    see = _visible(p)
     served = s.recorder.sessions(window)
-    total_starts = sum(w.starts for w in served.values())
+    folded = {t: w for t, w in s.recorder.folded(window).items() if see(t)}
+    total_starts = s.recorder.totals(window)[0]
     now = queue.shares(
         ex.kernel,
         visible=None if privileged(p) else _visible(p),
         query=q,
         served={n: w.starts for n, w in served.items() if w.starts},
-        also=[n for n in served if n != OTHER],
+        also=list(served),
         k=k,
     )
     total_weight = now.total_weight or 1.0
@@ -180,7 +181,12 @@ async def fairness(
                 "target_share": round(weight / total_weight, 4),
                 "wait_p50": None if p50 is None else round(p50, 4),
                 "wait_p99": None if p99 is None else round(p99, 4),
-                "starving": bool(queued and not won.starts and total_starts),
+                "starving": bool(
+                    queued
+                    and not won.starts
+                    and total_starts
+                    and tenant_of_session(name) not in folded  # its starts may be in there
+                ),
             }
         )
     return {
@@ -191,7 +197,20 @@ async def fairness(
         "running": total_running,
         "query": q,
         "items": rows,
+        "folded": [
+            {
+                "tenant": t,
+                "starts": w.starts,
+                "wait_p50": _rounded(percentile(w.waits, 0.5)),
+                "wait_p99": _rounded(percentile(w.waits, 0.99)),
+            }
+            for t, w in sorted(folded.items())
+        ],
     }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def series(s: ServerState, p: Principal, *, seconds: int) -> dict[str, Any]:
@@ -201,7 +220,7 @@ def series(s: ServerState, p: Principal, *, seconds: int) -> dict[str, Any]:
     served = s.recorder.sessions(seconds)
     top = heapq.nlargest(
         5,
-        (w for n, w in served.items() if n != OTHER and see(n)),
+        (w for n, w in served.items() if see(n)),
         key=lambda w: (w.starts, w.session),
     )
     names = [w.session for w in top]
