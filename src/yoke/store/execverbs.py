@@ -476,6 +476,18 @@ class ExecutionVerbs:
     async def steps_of(self, execution_id: str) -> list[StepRow]:
         async with self._t.read() as tx:
             rows = await tx.all("steps_of", {"execution_id": execution_id})
+        return self._steps(rows)
+
+    async def steps_page(self, execution_id: str, *, after: int, limit: int) -> list[StepRow]:
+        """At most `limit` steps past position `after`, in order (one index range: the
+        primary key)."""
+        args = {"execution_id": execution_id, "after": after, "limit": limit}
+        async with self._t.read() as tx:
+            rows = await tx.all("steps_page", args)
+        return self._steps(rows)
+
+    @staticmethod
+    def _steps(rows: list[Any]) -> list[StepRow]:
         return [
             StepRow(
                 execution_id=str(r["execution_id"]),

@@ -42,6 +42,12 @@ class DashboardApi:
         window = query("window", {"type": "integer", "minimum": 5, "maximum": 600}, "seconds")
         seconds = query("seconds", {"type": "integer", "minimum": 10, "maximum": 600}, "seconds")
         page = query("limit", {"type": "integer", "minimum": 1, "maximum": 500}, "page size")
+        steps = query(
+            "limit",
+            {"type": "integer", "minimum": 1, "maximum": stored.MAX_STEPS_PAGE},
+            "steps per page",
+        )
+        cursor = query("cursor", {"type": "string", "pattern": "^[0-9]{1,18}$"}, "next_cursor")
         before = query("before", {"type": "integer", "minimum": 1, "maximum": 2**62},
                        "next_before of the page before")  # fmt: skip
         # fmt: off
@@ -61,7 +67,8 @@ class DashboardApi:
             Op("GET", "/v1/timers", self.timers, ANY, "timers", "The next timers due",
                query=(limit,), answers=ok(m.TimerListOut, "Timers"), errors=(422,)),
             Op("GET", "/v1/executions/{execution_id}/steps", self.steps, ANY, "executionSteps",
-               "An execution with its recorded steps and the executions it was restarted from",
+               "An execution with a page of its recorded steps and the executions it was "
+               "restarted from", query=(steps, cursor),
                answers=ok(m.ExecutionDetailOut, "The execution"), errors=(404, 422)),
             Op("GET", "/v1/audit/recent", self.audit, ADMINS, "recentAudit",
                "Control-log entries, newest first", query=(page, before),
@@ -95,7 +102,12 @@ class DashboardApi:
 
     async def steps(self, request: Request) -> Response:
         execution_id = check_text(request.path_params["execution_id"], "execution_id")
-        data = await stored.execution(self.s, principal_of(request), execution_id)
+        limit = query_int(
+            request, "limit", default=stored.STEPS_PAGE, low=1, high=stored.MAX_STEPS_PAGE
+        )
+        after = stored.step_cursor(request.query_params.get("cursor"))
+        p = principal_of(request)
+        data = await stored.execution(self.s, p, execution_id, after=after, limit=limit)
         return json_response(data)
 
     async def audit(self, request: Request) -> Response:

@@ -112,6 +112,7 @@ class LineageOut(BaseModel):
 
 class ExecutionDetailOut(ExecutionOut):
     steps: list[StepOut]
+    next_cursor: str | None = Field(description="pass as cursor for the next page of steps")
     lineage: list[LineageOut]
 
 

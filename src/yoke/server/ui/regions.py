@@ -109,7 +109,8 @@ async def _execution(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[st
     execution_id = _text(q.get("id"), "execution id")
     if execution_id is None:
         raise BadValue("which execution? (?id=)")
-    return await stored.execution(s, p, execution_id)
+    after = stored.step_cursor(_text(q.get("cursor"), "cursor"))
+    return await stored.execution(s, p, execution_id, after=after)
 
 
 async def _actors(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +145,9 @@ REGIONS = {
             params=("status", "session", "workflow", "cursor"),
             feed=_executions,
         ),
-        Region(name="execution", template="r_execution.html", params=("id",), feed=_execution),
+        Region(
+            name="execution", template="r_execution.html", params=("id", "cursor"), feed=_execution
+        ),
         Region(name="actors", template="r_actors.html", params=(), feed=_actors),
         Region(name="workers", template="r_workers.html", params=(), feed=_workers),
         Region(name="timers", template="r_timers.html", params=(), feed=_timers),

@@ -21,6 +21,17 @@ from yoke.server.models_actors import actor_json, worker_json
 from yoke.server.state import ServerState
 
 STATUSES = tuple(s.value for s in ExecutionStatus)
+STEPS_PAGE = 100  # steps per page by default
+MAX_STEPS_PAGE = 500  # an execution may record any number of steps: a page is bounded
+
+
+def step_cursor(raw: str | None) -> int:
+    """The position a page of steps starts after (-1: from the first)."""
+    if raw is None:
+        return -1
+    if not (raw.isascii() and raw.isdigit() and len(raw) < 19):
+        raise BadValue("cursor must be the next_cursor of an earlier page")
+    return int(raw)
 
 
 def need(p: Principal, *roles: str) -> None:
@@ -52,12 +63,21 @@ async def executions(
     return {"items": [execution_json(e) for e in page.items], "next_cursor": page.next_cursor}
 
 
-async def execution(s: ServerState, p: Principal, execution_id: str) -> dict[str, Any]:
-    """One execution with its recorded steps (a child workflow is a step named `child:...`)
-    and the executions it was restarted or resumed from."""
+async def execution(
+    s: ServerState,
+    p: Principal,
+    execution_id: str,
+    *,
+    after: int = -1,
+    limit: int = STEPS_PAGE,
+) -> dict[str, Any]:
+    """One execution with a page of its recorded steps (a child workflow is a step named
+    `child:...`) past position `after`, and the executions it was restarted or resumed from."""
     ex = await s.executions.get_execution(execution_id)
     check_visible(p, ex.session, f"execution {execution_id}")
-    steps = await s.store().steps_of(execution_id)
+    steps = await s.store().steps_page(execution_id, after=after, limit=limit + 1)
+    more = len(steps) > limit
+    steps = steps[:limit]
     lineage: list[dict[str, str]] = []
     source = ex.restarted_from or ex.resumed_from
     while source is not None and len(lineage) < 20:
@@ -78,6 +98,7 @@ async def execution(s: ServerState, p: Principal, execution_id: str) -> dict[str
             }
             for st in steps
         ],
+        "next_cursor": str(steps[-1].position) if more else None,
         "lineage": lineage,
     }
 

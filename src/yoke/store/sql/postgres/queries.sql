@@ -50,6 +50,10 @@ VALUES (%(execution_id)s, %(position)s, %(name)s, %(result)s, %(now)s);
 -- name: steps_of
 SELECT * FROM yoke_steps WHERE execution_id = %(execution_id)s ORDER BY position;
 
+-- name: steps_page
+SELECT * FROM yoke_steps WHERE execution_id = %(execution_id)s AND position > %(after)s
+ORDER BY position LIMIT %(limit)s;
+
 -- name: append_control
 INSERT INTO yoke_control_log (kind, principal, tenant, roles, subject, before, after, at)
 VALUES (%(kind)s, %(principal)s, %(tenant)s, %(roles)s, %(subject)s, %(before)s, %(after)s, %(now)s)

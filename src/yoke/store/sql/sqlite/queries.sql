@@ -77,6 +77,10 @@ VALUES (:execution_id, :position, :name, :result, :now);
 -- name: steps_of
 SELECT * FROM yoke_steps WHERE execution_id = :execution_id ORDER BY position;
 
+-- name: steps_page
+SELECT * FROM yoke_steps WHERE execution_id = :execution_id AND position > :after
+ORDER BY position LIMIT :limit;
+
 -- name: append_control
 INSERT INTO yoke_control_log (kind, principal, tenant, roles, subject, before, after, at)
 VALUES (:kind, :principal, :tenant, :roles, :subject, :before, :after, :now)
