@@ -63,6 +63,9 @@ class Settings:
         24 * 3600.0, "seconds the first answer to an Idempotency-Key is kept for replays"
     )
     ready_timeout: float = setting(2.0, "seconds the store has to answer `/readyz`")
+    max_long_polls_per_tenant: int = setting(
+        100, "`?wait=` requests one tenant may hold open at once in a server (429 past it)"
+    )
     max_body_bytes: int = setting(1 << 20, "request body size at most (413 past it)")
     max_header_line_bytes: int = setting(
         16 << 10, "request line or one header line at most (414 / 431 past it)"
@@ -111,6 +114,9 @@ class Settings:
             "max_queued",
         ):
             _check_count(name, getattr(self, name))
+        _check_count("max_long_polls_per_tenant", self.max_long_polls_per_tenant)
+        if self.max_long_polls_per_tenant < 1:
+            raise BadValue("max_long_polls_per_tenant must be at least 1")
         for name in ("pg_pool_min", "pg_pool_max"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):

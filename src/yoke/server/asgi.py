@@ -31,6 +31,7 @@ from yoke.server import openapi
 from yoke.server.auth import Authenticate, TokenBook
 from yoke.server.guards import Guard
 from yoke.server.idempotency import AnswerStore, MemoryAnswers, Replayer, StoreAnswers
+from yoke.server.longpolls import LongPolls
 from yoke.server.metrics import Metrics
 from yoke.server.problems import LastResort, http_error_handler, yoke_error_handler
 from yoke.server.recorder import Recorder
@@ -74,6 +75,7 @@ class Server:
             metrics=Metrics(app.executions, app.actors),
             replayer=Replayer(answers or MemoryAnswers(), retention=retention),
             recorder=Recorder(app.clock.wall),
+            long_polls=LongPolls(app.settings.max_long_polls_per_tenant),
             max_wait=max_wait,
         )
         self.dashboard = Dashboard(self.state)

@@ -73,13 +73,14 @@ class ExecutionsRoutes:
             ex = await self._visible(request)
             body = parse(RestartIn, await read_body(request), empty_ok=True)
             check_priority(request, body.priority)
-            start = await self.s.executions.restart(
-                ex.execution_id,
-                body.from_step,
-                priority=body.priority,
-                principal=principal_of(request),
-            )
-            return await self.starts.start_answer(start, wait)
+            with self.starts.polling(request, wait):
+                start = await self.s.executions.restart(
+                    ex.execution_id,
+                    body.from_step,
+                    priority=body.priority,
+                    principal=principal_of(request),
+                )
+                return await self.starts.start_answer(start, wait)
 
         return await self.starts.counted(request, answer)
 
@@ -89,10 +90,11 @@ class ExecutionsRoutes:
             ex = await self._visible(request)
             body = parse(ResumeIn, await read_body(request), empty_ok=True)
             check_priority(request, body.priority)
-            start = await self.s.executions.resume(
-                ex.execution_id, priority=body.priority, principal=principal_of(request)
-            )
-            return await self.starts.start_answer(start, wait)
+            with self.starts.polling(request, wait):
+                start = await self.s.executions.resume(
+                    ex.execution_id, priority=body.priority, principal=principal_of(request)
+                )
+                return await self.starts.start_answer(start, wait)
 
         return await self.starts.counted(request, answer)
 

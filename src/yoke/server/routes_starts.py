@@ -8,6 +8,7 @@ first successful answer. This module must never decide admission: `app.execution
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -22,6 +23,7 @@ from yoke.server.auth import (
     check_visible,
     principal_of,
     privileged,
+    tenant_of,
 )
 from yoke.server.explain import RATE_WINDOW, explain
 from yoke.server.metrics import Outcome
@@ -39,6 +41,15 @@ class StartsRoutes:
     # -- shared with restart and resume ----------------------------------------------------
     def wait_of(self, request: Request) -> float | None:
         return query_float(request, "wait", low=0.0, high=self.s.max_wait)
+
+    def polling(
+        self, request: Request, wait: float | None
+    ) -> contextlib.AbstractContextManager[None]:
+        """One of the caller's tenant's long-polls while a request may wait (429 past the cap),
+        taken before the request writes anything, so a refused one has changed nothing."""
+        if not wait:
+            return contextlib.nullcontext()
+        return self.s.long_polls.hold(tenant_of(principal_of(request)))
 
     async def start_answer(self, start: Start, wait: float | None) -> Response:
         ex = self.s.executions
@@ -87,15 +98,16 @@ class StartsRoutes:
                 check_session(p, session)
             elif not privileged(p):
                 session = p.tenant or p.name
-            start = await self.s.executions.start(
-                body.workflow,
-                body.input,
-                session=session,
-                priority=body.priority,
-                idempotency_key=request.headers.get("idempotency-key"),
-                principal=p,
-            )
-            return await self.start_answer(start, wait)
+            with self.polling(request, wait):
+                start = await self.s.executions.start(
+                    body.workflow,
+                    body.input,
+                    session=session,
+                    priority=body.priority,
+                    idempotency_key=request.headers.get("idempotency-key"),
+                    principal=p,
+                )
+                return await self.start_answer(start, wait)
 
         return await self.counted(request, answer)
 
@@ -109,7 +121,8 @@ class StartsRoutes:
         wait = self.wait_of(request)
         start = await self._visible(request)
         if start.status is StartStatus.QUEUED and wait:
-            start = await self.s.executions.wait_granted(start.start_id, timeout=wait)
+            with self.polling(request, wait):
+                start = await self.s.executions.wait_granted(start.start_id, timeout=wait)
         return json_response(start_json(start))
 
     async def reprioritize(self, request: Request) -> Response:

@@ -27,6 +27,7 @@ from yoke.errors import BadValue, InvalidArgument, NotRunning, YokeError
 from yoke.executions import Executions
 from yoke.server.auth import TokenBook, principal_of
 from yoke.server.idempotency import Replayer, fingerprint
+from yoke.server.longpolls import LongPolls
 from yoke.server.metrics import Metrics
 from yoke.server.recorder import Recorder
 from yoke.store import Store
@@ -48,6 +49,7 @@ class ServerState:
     metrics: Metrics
     replayer: Replayer
     recorder: Recorder
+    long_polls: LongPolls
     max_wait: float = 60.0
     tasks: asyncio.TaskGroup | None = None
     shutdown_task: asyncio.Task[None] | None = None
