@@ -61,3 +61,22 @@ async def test_an_executions_steps_come_in_bounded_pages(served: tuple[Server, C
     assert f'href="/ui/executions/{ex}?cursor={STEPS_PAGE - 1}"' in html
     more = (await acme.get(f"/ui/executions/{ex}", params={"cursor": STEPS_PAGE - 1})).text
     assert f"<td>{total - 1}</td>" in more and "Next steps" not in more
+
+
+async def test_a_tenants_listing_holds_all_its_sessions_and_no_others(
+    served: tuple[Server, Client],
+) -> None:
+    _, client = served
+    for who, session in (("acme", "acme"), ("globex", "globex"), ("acme", "acme/cart-1")):
+        body = {"workflow": "echo", "session": session}
+        assert (await client(who).post("/v1/starts?wait=10", json=body)).status_code == 201
+    acme = client("acme")
+    listed = (await acme.get("/v1/executions")).json()["items"]
+    assert sorted(e["session"] for e in listed) == ["acme", "acme/cart-1"]
+    one = (await acme.get("/v1/executions", params={"limit": 1})).json()
+    assert [e["session"] for e in one["items"]] == ["acme/cart-1"] and one["next_cursor"]
+    page = await acme.get("/v1/executions", params={"limit": 1, "cursor": one["next_cursor"]})
+    assert [e["session"] for e in page.json()["items"]] == ["acme"]
+    assert (await acme.get("/v1/executions?session=globex")).json()["items"] == []
+    html = (await acme.get("/ui/executions")).text
+    assert "acme/cart-1" in html and "globex" not in html

@@ -81,6 +81,7 @@ class Reading:
         workflow: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        tenant: str | None = None,
     ) -> Page:
         if isinstance(status, str):
             try:
@@ -96,7 +97,12 @@ class Reading:
             except (TypeError, ValueError):
                 raise BadValue(f"bad cursor {cursor!r}") from None
         rows = await self._s.require().list_executions(
-            status=status, session=session, workflow=workflow, before_seq=before, limit=limit + 1
+            status=status,
+            session=session,
+            workflow=workflow,
+            before_seq=before,
+            limit=limit + 1,
+            tenant=tenant,
         )
         more = len(rows) > limit
         rows = rows[:limit]

@@ -183,9 +183,16 @@ class Executions:
         workflow: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        tenant: str | None = None,
     ) -> Page:
+        """Newest first. `tenant`: only its sessions' (`acme` and `acme/...`)."""
         return await self.reading.list(
-            status=status, session=session, workflow=workflow, limit=limit, cursor=cursor
+            status=status,
+            session=session,
+            workflow=workflow,
+            limit=limit,
+            cursor=cursor,
+            tenant=tenant,
         )
 
     async def limits(self) -> Limits:

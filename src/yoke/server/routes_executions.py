@@ -52,13 +52,18 @@ class ExecutionsRoutes:
         if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) < 19):
             raise BadValue("cursor must be the next_cursor of an earlier page")
         limit = query_int(request, "limit", default=100, low=1, high=1000)
+        tenant = None
         if not privileged(p):
-            if session is None:
-                session = tenant_of(p)
-            elif not owns(p, session):  # another tenant's session: as if it had nothing
+            if session is not None and not owns(p, session):  # as if it had nothing
                 return json_response({"items": [], "next_cursor": None})
+            tenant = tenant_of(p)  # read from its own rows alone, whatever the filters
         page = await self.s.executions.list(
-            status=status, session=session, workflow=workflow, limit=limit, cursor=cursor
+            status=status,
+            session=session,
+            workflow=workflow,
+            limit=limit,
+            cursor=cursor,
+            tenant=tenant,
         )
         return json_response(
             {"items": [execution_json(e) for e in page.items], "next_cursor": page.next_cursor}

@@ -444,18 +444,20 @@ class ExecutionVerbs:
         workflow: str | None = None,
         before_seq: int | None = None,
         limit: int = 100,
+        tenant: str | None = None,
     ) -> list[ExecutionRow]:
+        args: dict[str, Any] = {
+            "status": None if status is None else status.value,
+            "session": session,
+            "workflow": workflow,
+            "before_seq": before_seq,
+            "limit": limit,
+        }
         async with self._t.read() as tx:
-            rows = await tx.all(
-                "list_executions",
-                {
-                    "status": None if status is None else status.value,
-                    "session": session,
-                    "workflow": workflow,
-                    "before_seq": before_seq,
-                    "limit": limit,
-                },
-            )
+            if tenant is None:
+                rows = await tx.all("list_executions", args)
+            else:
+                rows = await tx.all("tenant_executions", {**args, "tenant": tenant})
         return [execution_row(r) for r in rows]
 
     async def record_step(

@@ -149,8 +149,10 @@ class Store(Protocol):
         workflow: str | None = None,
         before_seq: int | None = None,
         limit: int = 100,
+        tenant: str | None = None,
     ) -> list[ExecutionRow]:
-        """Newest first; `before_seq` is the keyset cursor of the next page."""
+        """Newest first; `before_seq` is the keyset cursor of the next page. With `tenant`, only
+        the executions of its sessions (`acme`, `acme/...`), read from that tenant's rows."""
         ...
 
     async def record_step(

@@ -52,13 +52,18 @@ async def executions(
 ) -> dict[str, Any]:
     if status is not None and status.upper() not in STATUSES:
         raise BadValue(f"status must be one of {', '.join(STATUSES)}")
+    tenant = None
     if not privileged(p):
-        if session is None:
-            session = tenant_of(p)
-        elif not owns(p, session):
+        if session is not None and not owns(p, session):
             return {"items": [], "next_cursor": None}
+        tenant = tenant_of(p)  # read from its own rows alone, whatever the filters
     page = await s.executions.list(
-        status=status, session=session, workflow=workflow, limit=limit, cursor=cursor
+        status=status,
+        session=session,
+        workflow=workflow,
+        limit=limit,
+        cursor=cursor,
+        tenant=tenant,
     )
     return {"items": [execution_json(e) for e in page.items], "next_cursor": page.next_cursor}
 

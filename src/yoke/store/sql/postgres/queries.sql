@@ -43,6 +43,18 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
 ORDER BY seq DESC
 LIMIT %(limit)s;
 
+-- name: tenant_executions
+-- One tenant's, newest first: a range of the yoke_executions_tenant index (same expression),
+-- also in a generic plan (no `IS NULL OR` on the indexed columns).
+SELECT * FROM yoke_executions
+WHERE split_part(session, '/', 1) = %(tenant)s
+  AND seq < coalesce(%(before_seq)s::bigint, 9223372036854775807)
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(session)s::text IS NULL OR session = %(session)s)
+  AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s)
+ORDER BY seq DESC
+LIMIT %(limit)s;
+
 -- name: insert_step
 INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
 VALUES (%(execution_id)s, %(position)s, %(name)s, %(result)s, %(now)s);

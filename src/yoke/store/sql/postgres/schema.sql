@@ -50,6 +50,12 @@ CREATE TABLE yoke_executions (
 CREATE INDEX yoke_executions_status ON yoke_executions (status, seq);
 CREATE INDEX yoke_executions_session ON yoke_executions (session, seq);
 CREATE INDEX yoke_executions_workflow ON yoke_executions (workflow, seq);
+CREATE INDEX yoke_executions_tenant ON yoke_executions ((split_part(session, '/', 1)), seq);
+CREATE INDEX yoke_executions_parent ON yoke_executions (parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX yoke_executions_restarted ON yoke_executions (restarted_from)
+    WHERE restarted_from IS NOT NULL;
+CREATE INDEX yoke_executions_resumed ON yoke_executions (resumed_from)
+    WHERE resumed_from IS NOT NULL;
 
 CREATE TABLE yoke_steps (
     execution_id TEXT NOT NULL,

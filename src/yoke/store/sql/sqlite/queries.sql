@@ -70,6 +70,17 @@ WHERE (:status IS NULL OR status = :status)
 ORDER BY seq DESC
 LIMIT :limit;
 
+-- name: tenant_executions
+-- One tenant's, newest first: a range of the yoke_executions_tenant index (same expression).
+SELECT * FROM yoke_executions
+WHERE CASE WHEN instr(session, '/') > 0 THEN substr(session, 1, instr(session, '/') - 1) ELSE session END = :tenant
+  AND seq < coalesce(:before_seq, 9223372036854775807)
+  AND (:status IS NULL OR status = :status)
+  AND (:session IS NULL OR session = :session)
+  AND (:workflow IS NULL OR workflow = :workflow)
+ORDER BY seq DESC
+LIMIT :limit;
+
 -- name: insert_step
 INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
 VALUES (:execution_id, :position, :name, :result, :now);
