@@ -6,6 +6,7 @@ PostgreSQL also in a generic plan (as a prepared statement is run after a few ex
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 import sqlite3
 from pathlib import Path
 
@@ -40,12 +41,12 @@ def _fill(database_url: str) -> None:
         + _rows(1, "acme", 9000)
     )
     if database_url.startswith("sqlite"):
-        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as conn:
-            conn.executemany(INSERT.format(", ".join("?" * 7)), rows)
-    else:
-        with psycopg.connect(database_url, autocommit=True) as conn, conn.cursor() as cur:
-            cur.executemany(INSERT.format(", ".join(["%s"] * 7)).encode(), rows)
-            cur.execute(b"ANALYZE yoke_executions")
+        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as lite:
+            lite.executemany(INSERT.format(", ".join("?" * 7)), rows)
+        return
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.cursor().executemany(INSERT.format(", ".join(["%s"] * 7)).encode(), rows)
+        conn.execute(b"ANALYZE yoke_executions")
 
 
 async def test_a_tenants_pages_hold_its_sessions_alone(store: Store, database_url: str) -> None:
@@ -120,7 +121,7 @@ async def test_postgres_reads_one_tenants_rows_through_its_index(
     assert scanned == 6, nodes  # acme's rows, never another tenant's
 
 
-def _vm_steps(conn: sqlite3.Connection, sql: str, args: dict[str, object]) -> int:
+def _vm_steps(conn: sqlite3.Connection, sql: str, args: Mapping[str, object]) -> int:
     """SQLite's virtual-machine instructions to run `sql` (a count of the work done)."""
     calls = 0
 
