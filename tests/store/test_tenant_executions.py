@@ -6,8 +6,8 @@ PostgreSQL also in a generic plan (as a prepared statement is run after a few ex
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
 
 import psycopg
