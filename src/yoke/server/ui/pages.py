@@ -31,12 +31,14 @@ from yoke.server.auth import (
     privileged,
     scraper,
 )
+from yoke.server.problems import retry_after
 from yoke.server.state import ServerState, read_body
 from yoke.server.ui import sessions as ss
 from yoke.server.ui.hub import Hub
 from yoke.server.ui.regions import NAV, PAGES, REGIONS, Region, params_of
 from yoke.server.ui.render import FragmentCache, html, render_to
 from yoke.server.ui.stored import need
+from yoke.server.ui.throttle import LoginThrottle, client_key
 from yoke.store.text import check_text
 
 CSRF_MARK = b"__YOKE_CSRF__"
@@ -57,6 +59,7 @@ class Pages:
         self.s = state
         self.hub = hub
         self.sessions = sessions
+        self.throttle = LoginThrottle()
         self.cache = FragmentCache()
         self.env = environment()
 
@@ -181,8 +184,16 @@ class Pages:
         if tokens is None:
             session = self.sessions.create(LOCAL_ADMIN)
         else:
+            client = client_key(request.client.host if request.client else None)
+            wait = self.throttle.retry_after(client)
+            if wait is not None:  # before the token is looked at: no guess is judged
+                error = "too many failed logins from this address: try again later"
+                refused = self._login(request, error=error, status=429)
+                refused.headers["Retry-After"] = retry_after(wait)
+                return refused
             entry = tokens.entry_for(token) if token else None
             if entry is None:
+                self.throttle.failed(client)
                 return self._login(request, error="that token is not valid", status=401)
             if scraper(entry.principal):
                 error = "a METRICS token reads /metrics alone: log in with another token"
