@@ -97,6 +97,11 @@ def serve(
     log_level: str = LOG_LEVEL,
     log_format: str = LOG_FORMAT,
     executors: str = EXECUTORS,
+    forwarded_allow_ips: str = typer.Option(
+        None,
+        "--forwarded-allow-ips",
+        help="Proxies whose X-Forwarded-Proto/-For are believed (YOKE_FORWARDED_ALLOW_IPS).",
+    ),
 ) -> None:
     """Serve an app's v1 HTTP API on uvicorn; SIGTERM shuts down gracefully."""
     from yoke.errors import YokeError
@@ -111,6 +116,7 @@ def serve(
             log_level=log_level,
             log_format=log_format,
             executors=executors,
+            forwarded_allow_ips=forwarded_allow_ips,
         )
     except YokeError as exc:
         err.print(f"[red]error:[/red] {exc}")

@@ -63,6 +63,12 @@ class Settings:
         24 * 3600.0, "seconds the first answer to an Idempotency-Key is kept for replays"
     )
     ready_timeout: float = setting(2.0, "seconds the store has to answer `/readyz`")
+    forwarded_allow_ips: str = setting(
+        "127.0.0.1,::1",
+        "proxies (addresses or CIDR ranges, comma-separated; `*` any) whose X-Forwarded-Proto "
+        "and X-Forwarded-For are believed (`--forwarded-allow-ips`): behind such a TLS proxy "
+        "the dashboard's session cookie is Secure and logins are counted by the real client",
+    )
     max_long_polls_per_tenant: int = setting(
         100, "`?wait=` requests one tenant may hold open at once in a server (429 past it)"
     )

@@ -108,6 +108,7 @@ def run(
     log_level: str | None = None,
     log_format: str | None = None,
     executors: str | None = None,
+    forwarded_allow_ips: str | None = None,
 ) -> None:
     app = load_app(spec)
     if executors:
@@ -119,6 +120,7 @@ def run(
                 ("database_url", database_url),
                 ("log_level", log_level),
                 ("log_format", log_format),
+                ("forwarded_allow_ips", forwarded_allow_ips),
             )
             if v
         }
@@ -141,5 +143,10 @@ def run(
         # busy process) must not be cut off after uvicorn's default 5 s.
         timeout_keep_alive=30,
         access_log=False,
+        # Set here, not left to uvicorn's default and its FORWARDED_ALLOW_IPS: only these
+        # proxies may say a request came over https (the session cookie is then Secure) and
+        # from which client (the login throttle counts by it).
+        proxy_headers=True,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
     )
     _Uvicorn(config, server).run()
