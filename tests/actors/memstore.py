@@ -107,6 +107,7 @@ class MemoryActorStore:
         now: float,
         after_tenant: str = "",
         tenants: Sequence[str] | None = None,
+        quota: Callable[[str], int] | None = None,
     ) -> list[ClaimedEvent]:
         await asyncio.sleep(0)
         self._count("claim_next")
@@ -122,7 +123,8 @@ class MemoryActorStore:
         chosen = chosen[:limit]
         if not chosen:
             return []
-        quota = -(-limit // len(chosen))
+        even = -(-limit // len(chosen))
+        quotas = {t: even if quota is None else quota(t) for t in chosen}
         taken: dict[str, int] = {}
         out: list[ClaimedEvent] = []
         for qid in sorted(self.rows):
@@ -130,7 +132,7 @@ class MemoryActorStore:
             inst = self._ours(r, worker_id)
             if inst is None or r.available_at > now or r.status is not QueueStatus.PENDING:
                 continue
-            if r.ref.tenant not in chosen or taken.get(r.ref.tenant, 0) >= quota:
+            if taken.get(r.ref.tenant, 0) >= quotas.get(r.ref.tenant, 0):
                 continue
             if self._behind_backoff(r, now):
                 continue

@@ -46,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from yoke.actors.claims import ClaimWindows
 from yoke.actors.completions import CompletionWriter
 from yoke.actors.ctx import CtxHost, Fenced, InstanceStateCell
 from yoke.actors.custom_pick import CustomPicker, pickable
@@ -68,7 +69,12 @@ log = logging.getLogger("yoke.actors.drain")
 class DrainConfig:
     concurrency: int = 64  # worker-wide cap on concurrent process() calls
     batch_size: int = 1000  # rows per claim and per completion statement, at most
-    prefetch: int = 2048  # claimed rows held here beyond the running ones, at most
+    prefetch: int = 2048  # claim="first-come": claimed rows held beyond the running ones
+    # "fair": each tenant holds at most its weighted share of concurrency * (1 + claim_depth)
+    # rows (claims.py); "first-come": up to `prefetch` rows, claimed again when half a batch of
+    # room is free (the baseline the benchmark compares with).
+    claim: str = "fair"
+    claim_depth: int = 4
     poll_interval: float = 15.0  # backup poll for a missed NOTIFY (YOKE_NOTIFY_POLL_BACKUP_SECS)
     # How a write or a claim waits out an unavailable store.
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -203,6 +209,9 @@ class QueueDrainScheduler:
         self._idle = asyncio.Event()
         self._more = False
         self._tenant_cursor = ""  # claims serve tenants in name order from here (wrapping)
+        self._fair = self._cfg.claim == "fair"
+        self._weights: dict[str, float] = {}  # tenant weights other than 1 (`set_weights`)
+        self._windows = ClaimWindows(budget=self._cfg.concurrency * (1 + self._cfg.claim_depth))
         self._pump_soon = False
         self._closing = False
         self._running = 0
@@ -311,7 +320,18 @@ class QueueDrainScheduler:
 
     # -- claiming --------------------------------------------------------------------------
     def _room(self) -> int:
+        if self._fair:  # each tenant's window bounds its own rows (`ClaimWindows.quota`)
+            return self._cfg.batch_size
         return self._cfg.prefetch + self._cfg.concurrency - len(self._jobs)
+
+    def set_weights(self, weights: dict[str, float]) -> None:
+        """Tenant weights (a tenant not named has weight 1): the sfq kernel's shares of the
+        slots and the fair claim's shares of the held rows follow them from now on."""
+        for tenant in set(self._weights) | set(weights):
+            self._wk.set_weight(tenant, weights.get(tenant, 1.0))
+        self._weights = dict(weights)
+        self._windows.set_weights(weights)
+        self._wake.set()
 
     async def _fetch_loop(self) -> None:
         backoff = Backoff(self._cfg.retry)
@@ -334,15 +354,26 @@ class QueueDrainScheduler:
                         now=self._clock.wall(),
                         after_tenant=self._tenant_cursor,
                         tenants=tenants,
+                        quota=self._windows.quota if self._fair else None,
                     )
-                    # A claim shares its rows between tenants, so a short one does not mean
-                    # the queue is empty: only an empty claim does.
-                    self._more = bool(rows)
+                    if self._fair:
+                        # Each tenant took what its window has room for. Claim again until a
+                        # claim is empty (the windows are full, or nothing is due), so a wake
+                        # ends asleep; and when more tenants wait than one claim meets.
+                        met = self._windows.claimed(r.tenant for r in rows)
+                        self._more = bool(rows)
+                        if len(met) >= limit:  # more tenants wait: the next claim goes on
+                            self._tenant_cursor = met[-1]
+                    else:
+                        # A claim shares its rows between tenants, so a short one does not
+                        # mean the queue is empty: only an empty claim does.
+                        self._more = bool(rows)
                     if rows:
-                        cursor = self._tenant_cursor
-                        self._tenant_cursor = max(
-                            (r.tenant for r in rows if r.tenant > cursor), default=""
-                        )
+                        if not self._fair:
+                            cursor = self._tenant_cursor
+                            self._tenant_cursor = max(
+                                (r.tenant for r in rows if r.tenant > cursor), default=""
+                            )
                         fresh = self._accept(rows)
                         if fresh:
                             await self._load_states(fresh)
@@ -391,6 +422,7 @@ class QueueDrainScheduler:
         """A claimed row joins its group in the instance's kernel (queued there)."""
         job = _Job(row, inst, _next_attempt(row))
         self._jobs[row.queue_id] = job
+        self._windows.held(row.tenant)
         k, g = inst.kernel, row.group_id
         n = inst.groups.get(g, 0)
         if not n:
@@ -642,7 +674,7 @@ class QueueDrainScheduler:
         """The job is over here (done, dead or fenced): free both of its slots."""
         self._running -= 1
         qid = job.row.queue_id
-        self._jobs.pop(qid, None)
+        self._unhold(qid)
         if self._wk.get(qid) is not None:
             self._wk.release(qid)
         inst = job.inst
@@ -658,6 +690,12 @@ class QueueDrainScheduler:
         elif k.running == 0 and self._instances.get(inst.ref) is inst:
             del self._instances[inst.ref]
         self._after_stop()
+
+    def _unhold(self, qid: int) -> None:
+        """The row is no longer held here; its tenant's window may want a claim now."""
+        job = self._jobs.pop(qid, None)
+        if job is not None and self._windows.released(job.row.tenant) and self._fair:
+            self._wake.set()
 
     def _again(self, job: _Job) -> None:
         """A job ended fenced, but its row was claimed here again under a newer epoch while it
@@ -715,7 +753,7 @@ class QueueDrainScheduler:
 
     def _release_group(self, job: _Job) -> None:
         qid = job.row.queue_id
-        self._jobs.pop(qid, None)
+        self._unhold(qid)
         k = job.inst.kernel
         it = k.get(qid)
         if it is not None and it.state is ItemState.RUNNING:
@@ -735,12 +773,12 @@ class QueueDrainScheduler:
         self._dirty.pop(inst, None)
         for it in _queued_items(inst.kernel):
             inst.kernel.cancel(it.id)
-            self._jobs.pop(it.id, None)  # type: ignore[call-overload]
+            self._unhold(it.id)  # type: ignore[arg-type]
             _forget(inst, it.lane)  # type: ignore[arg-type]
         for it in list(_items_of(self._wk, inst)):
             if it.state is ItemState.QUEUED:
                 self._wk.cancel(it.id)
-                self._jobs.pop(it.id, None)  # type: ignore[call-overload]
+                self._unhold(it.id)  # type: ignore[arg-type]
                 k = inst.kernel
                 if k.get(it.id) is not None:
                     k.release(it.id)

@@ -60,13 +60,16 @@ class ActorStore(LeaseStore, Protocol):
         now: float,
         after_tenant: str = "",
         tenants: Sequence[str] | None = None,
+        quota: Callable[[str], int] | None = None,
     ) -> list[ClaimedEvent]:
         """Claim due pending rows of instances `worker_id` owns, each under its instance's
         current owner epoch, oldest first per tenant. Tenants share a claim: of the (at most
         `limit`) tenants with pending rows, taken in name order after `after_tenant` and
         wrapping around, each gets up to ceil(limit / tenants) rows, so a flood of one tenant
         never fills the claims while another waits. With `tenants`, only those are claimed
-        (the ones whose executor can run their events now)."""
+        (the ones whose executor can run their events now). With `quota`, each of those
+        tenants gets up to `quota(tenant)` rows instead (the fair claim: what its window at
+        the worker has room for); `quota` is asked once for each tenant with pending rows."""
         ...
 
     async def list_pending(

@@ -265,6 +265,8 @@ class ActorRuntime:
                 concurrency=s.concurrency,
                 batch_size=s.batch_size,
                 prefetch=s.prefetch,
+                claim=s.claim,
+                claim_depth=s.claim_depth,
                 poll_interval=s.poll_interval,
                 retry=self.retry,
             ),

@@ -30,6 +30,8 @@ ENV = {  # field -> variable
     "timer_poll_interval": "YOKE_SCHEDULE_WAKE_POLL_SECS",
     "batch_size": "YOKE_ACTOR_BATCH_SIZE",
     "prefetch": "YOKE_ACTOR_PREFETCH",
+    "claim": "YOKE_ACTOR_CLAIM",
+    "claim_depth": "YOKE_ACTOR_CLAIM_DEPTH",
     "shutdown_timeout": "YOKE_WORKER_SHUTDOWN_TIMEOUT",
 }
 
@@ -45,13 +47,27 @@ class ActorSettings:
     poll_interval: float = setting(15.0, "drain backup poll when a NOTIFY was missed")
     timer_poll_interval: float = setting(10.0, "timer backup poll")
     batch_size: int = setting(1000, "rows per claim or completion statement")
-    prefetch: int = setting(2048, "claimed rows a worker holds beyond the running ones")
+    prefetch: int = setting(
+        2048,
+        "with `YOKE_ACTOR_CLAIM=first-come`: claimed rows a worker holds beyond the running ones",
+    )
+    claim: str = setting(
+        "fair",
+        "`fair`: each tenant holds at most its weighted share of concurrency x (1 + claim depth) "
+        "claimed rows, claimed again when half is free; `first-come`: up to `prefetch` rows of "
+        "whichever tenants come first (the old drain, kept as a baseline)",
+    )
+    claim_depth: int = setting(
+        4, "with the fair claim: rows held per slot beyond the running ones, shared by tenants"
+    )
     shutdown_timeout: float = setting(10.0, "seconds running `process()` calls get at shutdown")
 
     def __post_init__(self) -> None:
         if not self.worker_id:
             object.__setattr__(self, "worker_id", default_worker_id())
-        for name in ("concurrency", "batch_size"):
+        if self.claim not in ("fair", "first-come"):
+            raise BadValue(f"claim must be 'fair' or 'first-come', got {self.claim!r}")
+        for name in ("concurrency", "batch_size", "claim_depth"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise BadValue(f"{name} must be an int >= 1, got {v!r}")

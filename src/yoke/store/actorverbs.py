@@ -194,6 +194,7 @@ class ActorVerbs:
         now: float,
         after_tenant: str = "",
         tenants: Sequence[str] | None = None,
+        quota: Callable[[str], int] | None = None,
     ) -> list[ClaimedEvent]:
         async with self._t.write() as tx:
             if tenants is None:
@@ -215,13 +216,25 @@ class ActorVerbs:
             chosen = found[:limit]
             if not chosen:
                 return []
-            params = {
-                "worker_id": worker_id,
-                "now": now,
-                "tenants": json.dumps(chosen),
-                "quota": -(-limit // len(chosen)),
-            }
-            marked = [int(r["queue_id"]) for r in await tx.all("claim_mark", params)]
+            if quota is None:
+                params = {
+                    "worker_id": worker_id,
+                    "now": now,
+                    "tenants": json.dumps(chosen),
+                    "quota": -(-limit // len(chosen)),
+                }
+                marked = [int(r["queue_id"]) for r in await tx.all("claim_mark", params)]
+            else:
+                shares = {t: n for t in chosen if (n := quota(t)) > 0}
+                if not shares:
+                    return []
+                params = {
+                    "worker_id": worker_id,
+                    "now": now,
+                    "most": max(shares.values()),
+                    "quotas": json.dumps([{"tenant": t, "quota": n} for t, n in shares.items()]),
+                }
+                marked = [int(r["queue_id"]) for r in await tx.all("claim_quotas", params)]
             if not marked:
                 return []
             # RETURNING cannot join the events on SQLite: read the claimed rows with them.

@@ -322,6 +322,30 @@ WHERE q.queue_id = ANY(ARRAY(
         FOR UPDATE SKIP LOCKED) x))
 RETURNING q.queue_id;
 
+-- name: claim_quotas
+-- The fair claim: up to its own quota of oldest due rows for each tenant in `quotas` (a JSON
+-- array of {"tenant", "quota"}), the quotas being what each tenant's window at the worker has
+-- room for. Same rows and the same FIFO-behind-backoff rule as claim_mark.
+UPDATE actor_queues q
+SET status = 'claimed', claimed_by = %(worker_id)s, claim_epoch = q.owner_epoch
+WHERE q.queue_id = ANY(ARRAY(
+    SELECT x.queue_id
+    FROM json_to_recordset(%(quotas)s::json) AS t(tenant text, quota int)
+    CROSS JOIN LATERAL (
+        SELECT p.queue_id FROM actor_queues p
+        WHERE p.status = 'pending' AND p.worker_id = %(worker_id)s
+            AND p.tenant = t.tenant AND p.available_at <= %(now)s
+            AND NOT EXISTS (
+                SELECT 1 FROM actor_queues h
+                WHERE h.status = 'pending' AND h.attempts > 0 AND h.tenant = p.tenant
+                    AND h.actor = p.actor AND h.instance_id = p.instance_id
+                    AND h.group_id = p.group_id AND h.queue_id < p.queue_id
+                    AND h.available_at > %(now)s)
+        ORDER BY p.queue_id
+        LIMIT t.quota
+        FOR UPDATE SKIP LOCKED) x))
+RETURNING q.queue_id;
+
 -- name: claimed_rows
 SELECT q.queue_id, q.event_id, q.tenant, q.actor, q.instance_id, q.group_id, e.stream,
     e.data, q.attempts, q.claim_epoch AS epoch, e.appended_at

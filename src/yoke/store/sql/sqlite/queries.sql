@@ -252,6 +252,32 @@ WHERE queue_id IN (
         LIMIT :quota))
 RETURNING queue_id;
 
+-- name: claim_quotas
+-- The fair claim: up to its own quota of oldest due rows for each tenant in :quotas (a JSON
+-- array of {"tenant", "quota"}); :most is the largest quota (a LIMIT here cannot read the
+-- outer row, so each tenant's first :most rows are numbered and cut at its own quota).
+UPDATE actor_queues
+SET status = 'claimed', claimed_by = :worker_id, claim_epoch = owner_epoch
+WHERE queue_id IN (
+    SELECT c.queue_id FROM (
+        SELECT p.queue_id, json_extract(t.value, '$.quota') AS quota,
+            row_number() OVER (PARTITION BY t.key ORDER BY p.queue_id) AS n
+        FROM json_each(:quotas) t
+        JOIN actor_queues p ON p.queue_id IN (
+            SELECT x.queue_id FROM actor_queues x
+            WHERE x.status = 'pending' AND x.worker_id = :worker_id
+                AND x.tenant = json_extract(t.value, '$.tenant') AND x.available_at <= :now
+                AND NOT EXISTS (
+                    SELECT 1 FROM actor_queues h
+                    WHERE h.status = 'pending' AND h.attempts > 0 AND h.tenant = x.tenant
+                        AND h.actor = x.actor AND h.instance_id = x.instance_id
+                        AND h.group_id = x.group_id AND h.queue_id < x.queue_id
+                        AND h.available_at > :now)
+            ORDER BY x.queue_id
+            LIMIT :most)) c
+    WHERE c.n <= c.quota)
+RETURNING queue_id;
+
 -- name: claimed_rows
 SELECT q.queue_id, q.event_id, q.tenant, q.actor, q.instance_id, q.group_id, e.stream,
     e.data, q.attempts, q.claim_epoch AS epoch, e.appended_at
