@@ -35,6 +35,7 @@ from yoke.errors import BadValue, YokeError
 from yoke.executions.context import Registry, Workflow
 from yoke.executions.model import Limits
 from yoke.executions.service import Executions, Reviewer
+from yoke.executions.tenants import Tenants
 from yoke.store import Store
 
 log = logging.getLogger("yoke.app")
@@ -138,6 +139,13 @@ class App:
             owner=self,
         )
         self.actor_worker = actor_worker
+        # Fleet-wide tenant weights and caps (ADMIN, reviewed and audited like limits).
+        self.tenants = Tenants(
+            store=self.actors.store,
+            reviewers=self._reviewers,
+            clock=self.clock,
+            changed=self.actors.tenants_changed,
+        )
         self.store: Store | None = None
         self.instance_id: str | None = None
         self._stopping = False

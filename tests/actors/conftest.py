@@ -23,6 +23,8 @@ ACTOR_TABLES = (
     "runtime_workers",
     "runtime_executors",
     "yoke_leases",
+    "tenant_settings",
+    "tenant_running",
 )
 
 

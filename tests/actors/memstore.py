@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from yoke.store import NewControl
 from yoke.store.actor_records import (
     ActorCounts,
     ClaimedEvent,
@@ -32,6 +33,7 @@ from yoke.store.actor_records import (
     WorkerRow,
 )
 from yoke.store.leaseverbs import Lease
+from yoke.store.tenantverbs import TenantRow
 
 
 @dataclass
@@ -74,6 +76,8 @@ class MemoryActorStore:
     executors: dict[tuple[str, str], ExecutorRow] = field(default_factory=dict)
     leases: dict[str, Lease] = field(default_factory=dict)
     clock: Callable[[], float] = time.time  # the "database's" clock of the leases
+    tenants: dict[str, TenantRow] = field(default_factory=dict)
+    tenant_running: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def _count(self, verb: str) -> None:
         self.calls[verb] = self.calls.get(verb, 0) + 1
@@ -623,6 +627,50 @@ class MemoryActorStore:
             if inst.worker_id is not None:
                 owned[inst.worker_id] = owned.get(inst.worker_id, 0) + 1
         return owned
+
+    # -- tenants ---------------------------------------------------------------------------
+    async def tenant_settings(self, *, limit: int) -> list[TenantRow]:
+        return [self.tenants[t] for t in sorted(self.tenants)][:limit]
+
+    async def get_tenant_settings(self, tenant: str) -> TenantRow | None:
+        return self.tenants.get(tenant)
+
+    async def put_tenant_settings(
+        self, tenant: str, *, weight: float, max_running: int | None, audit: NewControl
+    ) -> TenantRow:
+        row = TenantRow(
+            tenant=tenant,
+            weight=weight,
+            max_running=max_running,
+            updated_by=audit.principal,
+            updated_at=audit.at,
+        )
+        self.tenants[tenant] = row
+        return row
+
+    async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
+        row = self.tenants.get(tenant)
+        if row is not None and row.max_running is not None:
+            live = {w for w, r in self.workers.items() if r.heartbeat_at >= live_after}
+            running = sum(
+                n
+                for (t, w), n in self.tenant_running.items()
+                if t == tenant and (w in live or w == worker_id)
+            )
+            if running >= row.max_running:
+                return False
+        key = (tenant, worker_id)
+        self.tenant_running[key] = self.tenant_running.get(key, 0) + 1
+        return True
+
+    async def free_tenant_slot(self, tenant: str, worker_id: str) -> None:
+        key = (tenant, worker_id)
+        if self.tenant_running.get(key, 0) > 0:
+            self.tenant_running[key] -= 1
+
+    async def clear_tenant_slots(self, worker_id: str) -> None:
+        for key in [k for k in self.tenant_running if k[1] == worker_id]:
+            del self.tenant_running[key]
 
 
 def _claim(r: _Row, worker_id: str, epoch: int) -> ClaimedEvent:

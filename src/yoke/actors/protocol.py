@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from yoke.leases import LeaseStore
+from yoke.store import NewControl
 from yoke.store.actor_records import (
     ActorCounts,
     ClaimedEvent,
@@ -38,6 +39,7 @@ from yoke.store.actor_records import (
     Takeover,
     WorkerRow,
 )
+from yoke.store.tenantverbs import TenantRow
 
 
 class ActorStore(LeaseStore, Protocol):
@@ -243,4 +245,31 @@ class ActorStore(LeaseStore, Protocol):
 
     async def owned_instances(self) -> dict[str, int]:
         """Worker id -> how many instances it owns (workers owning none are left out)."""
+        ...
+
+    # -- tenants: fleet-wide settings and the per-tenant cap (`store/tenantverbs.py`) ---------
+    async def tenant_settings(self, *, limit: int) -> list[TenantRow]:
+        """Every tenant's stored settings (weight, max_running), by tenant, at most `limit`."""
+        ...
+
+    async def get_tenant_settings(self, tenant: str) -> TenantRow | None: ...
+
+    async def put_tenant_settings(
+        self, tenant: str, *, weight: float, max_running: int | None, audit: NewControl
+    ) -> TenantRow:
+        """Write a tenant's settings and their control-log entry in one transaction."""
+        ...
+
+    async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
+        """Count one more `process()` call of `tenant` on `worker_id`, unless the calls running
+        on live workers (heartbeat at or after `live_after`) already reach its max_running:
+        then False. Exact under races between workers."""
+        ...
+
+    async def free_tenant_slot(self, tenant: str, worker_id: str) -> None:
+        """One call of `tenant` taken by `take_tenant_slot` on `worker_id` has ended."""
+        ...
+
+    async def clear_tenant_slots(self, worker_id: str) -> None:
+        """Forget `worker_id`'s counters (it starts: none of its calls runs)."""
         ...

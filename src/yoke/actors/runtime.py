@@ -139,6 +139,15 @@ class ActorRuntime:
     def detach(self) -> None:
         self._store = None
 
+    def store(self) -> ActorStore:
+        """The store attached (the app's, while it runs)."""
+        return self._require()
+
+    def tenants_changed(self) -> None:
+        """Tenant settings were changed here: this worker's drain reads them at once."""
+        if self._drain is not None:
+            self._drain.refresh_settings()
+
     def _require(self) -> ActorStore:
         if self._store is None:
             raise NotRunning("the app's store is not open (use `async with app.running():`)")
@@ -267,6 +276,8 @@ class ActorRuntime:
                 prefetch=s.prefetch,
                 claim=s.claim,
                 claim_depth=s.claim_depth,
+                settings_poll=s.tenant_settings_poll,
+                stale_after=s.stale_after,
                 poll_interval=s.poll_interval,
                 retry=self.retry,
             ),

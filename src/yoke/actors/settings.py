@@ -32,6 +32,7 @@ ENV = {  # field -> variable
     "prefetch": "YOKE_ACTOR_PREFETCH",
     "claim": "YOKE_ACTOR_CLAIM",
     "claim_depth": "YOKE_ACTOR_CLAIM_DEPTH",
+    "tenant_settings_poll": "YOKE_TENANT_SETTINGS_POLL_SECS",
     "shutdown_timeout": "YOKE_WORKER_SHUTDOWN_TIMEOUT",
 }
 
@@ -60,6 +61,9 @@ class ActorSettings:
     claim_depth: int = setting(
         4, "with the fair claim: rows held per slot beyond the running ones, shared by tenants"
     )
+    tenant_settings_poll: float = setting(
+        2.0, "seconds between a worker's reads of the tenants' weights and caps (`/v1/tenants`)"
+    )
     shutdown_timeout: float = setting(10.0, "seconds running `process()` calls get at shutdown")
 
     def __post_init__(self) -> None:
@@ -82,6 +86,7 @@ class ActorSettings:
             "stale_after",
             "poll_interval",
             "timer_poll_interval",
+            "tenant_settings_poll",
             "shutdown_timeout",
         ):
             v = getattr(self, name)

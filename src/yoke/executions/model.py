@@ -204,7 +204,7 @@ class Page:
 class Change:
     """A runtime change shown to reviewers before it happens."""
 
-    kind: Literal["limits", "priority"]
+    kind: Literal["limits", "priority", "tenant"]
     principal: Principal
     subject: str | None
     before: Any

@@ -47,6 +47,8 @@ from yoke.store.actor_records import (
 )
 from yoke.store.executorverbs import ExecutorVerbs
 from yoke.store.leaseverbs import Lease, LeaseVerbs
+from yoke.store.records import NewControl
+from yoke.store.tenantverbs import TenantRow, TenantVerbs
 from yoke.store.tx import Row, Transactions, Tx
 
 
@@ -105,6 +107,7 @@ class ActorVerbs:
         # forwarded at the end of this class.
         self.executors = ExecutorVerbs(transactions)
         self.leases = LeaseVerbs(transactions)
+        self.tenants = TenantVerbs(transactions)
 
     def __repr__(self) -> str:
         return f"ActorVerbs({self._t!r})"
@@ -605,6 +608,29 @@ class ActorVerbs:
 
     async def get_lease(self, name: str) -> Lease | None:
         return await self.leases.get_lease(name)
+
+    # -- tenants (`tenantverbs.TenantVerbs`) ---------------------------------------------------
+    async def tenant_settings(self, *, limit: int) -> list[TenantRow]:
+        return await self.tenants.tenant_settings(limit=limit)
+
+    async def get_tenant_settings(self, tenant: str) -> TenantRow | None:
+        return await self.tenants.get_tenant_settings(tenant)
+
+    async def put_tenant_settings(
+        self, tenant: str, *, weight: float, max_running: int | None, audit: NewControl
+    ) -> TenantRow:
+        return await self.tenants.put_tenant_settings(
+            tenant, weight=weight, max_running=max_running, audit=audit
+        )
+
+    async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
+        return await self.tenants.take_tenant_slot(tenant, worker_id, live_after=live_after)
+
+    async def free_tenant_slot(self, tenant: str, worker_id: str) -> None:
+        await self.tenants.free_tenant_slot(tenant, worker_id)
+
+    async def clear_tenant_slots(self, worker_id: str) -> None:
+        await self.tenants.clear_tenant_slots(worker_id)
 
 
 def _pending_fields(r: Row) -> dict[str, Any]:

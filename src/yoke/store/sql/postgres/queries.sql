@@ -825,3 +825,49 @@ WHERE name = %(name)s AND holder = %(holder)s AND epoch = %(epoch)s;
 -- name: get_lease
 SELECT name, holder, epoch, expires_at, extract(epoch FROM clock_timestamp()) AS now
 FROM yoke_leases WHERE name = %(name)s;
+
+-- ===================================================================================
+-- tenants: fleet-wide settings (weight, max_running) and the per-tenant cap's counters.
+
+-- name: tenant_settings
+SELECT tenant, weight, max_running, updated_by, updated_at FROM tenant_settings
+ORDER BY tenant LIMIT %(limit)s;
+
+-- name: get_tenant_settings
+SELECT tenant, weight, max_running, updated_by, updated_at FROM tenant_settings
+WHERE tenant = %(tenant)s;
+
+-- name: put_tenant_settings
+INSERT INTO tenant_settings (tenant, weight, max_running, updated_by, updated_at)
+VALUES (%(tenant)s, %(weight)s, %(max_running)s, %(updated_by)s, %(now)s)
+ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight,
+    max_running = excluded.max_running, updated_by = excluded.updated_by,
+    updated_at = excluded.updated_at
+RETURNING tenant, weight, max_running, updated_by, updated_at;
+
+-- name: lock_tenant_cap
+-- The settings row is locked first: takers of one tenant queue here, and the count that
+-- follows (a new statement, so a new snapshot under READ COMMITTED) sees every earlier
+-- taker's commit.
+SELECT max_running FROM tenant_settings WHERE tenant = %(tenant)s
+FOR UPDATE;
+
+-- name: tenant_running_now
+-- The tenant's calls running on live workers (a stale or stopped worker's count lapses) and on
+-- the asking worker itself.
+SELECT coalesce(sum(r.running), 0) AS running
+FROM tenant_running r LEFT JOIN runtime_workers w ON w.worker_id = r.worker_id
+WHERE r.tenant = %(tenant)s AND r.running > 0
+    AND (r.worker_id = %(worker_id)s
+        OR (w.stopped_at IS NULL AND w.heartbeat_at >= %(live_after)s));
+
+-- name: take_tenant_slot
+INSERT INTO tenant_running (tenant, worker_id, running) VALUES (%(tenant)s, %(worker_id)s, 1)
+ON CONFLICT (tenant, worker_id) DO UPDATE SET running = tenant_running.running + 1;
+
+-- name: free_tenant_slot
+UPDATE tenant_running SET running = running - 1
+WHERE tenant = %(tenant)s AND worker_id = %(worker_id)s AND running > 0;
+
+-- name: clear_tenant_slots
+DELETE FROM tenant_running WHERE worker_id = %(worker_id)s;

@@ -624,3 +624,46 @@ WHERE name = :name AND holder = :holder AND epoch = :epoch;
 -- name: get_lease
 SELECT name, holder, epoch, expires_at, (julianday('now') - 2440587.5) * 86400.0 AS now
 FROM yoke_leases WHERE name = :name;
+
+-- ===================================================================================
+-- tenants: fleet-wide settings (weight, max_running) and the per-tenant cap's counters.
+
+-- name: tenant_settings
+SELECT tenant, weight, max_running, updated_by, updated_at FROM tenant_settings
+ORDER BY tenant LIMIT :limit;
+
+-- name: get_tenant_settings
+SELECT tenant, weight, max_running, updated_by, updated_at FROM tenant_settings
+WHERE tenant = :tenant;
+
+-- name: put_tenant_settings
+INSERT INTO tenant_settings (tenant, weight, max_running, updated_by, updated_at)
+VALUES (:tenant, :weight, :max_running, :updated_by, :now)
+ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight,
+    max_running = excluded.max_running, updated_by = excluded.updated_by,
+    updated_at = excluded.updated_at
+RETURNING tenant, weight, max_running, updated_by, updated_at;
+
+-- name: lock_tenant_cap
+-- The write transaction is IMMEDIATE: takers of every tenant run one at a time.
+SELECT max_running FROM tenant_settings WHERE tenant = :tenant;
+
+-- name: tenant_running_now
+-- The tenant's calls running on live workers (a stale or stopped worker's count lapses) and on
+-- the asking worker itself.
+SELECT coalesce(sum(r.running), 0) AS running
+FROM tenant_running r LEFT JOIN runtime_workers w ON w.worker_id = r.worker_id
+WHERE r.tenant = :tenant AND r.running > 0
+    AND (r.worker_id = :worker_id
+        OR (w.stopped_at IS NULL AND w.heartbeat_at >= :live_after));
+
+-- name: take_tenant_slot
+INSERT INTO tenant_running (tenant, worker_id, running) VALUES (:tenant, :worker_id, 1)
+ON CONFLICT (tenant, worker_id) DO UPDATE SET running = tenant_running.running + 1;
+
+-- name: free_tenant_slot
+UPDATE tenant_running SET running = running - 1
+WHERE tenant = :tenant AND worker_id = :worker_id AND running > 0;
+
+-- name: clear_tenant_slots
+DELETE FROM tenant_running WHERE worker_id = :worker_id;

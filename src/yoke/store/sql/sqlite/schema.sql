@@ -207,3 +207,18 @@ CREATE TABLE yoke_leases (
     epoch INTEGER NOT NULL DEFAULT 0,
     expires_at REAL NOT NULL DEFAULT 0
 );
+
+CREATE TABLE tenant_settings (
+    tenant TEXT PRIMARY KEY,
+    weight REAL NOT NULL DEFAULT 1,
+    max_running INTEGER,
+    updated_by TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+
+CREATE TABLE tenant_running (
+    tenant TEXT NOT NULL,
+    worker_id TEXT NOT NULL,
+    running INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, worker_id)
+);

@@ -1,0 +1,125 @@
+"""Tenant weights stored in the database (`app.tenants`) and applied live by the drain: with
+three tenants backlogged, a worker's starts follow weights 1:2:4; changes are ADMIN-only,
+bounded, reviewed and audited, and a failed change leaves the stored settings as they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import yoke
+from tests.actors.conftest import FAST, wait_for
+from yoke.actors import ActorSettings, Event, Queue
+from yoke.config import Settings
+from yoke.errors import BadType, BadValue, Forbidden, Vetoed
+from yoke.executions import Principal
+
+ADMIN = Principal("root", roles={"ADMIN"})
+WEIGHTS = {"a": 1, "b": 2, "c": 4}
+SLOTS = 4
+BACKLOG = 300  # events per tenant: c, the heaviest, drains after ~525 starts
+MEASURED = 280  # starts counted, all three tenants backlogged throughout
+
+
+def app_for(url: str, **settings: object) -> yoke.App:
+    values: dict[str, Any] = {**FAST, "concurrency": SLOTS, **settings}
+    return yoke.App(
+        settings=Settings(database_url=url),
+        actor_settings=ActorSettings(worker_id="w1", **values),
+    )
+
+
+async def test_weights_set_live_share_the_worker(app_url: str) -> None:
+    app = app_for(app_url)
+    starts: list[tuple[float, str]] = []
+    since = float("inf")  # when the weights were set
+    warm, enough = asyncio.Event(), asyncio.Event()
+
+    @app.actor(subscribe=["s"], key="k", queue=Queue(concurrency=1000))
+    async def work(ctx: yoke.ActorCtx, event: Event) -> None:
+        now = time.monotonic()
+        starts.append((now, ctx.tenant))
+        if len(starts) == 30:
+            warm.set()
+        if sum(1 for t, _ in starts[-MEASURED:] if t > since) >= MEASURED:
+            enough.set()
+        await asyncio.sleep(0.005)
+
+    async with app.running():
+        # Equal weights first: the three tenants start evenly.
+        for tenant in WEIGHTS:
+            rows = [{"k": f"{tenant}{i % 50}"} for i in range(BACKLOG)]
+            await app.append_many("s", rows, tenant=tenant)
+        await wait_for(warm)
+        for tenant, weight in WEIGHTS.items():
+            await app.tenants.set_weight(tenant, weight, principal=ADMIN)
+        since = time.monotonic()
+        await wait_for(enough, 60)
+    after = [tenant for t, tenant in starts if t > since][:MEASURED]
+    shares = {t: n / len(after) for t, n in Counter(after).items()}
+    total = sum(WEIGHTS.values())
+    for tenant, weight in WEIGHTS.items():
+        # Within 5 points of the ideal share (1/7, 2/7, 4/7); equal weights give 1/3 each.
+        assert abs(shares.get(tenant, 0.0) - weight / total) <= 0.05, shares
+    stored = {s.tenant: s.weight for s in await list_settings(app_url)}
+    assert stored == {t: float(w) for t, w in WEIGHTS.items()}
+
+
+async def list_settings(url: str) -> list[yoke.executions.tenants.TenantSettings]:
+    app = app_for(url)
+    async with app.running():
+        return await app.tenants.list(principal=ADMIN)
+
+
+async def test_changes_are_admin_only_bounded_reviewed_and_audited(app_url: str) -> None:
+    app = app_for(app_url)
+    vetoes: list[str] = []
+    app.add_reviewer(lambda change: "no" if change.subject in vetoes else None)
+    async with app.running():
+        acme = Principal("acme-bot", roles=(), tenant="acme")
+        operator = Principal("op", roles={"OPERATOR"})
+        with pytest.raises(Forbidden):
+            await app.tenants.set_weight("acme", 5, principal=acme)
+        with pytest.raises(Forbidden):
+            await app.tenants.set_weight("acme", 5, principal=operator)
+        for bad in (0, -1, 1e9, float("nan")):
+            with pytest.raises(BadValue):
+                await app.tenants.set_weight("acme", bad, principal=ADMIN)
+        with pytest.raises(BadType):
+            await app.tenants.set_weight("acme", "5", principal=ADMIN)  # type: ignore[arg-type]
+        with pytest.raises(BadValue):
+            await app.tenants.set_max_running("acme", 0, principal=ADMIN)
+        with pytest.raises(BadValue):
+            await app.tenants.set("acme", principal=ADMIN)  # nothing to change
+        vetoes.append("globex")
+        with pytest.raises(Vetoed):
+            await app.tenants.set_weight("globex", 3, principal=ADMIN)
+        vetoes.clear()
+        # Nothing above was stored.
+        assert await app.tenants.list(principal=ADMIN) == []
+        got = await app.tenants.set("acme", weight=3, max_running=2, principal=ADMIN)
+        assert (got.weight, got.max_running, got.updated_by) == (3.0, 2, "root")
+        got = await app.tenants.set_max_running("acme", None, principal=ADMIN)
+        assert (got.weight, got.max_running) == (3.0, None)  # the weight is kept
+        await app.tenants.set_weight("globex", 2, principal=Principal("r2", roles={"ADMIN"}))
+        # A plain tenant reads only its own row; an operator reads all.
+        assert [s.tenant for s in await app.tenants.list(principal=acme)] == ["acme"]
+        with pytest.raises(Forbidden):
+            await app.tenants.get("globex", principal=acme)
+        assert [s.tenant for s in await app.tenants.list(principal=operator)] == [
+            "acme",
+            "globex",
+        ]
+        assert (await app.tenants.get("initech", principal=operator)).weight == 1.0
+        audit = [e for e in await app.executions.audit(limit=100) if e.kind == "tenant"]
+    assert [(e.principal, e.subject, e.after) for e in audit][-3:] == [
+        ("root", "acme", {"weight": 3.0, "max_running": 2}),
+        ("root", "acme", {"weight": 3.0, "max_running": None}),
+        ("r2", "globex", {"weight": 2.0, "max_running": None}),
+    ]
+    assert audit[-3].before == {"weight": 1.0, "max_running": None}
