@@ -32,6 +32,8 @@ ACCESS: dict[tuple[str, str], tuple[str, ...] | str] = {
     ("POST", "/v1/executions/{execution_id}/cancel"): "any",
     ("GET", "/v1/limits"): "any",
     ("PUT", "/v1/limits"): ("ADMIN",),
+    ("GET", "/v1/tenants"): "any",
+    ("PUT", "/v1/tenants/{tenant}"): ("ADMIN",),
     ("GET", "/v1/scheduler"): "any",
     ("GET", "/v1/audit"): ("ADMIN",),
     ("POST", "/v1/streams/{stream}/events"): "any",

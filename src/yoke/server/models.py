@@ -180,6 +180,29 @@ class LimitsOut(BaseModel):
     on_limit: Literal["queue", "reject"]
 
 
+Weight = Annotated[float, Strict(), Field(ge=0.01, le=1000.0, allow_inf_nan=False)]
+TenantCap = Annotated[int, Strict(), Field(ge=1, le=1_000_000)]
+
+
+class TenantIn(_Body):
+    """PUT changes the fields given: `weight`, and/or `max_running` (null: no cap)."""
+
+    weight: Weight | None = None
+    max_running: TenantCap | None = None
+
+
+class TenantOut(BaseModel):
+    tenant: str
+    weight: float
+    max_running: int | None
+    updated_by: str | None
+    updated_at: float | None
+
+
+class TenantListOut(BaseModel):
+    items: list[TenantOut]
+
+
 class AuditOut(BaseModel):
     seq: int
     kind: str

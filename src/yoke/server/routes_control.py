@@ -1,8 +1,11 @@
-"""`/v1/limits`, `/v1/scheduler`, `/v1/audit`: what operators read and change while it runs.
+"""`/v1/limits`, `/v1/tenants`, `/v1/scheduler`, `/v1/audit`: what operators read and change
+while it runs.
 
 `PUT /v1/limits` replaces the whole limits object (a field left out is off) and needs ADMIN;
 reviewers may veto it (403) and it is written to the control log by the executions service.
-This module must never apply a limit itself.
+`PUT /v1/tenants/{tenant}` changes a tenant's fleet-wide weight and/or max_running (ADMIN,
+reviewed and audited the same way, by `app.tenants`); `GET /v1/tenants` shows a plain tenant
+only its own row. This module must never apply a limit itself.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from starlette.responses import Response
 
 from yoke.server import introspect
 from yoke.server.auth import owns, principal_of, privileged
-from yoke.server.models import LimitsIn, audit_json
+from yoke.executions.tenants import UNSET, TenantSettings
+from yoke.server.models import LimitsIn, TenantIn, audit_json
+from yoke.store.text import check_text
 from yoke.server.state import ServerState, json_response, parse, query_int, read_body
 
 
@@ -30,6 +35,24 @@ class ControlRoutes:
         done = await self.s.executions.set_limits(body.to_limits(), principal=p)
         return json_response(done.to_json())
 
+    async def tenants(self, request: Request) -> Response:
+        p = principal_of(request)
+        rows = await self.s.app.tenants.list(principal=p)
+        return json_response({"items": [_tenant_json(t) for t in rows]})
+
+    async def set_tenant(self, request: Request) -> Response:
+        p = principal_of(request)
+        tenant = check_text(request.path_params["tenant"], "tenant")
+        body = parse(TenantIn, await read_body(request))
+        given = body.model_fields_set
+        done = await self.s.app.tenants.set(
+            tenant,
+            weight=body.weight if "weight" in given and body.weight is not None else UNSET,
+            max_running=body.max_running if "max_running" in given else UNSET,
+            principal=p,
+        )
+        return json_response(_tenant_json(done))
+
     async def scheduler(self, request: Request) -> Response:
         p = principal_of(request)
         ledger = await self.s.store().ledger()
@@ -44,3 +67,13 @@ class ControlRoutes:
         offset = query_int(request, "offset", default=0, low=0, high=2**31 - 1)
         entries = await self.s.executions.audit(limit=limit, offset=offset)
         return json_response({"items": [audit_json(a) for a in entries]})
+
+
+def _tenant_json(t: TenantSettings) -> dict[str, object]:
+    return {
+        "tenant": t.tenant,
+        "weight": t.weight,
+        "max_running": t.max_running,
+        "updated_by": t.updated_by,
+        "updated_at": t.updated_at,
+    }
