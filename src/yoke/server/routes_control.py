@@ -13,12 +13,12 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from yoke.executions.tenants import UNSET, TenantSettings
 from yoke.server import introspect
 from yoke.server.auth import owns, principal_of, privileged
-from yoke.executions.tenants import UNSET, TenantSettings
 from yoke.server.models import LimitsIn, TenantIn, audit_json
-from yoke.store.text import check_text
 from yoke.server.state import ServerState, json_response, parse, query_int, read_body
+from yoke.store.text import check_text
 
 
 class ControlRoutes:
