@@ -220,6 +220,7 @@ class QueueDrainScheduler:
         self._weights: dict[str, float] = {}  # tenant weights other than 1 (`set_weights`)
         self._caps: dict[str, int] = {}  # tenants' fleet-wide max_running (`set_caps`)
         self._settings_wake = asyncio.Event()
+        self._settings_read = asyncio.Event()  # the first claim waits for the caps
         self._windows = ClaimWindows(budget=self._cfg.concurrency * (1 + self._cfg.claim_depth))
         self._pump_soon = False
         self._closing = False
@@ -356,6 +357,7 @@ class QueueDrainScheduler:
             else:
                 self.set_weights({r.tenant: r.weight for r in rows if r.weight != 1})
                 self.set_caps({r.tenant: r.max_running for r in rows if r.max_running is not None})
+            self._settings_read.set()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._cfg.settings_poll):
                     await self._settings_wake.wait()
@@ -386,6 +388,7 @@ class QueueDrainScheduler:
 
     async def _fetch_loop(self) -> None:
         backoff = Backoff(self._cfg.retry)
+        await self._settings_read.wait()  # no event of a capped tenant starts uncounted
         self._wake.set()  # boot: whatever is already waiting
         while True:
             with contextlib.suppress(TimeoutError):
