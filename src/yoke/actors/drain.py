@@ -52,6 +52,7 @@ from yoke.actors.ctx import CtxHost, Fenced, InstanceStateCell
 from yoke.actors.custom_pick import CustomPicker, pickable
 from yoke.actors.definitions import ActorDef, ActorRegistry, Event
 from yoke.actors.failure_log import FailureLog
+from yoke.actors.fairness import FairnessView, TenantTelemetry
 from yoke.actors.metrics import ActorMetrics
 from yoke.actors.protocol import ActorStore
 from yoke.actors.releases import Releases
@@ -221,6 +222,8 @@ class QueueDrainScheduler:
         self._caps: dict[str, int] = {}  # tenants' fleet-wide max_running (`set_caps`)
         self._settings_wake = asyncio.Event()
         self._settings_read = asyncio.Event()  # the first claim waits for the caps
+        self._telemetry = TenantTelemetry()
+        self._metrics.track_fairness(self.fairness)
         self._windows = ClaimWindows(budget=self._cfg.concurrency * (1 + self._cfg.claim_depth))
         self._pump_soon = False
         self._closing = False
@@ -264,6 +267,29 @@ class QueueDrainScheduler:
     def held_by_tenant(self) -> Counter[str]:
         """Claimed rows held here per tenant (queued, running or waiting for a retry)."""
         return Counter(job.row.tenant for job in self._jobs.values())
+
+    def fairness(self, *, top: int = 10, visible: str | None = None) -> FairnessView:
+        """Per-tenant fairness figures of this worker (`fairness.py`): the `top` tenants by
+        backlog and `_other`, or `visible` alone."""
+        backlog: Counter[str] = Counter()
+        oldest: dict[str, float] = {}
+        now = self._clock.wall()
+        for qid, job in self._jobs.items():
+            it = self._wk.get(qid)
+            if it is not None and it.state is ItemState.RUNNING:
+                continue
+            t = job.row.tenant
+            backlog[t] += 1
+            age = now - job.row.appended_at
+            if age > oldest.get(t, -1.0):
+                oldest[t] = age
+        return self._telemetry.view(
+            backlog=backlog,
+            oldest=oldest,
+            weights=self._weights,
+            top=top,
+            visible=visible,
+        )
 
     def releasing(self, tenant: str) -> bool:
         """Whether rows of `tenant` are being put back to pending right now."""
@@ -627,6 +653,8 @@ class QueueDrainScheduler:
         if capped and not await self._take_slot(tenant):
             self._hold(job, self._cfg.cap_retry)  # keeps its group slot: FIFO holds
             return
+        if not job.failures and not job.row.attempts:  # its first start: the wait it had
+            self._telemetry.started(tenant, self._clock.wall() - job.row.appended_at)
         try:
             try:
                 await self._calls.run(inst.actor, cell, job.event)
@@ -652,6 +680,7 @@ class QueueDrainScheduler:
         if error is None:
             self._counts["processed"] += 1
             self._metrics.processed(inst.actor.name)
+            self._telemetry.processed(tenant)
             self._completions.add(job.completion, inst)
             self._end(job)
         else:

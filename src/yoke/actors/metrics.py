@@ -6,7 +6,11 @@ actor; `yoke_queue_depth` is per instance, but only for the `depth_limit` deepes
 each refresh, and the rest of each actor's rows as one series with tenant and instance
 `_other` (bounded cardinality however many tenants and instances there are: label sets that
 drop out are removed);
-`yoke_runtime_workers` counts workers with a recent heartbeat. The executor metrics are this
+`yoke_runtime_workers` counts workers with a recent heartbeat. The per-tenant fairness of
+this worker's drain (`yoke_tenant_events_processed`, `yoke_tenant_wait_seconds`,
+`yoke_tenant_oldest_pending_seconds`, `yoke_tenant_backlog`, `yoke_actor_fairness_jain`) is
+collected on each scrape by `fairness.FairnessCollector`, the top tenants by backlog by name
+and the rest as `_other`. The executor metrics are this
 worker's: `yoke_executor_boot_phase_seconds{phase}` (stamped by each boot), `yoke_executors{state}`
 and `yoke_executor_crashes_total`. The two store gauges are read from
 the store by `refresh()`, which a worker's heartbeat calls and the server's `/metrics` calls on
@@ -18,9 +22,10 @@ apps in one process (as in tests) count apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from yoke.actors.fairness import FairnessCollector, FairnessView
 from yoke.actors.inspection import WorkerStatus, worker_status
 from yoke.actors.protocol import ActorStore
 from yoke.store.actor_records import QueueDepth
@@ -67,9 +72,14 @@ class ActorMetrics:
         self._processed: dict[str, Any] = {}
         self._failed: dict[str, Any] = {}
         self._depth_labels: set[tuple[str, str, str]] = set()
+        self._fairness: FairnessCollector | None = None
         if not self.enabled:
             return
         assert _prom is not None
+        # Per-tenant fairness of this worker's drain, collected on scrape (`fairness.py`).
+        self._fairness = FairnessCollector()
+        assert registry is not None
+        registry.register(self._fairness)
         self._process_total = _prom.Counter(
             "yoke_actor_process", "process() invocations", ["actor"], registry=registry
         )
@@ -108,6 +118,11 @@ class ActorMetrics:
             "Executor processes that failed (crash, kill, timeout, boot failure)",
             registry=registry,
         )
+
+    def track_fairness(self, source: Callable[[], FairnessView | None]) -> None:
+        """Export `source()`'s per-tenant figures (the running drain's) on every scrape."""
+        if self._fairness is not None:
+            self._fairness.source = source
 
     def processed(self, actor: str) -> None:
         if self.enabled:
