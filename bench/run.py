@@ -20,7 +20,17 @@ from pathlib import Path
 
 from bench.common import machine
 
-ORDER = ("fair", "kernel", "executions", "server", "admission", "actors", "executors", "dashboard")
+ORDER = (
+    "fair",
+    "kernel",
+    "executions",
+    "server",
+    "admission",
+    "actors",
+    "fairclaim",
+    "executors",
+    "dashboard",
+)
 HEADER = """# Benchmarks
 
 Written by `python -m bench.run`. The machine is shared and noisy, so every figure is a median
