@@ -4,8 +4,10 @@ Actors: `tick` (stream "ticks", one instance per `n`) and `job` (stream "jobs", 
 record each event they process in their instance state. With `YOKE_TEST_BLOCK=1`, `job` never
 finishes an event whose data has `"block": true` (to be killed mid-process()). `slow` (stream
 "slow", key `k`) takes 20 ms and counts the `process()` calls running in every worker process
-at once in the file named by `YOKE_TEST_COUNTER` (`Running`). Prints `ready` once running and
-`blocked <n>` when it blocks; stops cleanly on SIGTERM.
+at once in the file named by `YOKE_TEST_COUNTER` (`Running`); `shared` (stream "shared", key
+`k`) writes a line "worker tenant monotonic-time" to the file named by `YOKE_TEST_STARTS` as it
+starts, then takes `ms` milliseconds. Prints `ready` once running and `blocked <n>` when it
+blocks; stops cleanly on SIGTERM.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from tests.actors.conftest import open_actor_store
@@ -73,6 +76,13 @@ def define(rt: ActorRuntime, *, block: bool = False) -> None:
     @rt.actor(subscribe=["slow"], key="k")
     async def slow(ctx: ActorCtx, event: Event) -> None:
         await Running(os.environ["YOKE_TEST_COUNTER"]).around(0.02)
+
+    @rt.actor(subscribe=["shared"], key="k", queue=Queue(concurrency=1000))
+    async def shared(ctx: ActorCtx, event: Event) -> None:
+        line = f"{rt.worker_id} {ctx.tenant} {time.monotonic()}\n"
+        with open(os.environ["YOKE_TEST_STARTS"], "a") as f:  # one short write: atomic
+            f.write(line)
+        await asyncio.sleep(event.data["ms"] / 1000)
 
 
 async def main(url: str, worker_id: str) -> None:
