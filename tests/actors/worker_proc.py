@@ -80,7 +80,7 @@ def define(rt: ActorRuntime, *, block: bool = False) -> None:
     @rt.actor(subscribe=["shared"], key="k", queue=Queue(concurrency=1000))
     async def shared(ctx: ActorCtx, event: Event) -> None:
         line = f"{rt.worker_id} {ctx.tenant} {time.monotonic()}\n"
-        with open(os.environ["YOKE_TEST_STARTS"], "a") as f:  # one short write: atomic
+        with Path(os.environ["YOKE_TEST_STARTS"]).open("a") as f:  # one short write: atomic
             f.write(line)
         await asyncio.sleep(event.data["ms"] / 1000)
 
