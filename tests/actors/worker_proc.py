@@ -59,6 +59,11 @@ class Running:
             self._change(-1)
 
 
+def log_start(line: str) -> None:
+    with Path(os.environ["YOKE_TEST_STARTS"]).open("a") as f:  # one short write: atomic
+        f.write(line)
+
+
 def define(rt: ActorRuntime, *, block: bool = False) -> None:
     """The actors of these tests (an appender needs them too: it computes the fan-out)."""
 
@@ -79,9 +84,7 @@ def define(rt: ActorRuntime, *, block: bool = False) -> None:
 
     @rt.actor(subscribe=["shared"], key="k", queue=Queue(concurrency=1000))
     async def shared(ctx: ActorCtx, event: Event) -> None:
-        line = f"{rt.worker_id} {ctx.tenant} {time.monotonic()}\n"
-        with Path(os.environ["YOKE_TEST_STARTS"]).open("a") as f:  # one short write: atomic
-            f.write(line)
+        log_start(f"{rt.worker_id} {ctx.tenant} {time.monotonic()}\n")
         await asyncio.sleep(event.data["ms"] / 1000)
 
 
