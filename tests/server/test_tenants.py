@@ -4,7 +4,8 @@ nothing."""
 
 from __future__ import annotations
 
-from tests.server.conftest import Serve
+from tests.server.conftest import Serve, Start
+from tests.server.test_actor_routes import append, until
 from tests.server.test_errors import assert_problem
 
 
@@ -55,3 +56,19 @@ async def test_bad_input_or_a_veto_is_a_problem_and_stores_nothing(serve: Serve)
     server.app.add_reviewer(lambda change: "frozen" if change.kind == "tenant" else None)
     assert_problem(await admin.put("/v1/tenants/acme", json={"weight": 2}), 403)
     assert (await admin.get("/v1/tenants")).json() == {"items": []}
+
+
+async def test_fairness_shows_the_actor_worker_per_tenant_a_tenant_its_own(start: Start) -> None:
+    _, client = await start()
+    acme, globex = client("acme"), client("globex")
+    await append(acme, "carts", {"cart_id": "a1"}, {"cart_id": "a2"})
+    await append(globex, "carts", {"cart_id": "g1"})
+    await until(globex, "/v1/actors/cart/instances/g1", lambda b: b["state"] == {"items": 1})
+    await until(acme, "/v1/actors/cart/instances/a2", lambda b: b["state"] == {"items": 1})
+    mine = (await acme.get("/v1/fairness")).json()["actors"]
+    assert [i["tenant"] for i in mine["items"]] == ["acme"] and mine["jain"] is None
+    assert mine["items"][0]["processed"] >= 2  # cart and audit
+    assert mine["items"][0]["wait_p50"] is not None
+    every = (await client("operator").get("/v1/fairness")).json()["actors"]
+    assert {i["tenant"] for i in every["items"]} == {"acme", "globex"}
+    assert 0 < every["jain"] <= 1

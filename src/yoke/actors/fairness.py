@@ -164,6 +164,18 @@ class TenantTelemetry:
         )
 
 
+def bucket_quantile(cumulative: tuple[int, ...], q: float) -> float | None:
+    """The upper bound of the bucket holding quantile `q` (None: no waits; past the last
+    bound: that bound, the histogram knows no more)."""
+    if not cumulative or not cumulative[-1]:
+        return None
+    rank = q * cumulative[-1]
+    for bound, n in zip(WAIT_BUCKETS, cumulative, strict=False):
+        if n >= rank:
+            return bound
+    return WAIT_BUCKETS[-1]
+
+
 def _cumulative(counts: list[int]) -> tuple[int, ...]:
     out, total = [], 0
     for c in counts:

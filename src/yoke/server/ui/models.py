@@ -74,6 +74,22 @@ class FoldedOut(BaseModel):
     wait_p99: float | None
 
 
+class ActorTenantOut(BaseModel):
+    tenant: str = Field(description="a tenant, or _other: the rest summed")
+    weight: float
+    processed: int
+    backlog: int = Field(description="events this worker holds and has not started")
+    oldest_pending: float | None = Field(description="seconds since the oldest was appended")
+    recent_share: float = Field(description="its part of this worker's last 1,000 starts")
+    wait_p50: float | None = Field(description="append -> first start, a bucket's upper bound")
+    wait_p99: float | None
+
+
+class ActorFairnessOut(BaseModel):
+    jain: float | None = Field(description="over the backlogged tenants (OPERATOR or ADMIN)")
+    items: list[ActorTenantOut]
+
+
 class FairnessOut(BaseModel):
     window_seconds: int
     jain: float
@@ -85,6 +101,9 @@ class FairnessOut(BaseModel):
     folded: list[FoldedOut] = Field(
         description="per tenant: its sessions beyond those the dashboard names each second, "
         "summed (a tenant sees only its own)"
+    )
+    actors: ActorFairnessOut | None = Field(
+        description="this process's actor worker, per tenant (a tenant sees its own)"
     )
 
 

@@ -16,9 +16,10 @@ import asyncio
 import heapq
 from typing import Any
 
+from yoke.actors.fairness import bucket_quantile
 from yoke.errors import YokeError
 from yoke.executions import Principal, Start
-from yoke.server.auth import owns, privileged
+from yoke.server.auth import owns, privileged, tenant_of
 from yoke.server.explain import RATE_WINDOW
 from yoke.server.recorder import SessionWindow, percentile, tenant_of_session
 from yoke.server.state import ServerState
@@ -205,6 +206,32 @@ async def fairness(
                 "wait_p99": _rounded(percentile(w.waits, 0.99)),
             }
             for t, w in sorted(folded.items())
+        ],
+        "actors": _actor_fairness(s, p, k),
+    }
+
+
+def _actor_fairness(s: ServerState, p: Principal, k: int) -> dict[str, Any] | None:
+    """This process's actor worker, per tenant (`yoke.actors.fairness`); None without one."""
+    drain = s.app.actors.drain
+    if drain is None:
+        return None
+    see_all = privileged(p)
+    view = drain.fairness(top=k, visible=None if see_all else tenant_of(p))
+    return {
+        "jain": round(view.jain, 4) if see_all else None,
+        "items": [
+            {
+                "tenant": f.tenant,
+                "weight": f.weight,
+                "processed": f.processed,
+                "backlog": f.backlog,
+                "oldest_pending": f.oldest_pending,
+                "recent_share": round(f.recent_share, 4),
+                "wait_p50": bucket_quantile(f.wait_buckets, 0.5),
+                "wait_p99": bucket_quantile(f.wait_buckets, 0.99),
+            }
+            for f in view.tenants
         ],
     }
 
