@@ -1,4 +1,4 @@
--- 0008: fleet-wide tenant settings, and the counters of the per-tenant cap.
+-- 0009: fleet-wide tenant settings, and the counters of the per-tenant cap.
 -- tenant_settings: a tenant's weight (its share of every worker's slots and claimed rows, sfq)
 -- and its cap on concurrent process() calls across the fleet (max_running, NULL: none), set by
 -- an ADMIN (app.tenants, PUT /v1/tenants/{tenant}) and audited in yoke_control_log.
@@ -7,10 +7,10 @@
 
 CREATE TABLE tenant_settings (
     tenant TEXT PRIMARY KEY,
-    weight REAL NOT NULL DEFAULT 1,
+    weight DOUBLE PRECISION NOT NULL DEFAULT 1,
     max_running INTEGER,
     updated_by TEXT NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at DOUBLE PRECISION NOT NULL
 );
 
 CREATE TABLE tenant_running (
