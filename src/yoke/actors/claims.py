@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 
 
 class ClaimWindows:
-    __slots__ = ("_active_weight", "_asked", "_backlog", "_held", "_weights", "budget")
+    __slots__ = ("_active_weight", "_asked", "_backlog", "_held", "_weights", "budget", "filled")
 
     def __init__(self, *, budget: int) -> None:
         self.budget = budget
@@ -38,6 +38,7 @@ class ClaimWindows:
         self._backlog: set[str] = set()
         self._active_weight = 0.0  # sum of the weights of the active tenants
         self._asked: dict[str, int] = {}  # the current claim's quotas, by tenant
+        self.filled = False
 
     def __repr__(self) -> str:
         return (
@@ -71,9 +72,11 @@ class ClaimWindows:
     def claimed(self, tenants: Iterable[str]) -> list[str]:
         """A claim brought rows of these tenants (one name per row). A tenant that got its
         whole quota (or had none) has rows left in the store; one that got less has none due.
-        Returns the tenants the claim met, in its order."""
+        Returns the tenants the claim met, in its order; `filled` tells whether one of them
+        took its whole (non-zero) quota."""
         got = Counter(tenants)
         met = list(self._asked)
+        self.filled = any(got[t] >= q for t, q in self._asked.items() if q > 0)
         for tenant, quota in self._asked.items():
             was = self._is_active(tenant)
             if got[tenant] >= quota:

@@ -437,11 +437,12 @@ class QueueDrainScheduler:
                         quota=self._windows.quota if self._fair else None,
                     )
                     if self._fair:
-                        # Each tenant took what its window has room for. Claim again until a
-                        # claim is empty (the windows are full, or nothing is due), so a wake
-                        # ends asleep; and when more tenants wait than one claim meets.
+                        # Each tenant took what its window has room for. A tenant that filled
+                        # it is claimed again when half of it is free (`_unhold`); otherwise
+                        # claim until a claim is empty, so a wake ends asleep (a claim racing
+                        # an append may have missed its rows).
                         met = self._windows.claimed(r.tenant for r in rows)
-                        self._more = bool(rows)
+                        self._more = bool(rows) and not self._windows.filled
                         if len(met) >= limit:  # more tenants wait: the next claim goes on
                             self._tenant_cursor = met[-1]
                     else:
