@@ -57,6 +57,7 @@ from yoke.actors.metrics import ActorMetrics
 from yoke.actors.protocol import ActorStore
 from yoke.actors.releases import Releases
 from yoke.actors.runner import ExecutorLost, InlineRunner, Runner, describe
+from yoke.actors.tenant_rules import TenantRules
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.kernel import Item, ItemState, Kernel
@@ -64,8 +65,6 @@ from yoke.retry import Backoff, RetryPolicy, until_done
 from yoke.store.actor_records import ClaimedEvent, Completion, InstanceRef, PendingEvent
 
 log = logging.getLogger("yoke.actors.drain")
-
-_MAX_TENANT_SETTINGS = 100_000  # rows of tenant settings held in memory, at most
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -218,13 +217,21 @@ class QueueDrainScheduler:
         self._more = False
         self._tenant_cursor = ""  # claims serve tenants in name order from here (wrapping)
         self._fair = self._cfg.claim == "fair"
-        self._weights: dict[str, float] = {}  # tenant weights other than 1 (`set_weights`)
-        self._caps: dict[str, int] = {}  # tenants' fleet-wide max_running (`set_caps`)
-        self._settings_wake = asyncio.Event()
-        self._settings_read = asyncio.Event()  # the first claim waits for the caps
+        self._windows = ClaimWindows(budget=self._cfg.concurrency * (1 + self._cfg.claim_depth))
+        self._rules = TenantRules(  # the tenants' stored weights and caps (tenant_rules.py)
+            store=store,
+            worker_id=worker_id,
+            clock=clock,
+            kernel=self._wk,
+            windows=self._windows,
+            poll=self._cfg.settings_poll,
+            stale_after=self._cfg.stale_after,
+            retry=self._cfg.retry,
+            stopping=self._stopping,
+            changed=self._rules_changed,
+        )
         self._telemetry = TenantTelemetry()
         self._metrics.track_fairness(self.fairness)
-        self._windows = ClaimWindows(budget=self._cfg.concurrency * (1 + self._cfg.claim_depth))
         self._pump_soon = False
         self._closing = False
         self._running = 0
@@ -286,7 +293,7 @@ class QueueDrainScheduler:
         return self._telemetry.view(
             backlog=backlog,
             oldest=oldest,
-            weights=self._weights,
+            weights=self._rules.weights,
             top=top,
             visible=visible,
         )
@@ -311,7 +318,7 @@ class QueueDrainScheduler:
             tg.create_task(self._completions.run(), name="yoke-drain-complete")
             tg.create_task(self._releases.writer.run(), name="yoke-drain-release")
             tg.create_task(self._retry_loop(), name="yoke-drain-retry")
-            tg.create_task(self._settings_loop(), name="yoke-drain-tenant-settings")
+            tg.create_task(self._rules.run(), name="yoke-drain-tenant-settings")
             for i in range(self._cfg.concurrency):
                 tg.create_task(self._runner(), name=f"yoke-drain-runner-{i}")
 
@@ -363,58 +370,15 @@ class QueueDrainScheduler:
 
     def refresh_settings(self) -> None:
         """Read the tenants' settings now (they were just changed here)."""
-        self._settings_wake.set()
+        self._rules.refresh()
 
-    async def _settings_loop(self) -> None:
-        """Follow the tenants' stored weights and caps: every worker applies a change within
-        `settings_poll` seconds. Counters left by an earlier life of this worker go first."""
-        await until_done(
-            lambda: self._store.clear_tenant_slots(self._worker_id),
-            what="clearing this worker's tenant counters",
-            policy=self._cfg.retry,
-            stopping=self._stopping,
-            log=log,
-        )
-        while True:
-            try:
-                rows = await self._store.tenant_settings(limit=_MAX_TENANT_SETTINGS)
-            except YokeError as exc:
-                log.warning("reading the tenants' settings failed: %s", exc)
-            else:
-                self.set_weights({r.tenant: r.weight for r in rows if r.weight != 1})
-                self.set_caps({r.tenant: r.max_running for r in rows if r.max_running is not None})
-            self._settings_read.set()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._cfg.settings_poll):
-                    await self._settings_wake.wait()
-            self._settings_wake.clear()
-
-    def set_caps(self, caps: dict[str, int]) -> None:
-        """Tenants' fleet-wide caps on concurrent `process()` calls: this worker starts no more
-        than the cap of a tenant, and each call takes a counter in the store first."""
-        if caps == self._caps:
-            return
-        for tenant in set(self._caps) - set(caps):
-            self._wk.set_lane_cap(tenant, None)
-        for tenant, cap in caps.items():
-            self._wk.set_lane_cap(tenant, cap)
-        self._caps = dict(caps)
+    def _rules_changed(self) -> None:
+        self._wake.set()  # the windows changed: claim
         self._after_stop()  # a raised cap may let queued events start
-
-    def set_weights(self, weights: dict[str, float]) -> None:
-        """Tenant weights (a tenant not named has weight 1): the sfq kernel's shares of the
-        slots and the fair claim's shares of the held rows follow them from now on."""
-        if weights == self._weights:
-            return
-        for tenant in set(self._weights) | set(weights):
-            self._wk.set_weight(tenant, weights.get(tenant, 1.0))
-        self._weights = dict(weights)
-        self._windows.set_weights(weights)
-        self._wake.set()
 
     async def _fetch_loop(self) -> None:
         backoff = Backoff(self._cfg.retry)
-        await self._settings_read.wait()  # no event of a capped tenant starts uncounted
+        await self._rules.ready.wait()  # no event of a capped tenant starts uncounted
         self._wake.set()  # boot: whatever is already waiting
         while True:
             with contextlib.suppress(TimeoutError):
@@ -650,8 +614,8 @@ class QueueDrainScheduler:
                 self._hold(job, self._cfg.retry.first)
                 return
         tenant = job.row.tenant
-        capped = tenant in self._caps
-        if capped and not await self._take_slot(tenant):
+        capped = tenant in self._rules.caps
+        if capped and not await self._rules.take(tenant):
             self._hold(job, self._cfg.cap_retry)  # keeps its group slot: FIFO holds
             return
         if not job.failures and not job.row.attempts:  # its first start: the wait it had
@@ -661,7 +625,7 @@ class QueueDrainScheduler:
                 await self._calls.run(inst.actor, cell, job.event)
             finally:
                 if capped:
-                    await self._free_slot(tenant)
+                    await self._rules.free(tenant)
         except Fenced as exc:
             self._lost(inst, exc)
             self._end(job)
@@ -686,26 +650,6 @@ class QueueDrainScheduler:
             self._end(job)
         else:
             await self._failed(job, error)
-
-    async def _take_slot(self, tenant: str) -> bool:
-        """One of the tenant's fleet-wide slots, or False (full, or the store is down)."""
-        live_after = self._clock.wall() - self._cfg.stale_after
-        try:
-            return await self._store.take_tenant_slot(
-                tenant, self._worker_id, live_after=live_after
-            )
-        except YokeError as exc:
-            log.warning("taking a slot of tenant %r failed: %s", tenant, exc)
-            return False
-
-    async def _free_slot(self, tenant: str) -> None:
-        await until_done(
-            lambda: self._store.free_tenant_slot(tenant, self._worker_id),
-            what=f"freeing a slot of tenant {tenant!r}",
-            policy=self._cfg.retry,
-            stopping=self._stopping,
-            log=log,
-        )
 
     async def _failed(self, job: _Job, error: BaseException) -> None:
         inst = job.inst

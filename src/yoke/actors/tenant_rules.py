@@ -1,0 +1,132 @@
+"""A drain's view of the tenants' stored settings (`app.tenants`): it reads them every
+`poll` seconds (and at once when `refresh()` is called, after a change made here), gives the
+weights to the worker kernel (`sfq` shares of the slots) and to the claim windows, and the
+`max_running` caps to the kernel as lane caps (this worker alone never starts more) and to
+`take`/`free`, which count each call in the store so that the cap holds across the fleet.
+
+The drain's first claim waits for `ready` (the first read), so no call of a capped tenant
+starts uncounted. Counters left by an earlier life of this worker are cleared first. A read
+that fails keeps the settings as they were; a `take` that fails counts as refused (the call
+asks again), a `free` is retried until the store takes it (a lost one would shrink the cap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from yoke.actors.claims import ClaimWindows
+from yoke.actors.protocol import ActorStore
+from yoke.clock import Clock
+from yoke.errors import YokeError
+from yoke.kernel import Kernel
+from yoke.retry import RetryPolicy, until_done
+
+log = logging.getLogger("yoke.actors.drain")
+
+MAX_TENANT_SETTINGS = 100_000  # rows of tenant settings held in memory, at most
+
+
+class TenantRules:
+    def __init__(
+        self,
+        *,
+        store: ActorStore,
+        worker_id: str,
+        clock: Clock,
+        kernel: Kernel,
+        windows: ClaimWindows,
+        poll: float,
+        stale_after: float,
+        retry: RetryPolicy,
+        stopping: Callable[[], bool],
+        changed: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._worker_id = worker_id
+        self._clock = clock
+        self._kernel = kernel
+        self._windows = windows
+        self._poll = poll
+        self._stale_after = stale_after
+        self._retry = retry
+        self._stopping = stopping
+        self._changed = changed  # the drain looks again: claims, starts
+        self.weights: dict[str, float] = {}  # weights other than 1
+        self.caps: dict[str, int] = {}  # fleet-wide max_running
+        self.ready = asyncio.Event()  # set after the first read (failed or not)
+        self._wake = asyncio.Event()
+
+    def __repr__(self) -> str:
+        return f"TenantRules(weights={len(self.weights)}, caps={len(self.caps)})"
+
+    def refresh(self) -> None:
+        """Read the settings now (they were just changed here)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        await until_done(
+            lambda: self._store.clear_tenant_slots(self._worker_id),
+            what="clearing this worker's tenant counters",
+            policy=self._retry,
+            stopping=self._stopping,
+            log=log,
+        )
+        while True:
+            try:
+                rows = await self._store.tenant_settings(limit=MAX_TENANT_SETTINGS)
+            except YokeError as exc:
+                log.warning("reading the tenants' settings failed: %s", exc)
+            else:
+                self.set_weights({r.tenant: r.weight for r in rows if r.weight != 1})
+                self.set_caps({r.tenant: r.max_running for r in rows if r.max_running is not None})
+            self.ready.set()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._poll):
+                    await self._wake.wait()
+            self._wake.clear()
+
+    def set_weights(self, weights: dict[str, float]) -> None:
+        """Tenant weights (a tenant not named has weight 1): the sfq kernel's shares of the
+        slots and the fair claim's shares of the held rows follow them from now on."""
+        if weights == self.weights:
+            return
+        for tenant in set(self.weights) | set(weights):
+            self._kernel.set_weight(tenant, weights.get(tenant, 1.0))
+        self.weights = dict(weights)
+        self._windows.set_weights(weights)
+        self._changed()
+
+    def set_caps(self, caps: dict[str, int]) -> None:
+        """Tenants' fleet-wide caps on concurrent `process()` calls: this worker starts no more
+        than a tenant's cap, and each call takes a counter in the store first (`take`)."""
+        if caps == self.caps:
+            return
+        for tenant in set(self.caps) - set(caps):
+            self._kernel.set_lane_cap(tenant, None)
+        for tenant, cap in caps.items():
+            self._kernel.set_lane_cap(tenant, cap)
+        self.caps = dict(caps)
+        self._changed()  # a raised cap may let queued events start
+
+    async def take(self, tenant: str) -> bool:
+        """One of the tenant's fleet-wide slots, or False (full, or the store is down)."""
+        live_after = self._clock.wall() - self._stale_after
+        try:
+            return await self._store.take_tenant_slot(
+                tenant, self._worker_id, live_after=live_after
+            )
+        except YokeError as exc:
+            log.warning("taking a slot of tenant %r failed: %s", tenant, exc)
+            return False
+
+    async def free(self, tenant: str) -> None:
+        await until_done(
+            lambda: self._store.free_tenant_slot(tenant, self._worker_id),
+            what=f"freeing a slot of tenant {tenant!r}",
+            policy=self._retry,
+            stopping=self._stopping,
+            log=log,
+        )
