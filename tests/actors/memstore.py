@@ -636,14 +636,24 @@ class MemoryActorStore:
         return self.tenants.get(tenant)
 
     async def put_tenant_settings(
-        self, tenant: str, *, weight: float, max_running: int | None, audit: NewControl
-    ) -> TenantRow:
+        self,
+        tenant: str,
+        *,
+        weight: float,
+        max_running: int | None,
+        audit: NewControl,
+        expect: int = 0,
+    ) -> TenantRow | None:
+        old = self.tenants.get(tenant)
+        if (0 if old is None else old.version) != expect:
+            return None
         row = TenantRow(
             tenant=tenant,
             weight=weight,
             max_running=max_running,
             updated_by=audit.principal,
             updated_at=audit.at,
+            version=expect + 1,
         )
         self.tenants[tenant] = row
         return row

@@ -16,7 +16,7 @@ import yoke
 from tests.actors.conftest import FAST, wait_for
 from yoke.actors import ActorSettings, Event, Queue
 from yoke.config import Settings
-from yoke.errors import BadType, BadValue, Forbidden, Vetoed
+from yoke.errors import BadType, BadValue, Conflict, Forbidden, Vetoed
 from yoke.executions import Principal
 
 ADMIN = Principal("root", roles={"ADMIN"})
@@ -123,3 +123,32 @@ async def test_changes_are_admin_only_bounded_reviewed_and_audited(app_url: str)
         ("r2", "globex", {"weight": 2.0, "max_running": None}),
     ]
     assert audit[-3].before == {"weight": 1.0, "max_running": None}
+
+
+async def test_two_changes_decided_on_the_same_row_never_both_land(app_url: str) -> None:
+    app = app_for(app_url)
+    both_read = asyncio.Event()
+    reviewing = 0
+
+    async def slow_reviewer(change: object) -> None:
+        nonlocal reviewing
+        reviewing += 1
+        if reviewing == 2:
+            both_read.set()
+        await wait_for(both_read)  # each change has read the row before either writes
+
+    app.add_reviewer(slow_reviewer)
+    async with app.running():
+        got = await asyncio.gather(
+            app.tenants.set_weight("race-co", 5, principal=ADMIN),
+            app.tenants.set_max_running("race-co", 2, principal=ADMIN),
+            return_exceptions=True,
+        )
+        refused = [g for g in got if isinstance(g, Conflict)]
+        landed = [g for g in got if not isinstance(g, BaseException)]
+        assert len(refused) == 1 and len(landed) == 1, got
+        stored = await app.tenants.get("race-co", principal=ADMIN)
+        audit = [e for e in await app.executions.audit(limit=1000) if e.subject == "race-co"]
+    # The stored row is the winner's alone (not a blend of both), and one entry is audited.
+    assert (stored.weight, stored.max_running) == (landed[0].weight, landed[0].max_running)
+    assert len(audit) == 1

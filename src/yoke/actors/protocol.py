@@ -255,9 +255,16 @@ class ActorStore(LeaseStore, Protocol):
     async def get_tenant_settings(self, tenant: str) -> TenantRow | None: ...
 
     async def put_tenant_settings(
-        self, tenant: str, *, weight: float, max_running: int | None, audit: NewControl
-    ) -> TenantRow:
-        """Write a tenant's settings and their control-log entry in one transaction."""
+        self,
+        tenant: str,
+        *,
+        weight: float,
+        max_running: int | None,
+        audit: NewControl,
+        expect: int = 0,
+    ) -> TenantRow | None:
+        """Write a tenant's settings and their control-log entry in one transaction, if its
+        row is still at version `expect` (0: none); else None, and nothing is written."""
         ...
 
     async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:

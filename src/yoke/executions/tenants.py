@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from yoke.clock import Clock
-from yoke.errors import BadType, BadValue, Forbidden, Vetoed
+from yoke.errors import BadType, BadValue, Conflict, Forbidden, Vetoed
 from yoke.executions.model import ADMIN, OPERATOR, Change, Principal
 from yoke.executions.state import need
 from yoke.store import NewControl
@@ -48,8 +48,14 @@ class TenantStore(Protocol):
     async def get_tenant_settings(self, tenant: str) -> TenantRow | None: ...
 
     async def put_tenant_settings(
-        self, tenant: str, *, weight: float, max_running: int | None, audit: NewControl
-    ) -> TenantRow: ...
+        self,
+        tenant: str,
+        *,
+        weight: float,
+        max_running: int | None,
+        audit: NewControl,
+        expect: int = 0,
+    ) -> TenantRow | None: ...
 
 
 class _Unset:
@@ -133,7 +139,8 @@ class Tenants:
         principal: Principal,
     ) -> TenantSettings:
         """Change a tenant's weight and/or max_running (role ADMIN), after the reviewers;
-        the row and its control-log entry are written in one transaction."""
+        the row and its control-log entry are written in one transaction, only if no other
+        change landed since this one read the row (else `Conflict`, nothing written)."""
         need(principal, ADMIN)
         check_text(_name(tenant), "tenant")
         if weight is UNSET and max_running is UNSET:
@@ -172,8 +179,14 @@ class Tenants:
             at=self._clock.wall(),
         )
         row = await store.put_tenant_settings(
-            tenant, weight=after.weight, max_running=after.max_running, audit=audit
+            tenant,
+            weight=after.weight,
+            max_running=after.max_running,
+            audit=audit,
+            expect=0 if old is None else old.version,
         )
+        if row is None:  # another change landed since `before` was read: it is not undone
+            raise Conflict(f"the settings of tenant {tenant!r} changed meanwhile; try again")
         self._changed()
         return _settings(row)
 

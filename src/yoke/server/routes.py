@@ -168,7 +168,7 @@ def table(
            answers=ok(m.TenantListOut, "The tenants with stored settings")),
         Op("PUT", "/v1/tenants/{tenant}", control.set_tenant, ADMINS, "setTenant",
            "Change a tenant's weight and/or max_running (null: no cap); a field left out stays",
-           body=m.TenantIn, answers=ok(m.TenantOut, "The tenant's settings"), errors=(422,)),
+           body=m.TenantIn, answers=ok(m.TenantOut, "The tenant's settings"), errors=(409, 422)),
         Op("GET", "/v1/scheduler", control.scheduler, ANY, "getScheduler",
            "Slots in use, queued by session, the next picks (a tenant sees its own)",
            answers=ok(m.SchedulerOut, "The scheduler")),

@@ -617,10 +617,16 @@ class ActorVerbs:
         return await self.tenants.get_tenant_settings(tenant)
 
     async def put_tenant_settings(
-        self, tenant: str, *, weight: float, max_running: int | None, audit: NewControl
-    ) -> TenantRow:
+        self,
+        tenant: str,
+        *,
+        weight: float,
+        max_running: int | None,
+        audit: NewControl,
+        expect: int = 0,
+    ) -> TenantRow | None:
         return await self.tenants.put_tenant_settings(
-            tenant, weight=weight, max_running=max_running, audit=audit
+            tenant, weight=weight, max_running=max_running, audit=audit, expect=expect
         )
 
     async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:

@@ -2,12 +2,14 @@
 per-tenant cap, written once over named queries (section "tenants" of `queries.sql`).
 
 `put_tenant_settings` writes a tenant's row and its control-log entry in one transaction, so
-neither lands without the other. `take_tenant_slot` is the cap's exact check: under the
-tenant's settings row (locked FOR UPDATE on PostgreSQL; SQLite's IMMEDIATE write serializes
-every taker), it counts the calls running on live workers and takes one only below the cap, so
-racing workers never pass it together. A worker's counter goes down when a call ends; a worker
-that died stops counting once its heartbeat is stale, and its rows are cleared when it starts
-again. This module decides nothing else: caps, weights and times come from the caller.
+neither lands without the other, and only if the row is still at the version the change was
+decided on (a compare-and-set: two admins' changes never overwrite each other unseen).
+`take_tenant_slot` is the cap's exact check: under the tenant's settings row (locked FOR
+UPDATE on PostgreSQL; SQLite's IMMEDIATE write serializes every taker), it counts the calls
+running on live workers and takes one only below the cap, so racing workers never pass it
+together. A worker's counter goes down when a call ends; a worker that died stops counting
+once its heartbeat is stale, and its rows are cleared when it starts again. This module
+decides nothing else: caps, weights and times come from the caller.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class TenantRow:
     max_running: int | None
     updated_by: str
     updated_at: float
+    version: int  # raised by every change (a compare-and-set's token)
 
 
 class TenantVerbs:
@@ -48,19 +51,27 @@ class TenantVerbs:
         return None if row is None else _tenant(row)
 
     async def put_tenant_settings(
-        self, tenant: str, *, weight: float, max_running: int | None, audit: NewControl
-    ) -> TenantRow:
+        self,
+        tenant: str,
+        *,
+        weight: float,
+        max_running: int | None,
+        audit: NewControl,
+        expect: int = 0,
+    ) -> TenantRow | None:
         params = {
             "tenant": tenant,
             "weight": weight,
             "max_running": max_running,
             "updated_by": audit.principal,
             "now": audit.at,
+            "expect": expect,
         }
         async with self._t.write() as tx:
             row = await tx.one("put_tenant_settings", params)
+            if row is None:  # changed since `expect`: nothing is written, no audit either
+                return None
             await tx.one("append_control", control_params(audit))
-        assert row is not None
         return _tenant(row)
 
     async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
@@ -91,4 +102,5 @@ def _tenant(r: Row) -> TenantRow:
         max_running=None if cap is None else int(cap),
         updated_by=str(r["updated_by"]),
         updated_at=float(r["updated_at"]),
+        version=int(r["version"]),
     )

@@ -830,20 +830,23 @@ FROM yoke_leases WHERE name = %(name)s;
 -- tenants: fleet-wide settings (weight, max_running) and the per-tenant cap's counters.
 
 -- name: tenant_settings
-SELECT tenant, weight, max_running, updated_by, updated_at FROM tenant_settings
+SELECT tenant, weight, max_running, updated_by, updated_at, version FROM tenant_settings
 ORDER BY tenant LIMIT %(limit)s;
 
 -- name: get_tenant_settings
-SELECT tenant, weight, max_running, updated_by, updated_at FROM tenant_settings
+SELECT tenant, weight, max_running, updated_by, updated_at, version FROM tenant_settings
 WHERE tenant = %(tenant)s;
 
 -- name: put_tenant_settings
-INSERT INTO tenant_settings (tenant, weight, max_running, updated_by, updated_at)
-VALUES (%(tenant)s, %(weight)s, %(max_running)s, %(updated_by)s, %(now)s)
+-- A compare-and-set: an existing row changes only if it is still at the version the change was
+-- decided on (0: there was none), so two changes decided on the same row never both land.
+INSERT INTO tenant_settings (tenant, weight, max_running, updated_by, updated_at, version)
+VALUES (%(tenant)s, %(weight)s, %(max_running)s, %(updated_by)s, %(now)s, 1)
 ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight,
     max_running = excluded.max_running, updated_by = excluded.updated_by,
-    updated_at = excluded.updated_at
-RETURNING tenant, weight, max_running, updated_by, updated_at;
+    updated_at = excluded.updated_at, version = tenant_settings.version + 1
+WHERE tenant_settings.version = %(expect)s
+RETURNING tenant, weight, max_running, updated_by, updated_at, version;
 
 -- name: lock_tenant_cap
 -- The settings row is locked first: takers of one tenant queue here, and the count that

@@ -213,7 +213,8 @@ CREATE TABLE tenant_settings (
     weight REAL NOT NULL DEFAULT 1,
     max_running INTEGER,
     updated_by TEXT NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    version INTEGER NOT NULL DEFAULT 1
 );
 
 CREATE TABLE tenant_running (
