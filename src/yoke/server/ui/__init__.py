@@ -91,12 +91,16 @@ class Dashboard:
     def routes(self) -> list[BaseRoute]:
         p = self.pages
 
-        def page(name: str, *, param: str | None = None) -> Endpoint:
+        def page(view: str, /, *, param: str | None = None, **path: str) -> Endpoint:
+            """`param`: the path parameter given to the region as `id`; `path`: more, as
+            region parameter = path parameter."""
+            if param is not None:
+                path = {"id": param, **path}
+
             async def endpoint(request: Request) -> Response:
                 params = dict(request.query_params)
-                if param is not None:
-                    params = {"id": request.path_params[param], **params}
-                return await p.page(request, name, {k: v[:256] for k, v in params.items()})
+                params.update({k: request.path_params[v] for k, v in path.items()})
+                return await p.page(request, view, {k: v[:256] for k, v in params.items()})
 
             return endpoint
 
@@ -109,6 +113,12 @@ class Dashboard:
             *(Route(f"/{n}", page(n), methods=["GET"]) for n in ("workers", "timers", "audit")),
             Route("/starts/{start_id}", page("why", param="start_id"), methods=["GET"]),
             Route("/executions/{execution_id}", page("execution", param="execution_id")),
+            Route("/actors/{actor}", page("instances", name="actor"), methods=["GET"]),
+            Route(
+                "/actors/{actor}/instances/{instance_id:path}",
+                page("instance", param="instance_id", name="actor"),
+                methods=["GET"],
+            ),
             Route("/f/{region}", p.fragment, methods=["GET"]),
             Route("/events", EventStream(self.hub), methods=["GET"]),
             Route("/login", p.login_form, methods=["GET"]),

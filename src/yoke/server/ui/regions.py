@@ -117,6 +117,28 @@ async def _actors(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[str, 
     return await stored.actors(s, p)
 
 
+async def _instances(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[str, Any]:
+    actor = _text(q.get("name"), "actor name")
+    if actor is None:
+        raise BadValue("which actor? (?name=)")
+    return await stored.actor_instances(
+        s,
+        p,
+        actor,
+        tenant=_text(q.get("tenant"), "tenant"),
+        cursor=_text(q.get("cursor"), "cursor"),
+    )
+
+
+async def _instance(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[str, Any]:
+    actor, instance_id = _text(q.get("name"), "actor name"), _text(q.get("id"), "instance id")
+    if actor is None or instance_id is None:
+        raise BadValue("which instance? (?name=&id=)")
+    return await stored.actor_instance(
+        s, p, actor, instance_id, tenant=_text(q.get("tenant"), "tenant")
+    )
+
+
 async def _workers(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[str, Any]:
     return await stored.workers(s, p)
 
@@ -149,6 +171,18 @@ REGIONS = {
             name="execution", template="r_execution.html", params=("id", "cursor"), feed=_execution
         ),
         Region(name="actors", template="r_actors.html", params=(), feed=_actors),
+        Region(
+            name="instances",
+            template="r_instances.html",
+            params=("name", "tenant", "cursor"),
+            feed=_instances,
+        ),
+        Region(
+            name="instance",
+            template="r_instance.html",
+            params=("name", "id", "tenant"),
+            feed=_instance,
+        ),
         Region(name="workers", template="r_workers.html", params=(), feed=_workers),
         Region(name="timers", template="r_timers.html", params=(), feed=_timers),
         Region(name="audit", template="r_audit.html", params=("before",), feed=_audit),
@@ -164,6 +198,8 @@ PAGES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "executions": ("Executions", ("executions",), ()),
     "execution": ("Execution", ("execution",), ()),
     "actors": ("Actors", ("actors",), ()),
+    "instances": ("Actor instances", ("instances",), ()),
+    "instance": ("Actor instance", ("instance",), ()),
     "workers": ("Workers", ("workers",), (OPERATOR, ADMIN)),
     "timers": ("Timers", ("timers",), ()),
     "audit": ("Audit", ("audit",), (ADMIN,)),

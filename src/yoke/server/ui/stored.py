@@ -13,14 +13,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from yoke.actors.inspection import no_instance
 from yoke.errors import BadValue, Forbidden, NotFound
 from yoke.executions import ADMIN, OPERATOR, ExecutionStatus, Principal
 from yoke.server.auth import check_visible, home_tenant, owns, privileged, tenant_of
 from yoke.server.models import audit_json, execution_json
-from yoke.server.models_actors import actor_json, worker_json
+from yoke.server.models_actors import (
+    actor_json,
+    decode_cursor,
+    encode_cursor,
+    executor_json,
+    instance_json,
+    instance_summary_json,
+    worker_json,
+)
 from yoke.server.state import ServerState
 
 STATUSES = tuple(s.value for s in ExecutionStatus)
+INSTANCES_PAGE = 50
+EXECUTORS_SHOWN = 200
 STEPS_PAGE = 100  # steps per page by default
 MAX_STEPS_PAGE = 500  # an execution may record any number of steps: a page is bounded
 
@@ -114,18 +125,61 @@ async def actors(s: ServerState, p: Principal) -> dict[str, Any]:
     return {"tenant": tenant, "items": [actor_json(v) for v in views]}
 
 
+async def actor_instances(
+    s: ServerState, p: Principal, actor: str, *, tenant: str | None, cursor: str | None
+) -> dict[str, Any]:
+    """A page of one actor's instances, scoped as `GET /v1/actors/{name}/instances` is: a plain
+    principal's home tenant (another tenant asked: nothing), a privileged one's `tenant` or
+    all."""
+    inspect = s.app.actors.inspect
+    inspect.definition(actor)  # an unknown actor is 404
+    home = home_tenant(p)
+    if not privileged(p):
+        if tenant is not None and tenant != home:
+            return {"actor": actor, "tenant": tenant, "items": [], "next_cursor": None}
+        tenant = home
+    after = None if cursor is None else decode_cursor(cursor, actor)
+    page = await inspect.instances(actor, tenant=tenant, after=after, limit=INSTANCES_PAGE)
+    return {
+        "actor": actor,
+        "tenant": tenant,
+        "items": [instance_summary_json(i) for i in page.items],
+        "next_cursor": None if page.next_after is None else encode_cursor(page.next_after),
+    }
+
+
+async def actor_instance(
+    s: ServerState, p: Principal, actor: str, instance_id: str, *, tenant: str | None
+) -> dict[str, Any]:
+    """One instance as `GET /v1/actors/{name}/instances/{id}` shows it: queue depth, in
+    flight, dead letters, the worker that owns it, its state."""
+    inspect = s.app.actors.inspect
+    home = home_tenant(p)
+    tenant = tenant or home
+    if not privileged(p) and tenant != home:
+        inspect.definition(actor)
+        raise no_instance(actor, instance_id)  # as absent: ids of others are not told
+    return instance_json(await inspect.instance(actor, instance_id, tenant=tenant))
+
+
 async def workers(s: ServerState, p: Principal) -> dict[str, Any]:
     need(p, OPERATOR, ADMIN)
     inspect = s.app.actors.inspect
     views = await inspect.workers()
+    executors = await inspect.executors(tenant=None, limit=EXECUTORS_SHOWN)
     return {
         "stale_after": inspect.stale_after,
         "items": [worker_json(w) for w in views],
-        # Per-tenant executor processes are not part of this server yet: `process()` runs
-        # inline in each worker.
-        "executor_mode": "inline",
-        "executors": [],
+        "executor_mode": executor_mode(s),
+        "executors": [executor_json(e) for e in executors],
     }
+
+
+def executor_mode(s: ServerState) -> str:
+    """Where this server's app runs `process()`: `inline` (in each worker) or `process` (in a
+    process per tenant); workers started apart choose their own, and their executors are
+    listed whatever this says."""
+    return str(s.app.actors.executor_settings.mode)
 
 
 async def timers(s: ServerState, p: Principal, *, limit: int = 50) -> dict[str, Any]:

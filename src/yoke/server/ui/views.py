@@ -17,6 +17,7 @@ import heapq
 from typing import Any
 
 from yoke.actors.fairness import bucket_quantile
+from yoke.actors.inspection import WorkerStatus
 from yoke.errors import YokeError
 from yoke.executions import Principal, Start
 from yoke.server.auth import owns, privileged, tenant_of
@@ -26,6 +27,7 @@ from yoke.server.state import ServerState
 from yoke.server.ui import queue
 
 TOP_K = 50
+LIVE_EXECUTOR = frozenset({"STARTING", "READY"})
 
 
 def _visible(p: Principal) -> Any:
@@ -77,12 +79,16 @@ async def overview(s: ServerState, p: Principal) -> dict[str, Any]:
     )
     workers_live = executors = None
     if privileged(p) and s.app.store is not None:
+        inspect = s.app.actors.inspect
         try:
-            views = await s.app.actors.inspect.workers()
+            views = await inspect.workers()
             workers_live = sum(1 for w in views if w.status.value == "live")
+            rows = await inspect.executors(tenant=None, limit=1000)
+            executors = sum(
+                1 for e in rows if e.row.state in LIVE_EXECUTOR and e.worker is WorkerStatus.LIVE
+            )
         except YokeError:
             workers_live = None
-        executors = 0
     refused = s.recorder.totals(60)[1] if privileged(p) else None
     return {
         "principal": p.name,
@@ -96,7 +102,7 @@ async def overview(s: ServerState, p: Principal) -> dict[str, Any]:
         "starts_per_second": round(_rate(s, p, 10), 2),
         "workers_live": workers_live,
         "executors_live": executors,
-        "executor_mode": "inline",
+        "executor_mode": str(s.app.actors.executor_settings.mode),
         "oldest_wait_seconds": None if oldest_age is None else round(oldest_age, 3),
         "shutting_down": ex.closing,
     }
