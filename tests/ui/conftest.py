@@ -16,10 +16,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import TOKENS, TOKENS_TOML, db_url, serve, tokens_file
+from tests.server.conftest import TOKENS, TOKENS_TOML, db_url, serve, start, tokens_file
 from tests.server.e2e import Running, yoke_serve
 
-__all__ = ["db_url", "serve", "tokens_file"]  # the server tests' in-process fixtures, shared
+__all__ = [
+    "db_url",
+    "serve",
+    "start",
+    "tokens_file",
+]  # the server tests' in-process fixtures, shared
 
 CHROMIUM = os.environ.get("YOKE_CHROMIUM", "/usr/bin/chromium")
 FLAGS = [

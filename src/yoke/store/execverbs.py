@@ -460,6 +460,17 @@ class ExecutionVerbs:
                 rows = await tx.all("tenant_executions", {**args, "tenant": tenant})
         return [execution_row(r) for r in rows]
 
+    async def linked_executions(
+        self, execution_id: str, *, limit: int
+    ) -> tuple[list[ExecutionRow], list[ExecutionRow]]:
+        """(its children, the executions restarted or resumed from it), oldest first, at most
+        `limit` of each."""
+        args = {"execution_id": execution_id, "limit": limit}
+        async with self._t.read() as tx:
+            children = await tx.all("children_of", args)
+            reruns = await tx.all("reruns_of", args)
+        return [execution_row(r) for r in children], [execution_row(r) for r in reruns]
+
     async def record_step(
         self, execution_id: str, position: int, name: str, result: str, *, now: float
     ) -> None:

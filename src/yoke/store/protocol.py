@@ -161,6 +161,12 @@ class Store(Protocol):
 
     async def steps_of(self, execution_id: str) -> list[StepRow]: ...
 
+    async def linked_executions(
+        self, execution_id: str, *, limit: int
+    ) -> tuple[list[ExecutionRow], list[ExecutionRow]]:
+        """(its children, the executions restarted or resumed from it), oldest first."""
+        ...
+
     async def steps_page(self, execution_id: str, *, after: int, limit: int) -> list[StepRow]: ...
 
     # -- control log -----------------------------------------------------------------------

@@ -3,7 +3,7 @@ schema checks the test suite runs against real answers). This module must never 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -129,7 +129,19 @@ class LineageOut(BaseModel):
     status: str
 
 
+class LinkOut(BaseModel):
+    execution_id: str
+    status: str
+    workflow: str
+
+
+class RerunOut(LinkOut):
+    kind: Literal["restart", "resume"]
+
+
 class ExecutionDetailOut(ExecutionOut):
+    children: list[LinkOut] = Field(description="child workflows it started (first 50)")
+    reruns: list[RerunOut] = Field(description="executions restarted or resumed from it")
     steps: list[StepOut]
     next_cursor: str | None = Field(description="pass as cursor for the next page of steps")
     lineage: list[LineageOut]

@@ -28,10 +28,12 @@ from yoke.server.models_actors import (
     worker_json,
 )
 from yoke.server.state import ServerState
+from yoke.store.records import ExecutionRow
 
 STATUSES = tuple(s.value for s in ExecutionStatus)
 INSTANCES_PAGE = 50
 EXECUTORS_SHOWN = 200
+LINKS_SHOWN = 50  # children, and restarts or resumes, shown of one execution
 STEPS_PAGE = 100  # steps per page by default
 MAX_STEPS_PAGE = 500  # an execution may record any number of steps: a page is bounded
 
@@ -103,8 +105,15 @@ async def execution(
             break
         lineage.append({"execution_id": before.execution_id, "status": before.status.value})
         source = before.restarted_from or before.resumed_from
+    children, reruns = await s.store().linked_executions(execution_id, limit=LINKS_SHOWN)
     return {
         **execution_json(ex),
+        "children": [_link(c) for c in children if owns(p, c.session)],
+        "reruns": [
+            {**_link(r), "kind": "restart" if r.restarted_from == execution_id else "resume"}
+            for r in reruns
+            if owns(p, r.session)
+        ],
         "steps": [
             {
                 "position": st.position,
@@ -117,6 +126,10 @@ async def execution(
         "next_cursor": str(steps[-1].position) if more else None,
         "lineage": lineage,
     }
+
+
+def _link(row: ExecutionRow) -> dict[str, Any]:
+    return {"execution_id": row.execution_id, "status": row.status.value, "workflow": row.workflow}
 
 
 async def actors(s: ServerState, p: Principal) -> dict[str, Any]:

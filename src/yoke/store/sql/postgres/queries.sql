@@ -55,6 +55,17 @@ WHERE split_part(session, '/', 1) = %(tenant)s
 ORDER BY seq DESC
 LIMIT %(limit)s;
 
+-- name: children_of
+SELECT * FROM yoke_executions WHERE parent_id = %(execution_id)s ORDER BY seq LIMIT %(limit)s;
+
+-- name: reruns_of
+-- The executions restarted or resumed from one (two partial indexes, one each).
+SELECT * FROM (
+  SELECT * FROM yoke_executions WHERE restarted_from = %(execution_id)s
+  UNION ALL
+  SELECT * FROM yoke_executions WHERE resumed_from = %(execution_id)s
+) AS reruns ORDER BY seq LIMIT %(limit)s;
+
 -- name: insert_step
 INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
 VALUES (%(execution_id)s, %(position)s, %(name)s, %(result)s, %(now)s);

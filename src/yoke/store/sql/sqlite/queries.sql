@@ -81,6 +81,17 @@ WHERE CASE WHEN instr(session, '/') > 0 THEN substr(session, 1, instr(session, '
 ORDER BY seq DESC
 LIMIT :limit;
 
+-- name: children_of
+SELECT * FROM yoke_executions WHERE parent_id = :execution_id ORDER BY seq LIMIT :limit;
+
+-- name: reruns_of
+-- The executions restarted or resumed from one (two partial indexes, one each).
+SELECT * FROM (
+  SELECT * FROM yoke_executions WHERE restarted_from = :execution_id
+  UNION ALL
+  SELECT * FROM yoke_executions WHERE resumed_from = :execution_id
+) AS reruns ORDER BY seq LIMIT :limit;
+
 -- name: insert_step
 INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
 VALUES (:execution_id, :position, :name, :result, :now);
