@@ -6,6 +6,7 @@ and axe-core finds no serious accessibility violation."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -45,9 +46,9 @@ def test_every_view_renders_its_data_without_console_errors_or_csp_violations(
         "/ui/fairness": "#r-fairness td",
         f"/ui/starts/{queued}": "#why-text",
         "/ui/executions": f"#e-{steps_id}",
-        f"/ui/executions/{steps_id}": "text=child:echo",
+        f"/ui/executions/{steps_id}": "#children a",
         "/ui/actors": "#r-actors",
-        "/ui/workers": "#r-workers",
+        "/ui/workers": "#r-workers h2 >> text=mode here: inline",
         "/ui/timers": "#r-timers",
         "/ui/audit": "#r-audit tbody tr",
     }
@@ -166,6 +167,16 @@ def test_charts_draw_pixels(browser: Any, server: Running) -> None:
         }"""
     )
     assert coloured > 50
+    # The time axis: one short line per label (no date stacked under the first, overlapping
+    # the next one), each label distinct.
+    labels = page.evaluate(
+        """() => [...document.querySelectorAll(".chart")].filter((n) => n._plot)
+                 .map((n) => n._plot.axes[0]._values || [])"""
+    )
+    assert labels and all(labels), labels
+    for axis in labels:
+        assert all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", v) for v in axis), axis
+        assert len(set(axis)) == len(axis), axis
 
 
 HIDE = """(hidden) => {

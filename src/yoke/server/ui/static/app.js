@@ -94,7 +94,16 @@
       var old = node._plot;
       if (old && old._key === key) { old.setData(columns); return; }
       if (old) { old.destroy(); }
-      var opts = { width: width, height: 200, series: series, axes: [{ stroke: "#888" }, { stroke: "#888" }], legend: { live: false } };
+      // One line per time label (uPlot's default stacks the date under the first one, which
+      // overlaps its neighbour): hh:mm, with seconds when ticks are under a minute apart.
+      var clock = function (u, splits, axis, space, incr) {
+        return splits.map(function (t) {
+          var d = new Date(t * 1000);
+          var hm = String(d.getHours()).padStart(2, "0") + ":" + String(d.getMinutes()).padStart(2, "0");
+          return incr < 60 ? hm + ":" + String(d.getSeconds()).padStart(2, "0") : hm;
+        });
+      };
+      var opts = { width: width, height: 200, series: series, axes: [{ stroke: "#888", space: 70, values: clock }, { stroke: "#888" }], legend: { live: false } };
       node._plot = new window.uPlot(opts, columns, node);
       node._plot._key = key;
     }
