@@ -50,6 +50,8 @@ def main() -> None:
             "executions": "/ui/executions",
             "execution": f"/ui/executions/{done.json()['items'][0]['execution_id']}",
             "actors": "/ui/actors",
+            "instances": "/ui/actors/tally?tenant=flood",
+            "instance": "/ui/actors/tally/instances/flood?tenant=flood",
             "workers": "/ui/workers",
             "timers": "/ui/timers",
             "audit": "/ui/audit",
