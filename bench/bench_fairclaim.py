@@ -161,7 +161,8 @@ async def main(quick: bool) -> None:
     print("## Fair claim vs first-come claim\n")
     print(
         f"One worker in the bench's process; {runs} runs, median (min-max); {machine()}. "
-        "Fair: each tenant holds at most its weighted share of 64 x (1 + 4) claimed rows; "
+        "Fair: each tenant holds at most its weighted share of 64 x (1 + 16) claimed rows, "
+        "claimed again when a quarter is free; "
         "first-come: up to 2,048 rows held, claimed again when 500 slots are free.\n"
     )
     print(f"Drain of {n:,} no-op events over 100 instances, 64 slots:\n")

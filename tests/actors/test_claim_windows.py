@@ -27,13 +27,14 @@ def test_a_new_tenant_always_has_room_and_windows_follow_weights() -> None:
     assert w.window("flood") == 20  # 40 x 1 / (1 + 1)
 
 
-def test_a_backlogged_tenant_is_claimed_again_when_half_its_window_is_free() -> None:
+def test_a_backlogged_tenant_is_claimed_again_when_a_quarter_of_its_window_is_free() -> None:
     w = ClaimWindows(budget=8)
     w.quota("a")
     w.claimed(["a"] * 8)
     hold(w, "a", 8)
     wants = [w.released("a") for _ in range(8)]
-    assert wants == [False, False, False, True, True, True, True, True]  # from 4 held on
+    assert wants == [False, True, True, True, True, True, True, True]  # from 6 held on
+    assert w.hungry()  # its rows wait in the store and its window is free: claim
     assert w.holding("a") == 0
     # A tenant that took less than its quota had nothing more: no claim for it.
     w.quota("b")

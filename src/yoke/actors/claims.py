@@ -11,8 +11,8 @@ instead each tenant holds at most its *window*: a share of the worker's hold bud
   takes its rows, and the sfq kernel starts them at the next free slots;
 * the worker holds about `budget` rows whatever the number of tenants (plus one row per tenant
   when more tenants than rows are active), never a first-come window;
-* a tenant with rows waiting is claimed again as soon as half of its window is free, not when
-  some global number of slots is.
+* a tenant with rows waiting is claimed again as soon as a quarter of its window is free (the
+  rest covers the claim's latency), not when some global number of slots is.
 
 Pure bookkeeping, no I/O and no clock: `quota` is what a claim may take for a tenant now,
 `claimed` tells what a claim brought, `held`/`released` follow the rows held here, and
@@ -94,7 +94,7 @@ class ClaimWindows:
 
     def released(self, tenant: str) -> bool:
         """One row of `tenant` is no longer held here. True when a claim should run now: the
-        tenant has rows waiting and half of its window is free."""
+        tenant has rows waiting and a quarter of its window is free."""
         was = self._is_active(tenant)
         n = self._held[tenant] - 1
         if n > 0:
@@ -102,7 +102,11 @@ class ClaimWindows:
         else:
             del self._held[tenant]
         self._changed(tenant, was)
-        return tenant in self._backlog and n <= self.window(tenant) // 2
+        return tenant in self._backlog and n <= _refill_at(self.window(tenant))
+
+    def hungry(self) -> bool:
+        """Whether a backlogged tenant has a quarter of its window free (a claim should run)."""
+        return any(self._held[t] <= _refill_at(self.window(t)) for t in self._backlog)
 
     def holding(self, tenant: str) -> int:
         return self._held[tenant]
@@ -123,3 +127,9 @@ class ClaimWindows:
             self._active_weight += self.weight(tenant) if now else -self.weight(tenant)
             if not self._backlog and not self._held:
                 self._active_weight = 0.0  # no float drift once nothing is active
+
+
+def _refill_at(window: int) -> int:
+    """A backlogged tenant is claimed again once it holds this few: a quarter of its window
+    free, so the three quarters left cover the claim's own latency (a claim of a quarter)."""
+    return window - max(1, window // 4)

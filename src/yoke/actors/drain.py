@@ -76,7 +76,7 @@ class DrainConfig:
     # rows (claims.py); "first-come": up to `prefetch` rows, claimed again when half a batch of
     # room is free (the baseline the benchmark compares with).
     claim: str = "fair"
-    claim_depth: int = 4
+    claim_depth: int = 16
     # Tenant settings (weights, max_running) are read from the store this often; a worker's
     # counters of capped calls lapse when its heartbeat is older than `stale_after`.
     settings_poll: float = 2.0
@@ -217,6 +217,7 @@ class QueueDrainScheduler:
         self._more = False
         self._tenant_cursor = ""  # claims serve tenants in name order from here (wrapping)
         self._fair = self._cfg.claim == "fair"
+        self._claiming = False  # a claim statement is in flight
         self._windows = ClaimWindows(budget=self._cfg.concurrency * (1 + self._cfg.claim_depth))
         self._rules = TenantRules(  # the tenants' stored weights and caps (tenant_rules.py)
             store=store,
@@ -392,21 +393,28 @@ class QueueDrainScheduler:
                     if tenants is not None and not tenants:
                         self._more = False  # no tenant can run now: a READY executor wakes us
                         break
-                    rows = await self._store.claim_next(
-                        self._worker_id,
-                        limit=limit,
-                        now=self._clock.wall(),
-                        after_tenant=self._tenant_cursor,
-                        tenants=tenants,
-                        quota=self._windows.quota if self._fair else None,
-                    )
+                    self._claiming = True
+                    try:
+                        rows = await self._store.claim_next(
+                            self._worker_id,
+                            limit=limit,
+                            now=self._clock.wall(),
+                            after_tenant=self._tenant_cursor,
+                            tenants=tenants,
+                            quota=self._windows.quota if self._fair else None,
+                        )
+                    finally:
+                        self._claiming = False
                     if self._fair:
                         # Each tenant took what its window has room for. A tenant that filled
-                        # it is claimed again when half of it is free (`_unhold`); otherwise
-                        # claim until a claim is empty, so a wake ends asleep (a claim racing
-                        # an append may have missed its rows).
+                        # it is claimed again when a quarter is free (`_unhold`, or here if
+                        # that happened during this claim); otherwise claim until a claim is
+                        # empty, so a wake ends asleep (a claim racing an append may have
+                        # missed its rows).
                         met = self._windows.claimed(r.tenant for r in rows)
-                        self._more = bool(rows) and not self._windows.filled
+                        self._more = (bool(rows) and not self._windows.filled) or (
+                            self._windows.hungry()
+                        )
                         if len(met) >= limit:  # more tenants wait: the next claim goes on
                             self._tenant_cursor = met[-1]
                     else:
@@ -751,7 +759,11 @@ class QueueDrainScheduler:
     def _unhold(self, qid: int) -> None:
         """The row is no longer held here; its tenant's window may want a claim now."""
         job = self._jobs.pop(qid, None)
-        if job is not None and self._windows.released(job.row.tenant) and self._fair:
+        if job is None or not self._windows.released(job.row.tenant) or not self._fair:
+            return
+        # During a claim, the claim itself looks again when it ends (`hungry`): a wake per
+        # release meanwhile would make the next claims as small as what ran during this one.
+        if not self._claiming:
             self._wake.set()
 
     def _again(self, job: _Job) -> None:

@@ -55,11 +55,11 @@ class ActorSettings:
     claim: str = setting(
         "fair",
         "`fair`: each tenant holds at most its weighted share of concurrency x (1 + claim depth) "
-        "claimed rows, claimed again when half is free; `first-come`: up to `prefetch` rows of "
-        "whichever tenants come first (the old drain, kept as a baseline)",
+        "claimed rows, claimed again when a quarter is free; `first-come`: up to `prefetch` rows "
+        "of whichever tenants come first (the old drain, kept as a baseline)",
     )
     claim_depth: int = setting(
-        4, "with the fair claim: rows held per slot beyond the running ones, shared by tenants"
+        16, "with the fair claim: rows held per slot beyond the running ones, shared by tenants"
     )
     tenant_settings_poll: float = setting(
         2.0, "seconds between a worker's reads of the tenants' weights and caps (`/v1/tenants`)"
