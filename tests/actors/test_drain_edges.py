@@ -248,6 +248,9 @@ async def test_custom_mode_lists_again_after_losing_a_claim(make_runtime: MakeRu
             done.set()
 
     store = LosesRaces()
-    await _drain_until(rt, store, DrainConfig(concurrency=1, prefetch=0, batch_size=4), done, 8)
+    # The first-come claim with no prefetch leaves the rows pending, so the pick claims each
+    # (`claim_event`, whose race is under test); the fair claim would hold them all here.
+    cfg = DrainConfig(concurrency=1, prefetch=0, batch_size=4, claim="first-come")
+    await _drain_until(rt, store, cfg, done, 8)
     assert store.raced == 1 and order == list(range(7, -1, -1))
     assert store.calls["list_pending"] >= 9  # one listing more, for the race lost
