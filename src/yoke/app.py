@@ -33,6 +33,7 @@ from yoke.clock import Clock, SystemClock
 from yoke.config import Settings
 from yoke.errors import BadValue, YokeError
 from yoke.executions.context import Registry, Workflow
+from yoke.executions.leadership import Leadership
 from yoke.executions.model import Limits
 from yoke.executions.service import Executions, Reviewer
 from yoke.executions.tenants import Tenants
@@ -60,6 +61,19 @@ class Backend(Protocol):
     async def close(self) -> None: ...
 
     async def schema_version(self) -> int: ...
+
+    async def listen_leases(self, on_released: Callable[[], None]) -> None:
+        """Call `on_released` when a lease is released, until cancelled (or return at once)."""
+        ...
+
+
+def check_ha(settings: Settings) -> None:
+    """`--ha` needs a database that several servers share and that fences: PostgreSQL."""
+    if settings.ha and not settings.database_url.startswith(("postgresql:", "postgres:")):
+        raise BadValue(
+            "high availability (--ha, YOKE_HA=1) needs PostgreSQL: a SQLite file is one "
+            f"machine's, got {settings.database_url!r}"
+        )
 
 
 def open_store(url: str, settings: Settings | None = None) -> Backend:
@@ -148,6 +162,7 @@ class App:
         )
         self.store: Store | None = None
         self.instance_id: str | None = None
+        self.leadership: Leadership | None = None  # with `settings.ha`, while running
         self._stopping = False
         self._service_tasks: list[asyncio.Task[None]] = []
 
@@ -207,6 +222,7 @@ class App:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[App]:
         s = self.settings
+        check_ha(s)
         backend = open_store(s.database_url, s)
         await backend.open()
         self.store = store = backend.executions
@@ -217,9 +233,10 @@ class App:
         try:
             now = self.clock.wall()
             await store.register_instance(self.instance_id, now=now)
-            await store.recover_dead(
-                stale_before=now - s.instance_stale_after, now=now, exclude=self.instance_id
-            )
+            if not s.ha:  # with HA the leader recovers, after it adopted the queue
+                await store.recover_dead(
+                    stale_before=now - s.instance_stale_after, now=now, exclude=self.instance_id
+                )
             limits = self.configured_limits
             recorded = await store.latest_limits()
             if recorded is not None:
@@ -232,7 +249,10 @@ class App:
                     self.executions.attach(
                         store, instance_id=self.instance_id, spawn=tg.create_task, limits=limits
                     )
-                    self._start_services(tg, store, self.instance_id)
+                    if s.ha:
+                        self.leadership = self._leadership(backend, self.instance_id)
+                        self.leadership.stand_by()
+                    self._start_services(tg, store, self.instance_id, backend)
                     try:
                         yield self
                     except BaseException as exc:
@@ -251,6 +271,7 @@ class App:
             finally:
                 self.actors.detach()
             self.executions.detach()
+            self.leadership = None
             with contextlib.suppress(YokeError):
                 await store.stop_instance(self.instance_id, now=self.clock.wall())
             await backend.close()
@@ -270,7 +291,31 @@ class App:
                 if not task.done():
                     task.cancel()
 
-    def _start_services(self, tg: asyncio.TaskGroup, store: Store, instance_id: str) -> None:
+    def _leadership(self, backend: Backend, instance_id: str) -> Leadership:
+        s = self.settings
+        store = backend.executions
+
+        async def recover() -> None:
+            now = self.clock.wall()
+            await store.recover_dead(
+                stale_before=now - s.instance_stale_after, now=now, exclude=instance_id
+            )
+
+        return Leadership(
+            executions=self.executions,
+            store=store,
+            leases=backend.actors,
+            holder=instance_id,
+            clock=self.clock,
+            ttl=s.ha_lease_ttl_secs,
+            poll=s.ha_poll_secs,
+            requeue=s.ha_requeue,
+            recover=recover,
+        )
+
+    def _start_services(
+        self, tg: asyncio.TaskGroup, store: Store, instance_id: str, backend: Backend
+    ) -> None:
         services = [
             tg.create_task(self.executions.run_dispatcher(), name="yoke-dispatcher"),
             tg.create_task(
@@ -278,6 +323,13 @@ class App:
             ),
             tg.create_task(self._heartbeat(store, instance_id), name="yoke-heartbeat"),
         ]
+        if self.leadership is not None:
+            services += [
+                tg.create_task(self.leadership.run(), name="yoke-leadership"),
+                tg.create_task(
+                    backend.listen_leases(self.leadership.wake), name="yoke-lease-listener"
+                ),
+            ]
         services += [tg.create_task(fn(), name=name) for name, fn in self._services]
         self._service_tasks = services
 
@@ -287,6 +339,10 @@ class App:
         if self._stopping:
             return
         self._stopping = True
+        if self.leadership is not None:
+            # First of all: the standby takes over (and adopts the queue) while the running
+            # executions finish here.
+            await self.leadership.resign()
         t = self.settings.execution_shutdown_timeout if timeout is None else timeout
         await self.executions.shutdown(t)
 
@@ -302,9 +358,10 @@ class App:
                     log.warning("instance %s was declared dead; registering again", instance_id)
                     await store.register_instance(instance_id, now=now)
                     await self.executions.stop_recovered()
-                await store.recover_dead(
-                    stale_before=now - s.instance_stale_after, now=now, exclude=instance_id
-                )
+                if self.leadership is None or self.leadership.is_leader:
+                    await store.recover_dead(
+                        stale_before=now - s.instance_stale_after, now=now, exclude=instance_id
+                    )
                 await self._follow_limits(store)
             except YokeError as exc:
                 log.warning("heartbeat failed: %s", exc)

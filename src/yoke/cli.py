@@ -102,6 +102,12 @@ def serve(
         "--forwarded-allow-ips",
         help="Proxies whose X-Forwarded-Proto/-For are believed (YOKE_FORWARDED_ALLOW_IPS).",
     ),
+    ha: bool = typer.Option(
+        False,
+        "--ha",
+        help="One of a high-availability pair (PostgreSQL): lead and admit, or stand by "
+        "and answer 503 (also YOKE_HA=1).",
+    ),
 ) -> None:
     """Serve an app's v1 HTTP API on uvicorn; SIGTERM shuts down gracefully."""
     from yoke.errors import YokeError
@@ -117,6 +123,7 @@ def serve(
             log_format=log_format,
             executors=executors,
             forwarded_allow_ips=forwarded_allow_ips,
+            ha=ha,
         )
     except YokeError as exc:
         err.print(f"[red]error:[/red] {exc}")

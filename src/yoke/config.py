@@ -79,6 +79,22 @@ class Settings:
     max_header_bytes: int = setting(64 << 10, "request line and headers in all at most (431)")
     log_level: str = setting("info", "`debug`, `info`, `warning` or `error` (`--log-level`)")
     log_format: str = setting("text", "`text` or `json`, one object a line (`--log-format`)")
+    # High availability (`yoke serve --ha`, PostgreSQL only).
+    ha: bool = setting(
+        False, "`1`: run as one of a high-availability pair (a leader admits, a standby 503s)"
+    )
+    ha_lease_ttl_secs: float = setting(
+        10.0, "seconds a leader's lease lasts unrenewed (renewed every fifth of it)"
+    )
+    ha_poll_secs: float = setting(
+        1.0, "seconds between a standby's tries to take the lease (it also wakes on NOTIFY)"
+    )
+    ha_requeue: bool = setting(
+        True, "`0`: a new leader records the old leader's queued starts ABORTED, not adopted"
+    )
+    ha_liveness_lock: bool = setting(
+        True, "`0`: no session lock for near-instant failover (behind a transaction pooler)"
+    )
     # How every loop waits out a store that does not answer (`yoke.retry`).
     retry_first_pause: float = setting(0.2, "seconds before the second attempt of a store call")
     retry_max_pause: float = setting(5.0, "retry pauses double up to this many seconds")
@@ -99,8 +115,13 @@ class Settings:
             "pg_connect_timeout",
             "idempotency_retention",
             "ready_timeout",
+            "ha_poll_secs",
         ):
             _check_seconds(name, getattr(self, name))
+        if not (isinstance(self.ha_lease_ttl_secs, int | float) and self.ha_lease_ttl_secs > 0):
+            raise BadValue(f"ha_lease_ttl_secs must be > 0, got {self.ha_lease_ttl_secs!r}")
+        if self.ha_poll_secs <= 0:
+            raise BadValue("ha_poll_secs must be > 0")
         for name in ("max_body_bytes", "max_header_line_bytes", "max_header_bytes"):
             _check_count(name, getattr(self, name))
             if getattr(self, name) < 1024:
@@ -165,6 +186,12 @@ class Settings:
 
 def _parse(var: str, raw: str, annotation: object) -> Any:
     kind = str(annotation)
+    if kind == "bool":
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise BadValue(f"{var} must be 1 or 0 (true or false), got {raw!r}")
     if "float" in kind:
         try:
             return float(raw)
@@ -220,6 +247,8 @@ def env_vars(cls: type, name_of: Callable[[str], str] | None = None) -> list[Env
 def _shown(default: object) -> str:
     if default is None or default == "":
         return "-"
+    if isinstance(default, bool):
+        return "1" if default else "0"
     if isinstance(default, float) and default.is_integer():
         return str(int(default))
     return str(default)

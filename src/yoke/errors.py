@@ -85,6 +85,18 @@ class ShuttingDown(YokeError):
     title = "Shutting down"
 
 
+class NotLeader(ShuttingDown):
+    """This server is the standby of a high-availability pair, or its term as leader has
+    ended: it admits and changes nothing, the leader does. `leader` names the leader when
+    known; nothing was changed."""
+
+    title = "Not the leader"
+
+    def __init__(self, message: str, *, leader: str | None = None) -> None:
+        super().__init__(message)
+        self.leader = leader
+
+
 class StoreUnavailable(YokeError):
     """The database cannot be reached; the operation did not happen."""
 

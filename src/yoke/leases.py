@@ -17,7 +17,13 @@ failed renewal is retried until that deadline; a refused one ends the term at on
 instead of after the expiry. A holder is one process: two processes never share a holder name
 (`holder_name` adds the pid and a random part).
 
-Used by singleton portals (`yoke.actors.portals`); an admission HA pair can use the same. This
+A waiting elector can be woken (`wake`) when the lease is released (a NOTIFY) instead of at its
+next poll, and told to take the lease even from a running term (`wake(force=True)`) when its
+holder is known to be gone (its liveness lock was released). `observe` sees the lease each
+time another holder's term kept it from taking it.
+
+Used by singleton portals (`yoke.actors.portals`) and the admission HA pair
+(`yoke.executions.leadership`). This
 module must never know what the body does; it reads time only through its `Clock`.
 """
 
@@ -41,7 +47,9 @@ Body = Callable[[Lease], Coroutine[Any, Any, None]]
 
 
 class LeaseStore(Protocol):
-    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None: ...
+    async def acquire_lease(
+        self, name: str, *, holder: str, ttl: float, force: bool = False
+    ) -> Lease | None: ...
 
     async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease | None: ...
 
@@ -66,6 +74,7 @@ class Elector:
         clock: Clock,
         renew_every: float | None = None,
         poll: float | None = None,
+        observe: Callable[[Lease | None], None] | None = None,
     ) -> None:
         if not ttl > 0:
             raise BadValue(f"a lease's ttl must be > 0 seconds, got {ttl!r}")
@@ -81,10 +90,24 @@ class Elector:
         self._margin = min(ttl / 5, ttl - self._renew_every)
         self.terms = 0  # terms held so far
         self.lease: Lease | None = None  # the term held now
+        self.trust_until = 0.0  # this clock's monotonic time the term held now is trusted to
+        self._observe = observe
+        self._woken = asyncio.Event()
+        self._force = False
 
     def __repr__(self) -> str:
         held = "none" if self.lease is None else f"epoch {self.lease.epoch}"
         return f"Elector({self.name!r}, holder={self.holder!r}, term={held}, terms={self.terms})"
+
+    def wake(self, *, force: bool = False) -> None:
+        """Try to take the lease now instead of at the next poll; with `force`, even from a
+        running term (its holder is known to be gone). A holder ignores it."""
+        self._force = self._force or force
+        self._woken.set()
+
+    def trusted(self) -> bool:
+        """This process holds a term and may still act on it."""
+        return self.lease is not None and self._clock.monotonic() < self.trust_until
 
     async def run(self, body: Body) -> None:
         """Until cancelled: take the lease, run `body` while it is held (cancelled as soon as
@@ -92,15 +115,21 @@ class Elector:
         Returns when `body` returns by itself (its term is released then too)."""
         while True:
             asked = self._clock.monotonic()
+            force, self._force = self._force, False
+            self._woken.clear()
             try:
                 lease = await self._store.acquire_lease(
-                    self.name, holder=self.holder, ttl=self._ttl
+                    self.name, holder=self.holder, ttl=self._ttl, force=force
                 )
+                if lease is None and self._observe is not None:
+                    self._observe(await self._store.get_lease(self.name))
             except YokeError as exc:
                 log.warning("taking lease %r failed: %s", self.name, exc)
                 lease = None
             if lease is None:
-                await asyncio.sleep(self._poll)  # a period, not a synchronisation
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._poll):  # a period, or a wake-up
+                        await self._woken.wait()
                 continue
             if await self._hold(lease, asked, body):
                 return
@@ -108,7 +137,7 @@ class Elector:
     async def _hold(self, lease: Lease, asked: float, body: Body) -> bool:
         """One term. True if `body` returned by itself (the elector is done)."""
         self.lease, self.terms = lease, self.terms + 1
-        trust_until = asked + lease.remaining - self._margin
+        trust_until = self.trust_until = asked + lease.remaining - self._margin
         log.info("holding lease %r (epoch %d) as %s", self.name, lease.epoch, self.holder)
         task = asyncio.create_task(body(lease), name=f"yoke-lease-{self.name}")
         try:
@@ -132,7 +161,7 @@ class Elector:
                     log.warning("lease %r: term %d was taken over", self.name, lease.epoch)
                     return False
                 lease = self.lease = renewed
-                trust_until = asked + renewed.remaining - self._margin
+                trust_until = self.trust_until = asked + renewed.remaining - self._margin
             task.result()  # a body that raised raises here
             return True
         finally:

@@ -311,11 +311,13 @@ class MemoryActorStore:
         return sorted(rows, key=lambda r: (r.tenant, r.worker_id))[:limit]
 
     # -- leases: the reference semantics of yoke.store.leaseverbs --------------------------------
-    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
+    async def acquire_lease(
+        self, name: str, *, holder: str, ttl: float, force: bool = False
+    ) -> Lease | None:
         await asyncio.sleep(0)
         now = self.clock()
         old = self.leases.get(name)
-        if old is not None and old.holder is not None and old.expires_at >= now:
+        if not force and old is not None and old.holder is not None and old.expires_at >= now:
             return None
         lease = Lease(
             name=name,

@@ -24,9 +24,11 @@ class FlakyStore(MemoryActorStore):
         if self.down and holder == "a":
             raise StoreUnavailable("cut off")
 
-    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
+    async def acquire_lease(
+        self, name: str, *, holder: str, ttl: float, force: bool = False
+    ) -> Lease | None:
         self._check(holder)
-        return await super().acquire_lease(name, holder=holder, ttl=ttl)
+        return await super().acquire_lease(name, holder=holder, ttl=ttl, force=force)
 
     async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease | None:
         self._check(lease.holder)

@@ -44,6 +44,7 @@ class Control:
     async def set_limits(self, limits: Limits, *, principal: Principal) -> Limits:
         """Replace the limits (role ADMIN), after the reviewers; recorded in the control log."""
         need(principal, ADMIN)
+        self._s.require_leader()
         if not isinstance(limits, Limits):
             raise BadType("limits must be a yoke.Limits")
         before = self._s.core.limits
@@ -68,6 +69,7 @@ class Control:
         """Change a QUEUED start's priority (role OPERATOR or ADMIN), after the reviewers."""
         need(principal, OPERATOR, ADMIN)
         check_priority(priority)
+        self._s.require_leader()
         store = self._s.require()
         row = await store.get_start(check_id(start_id, "start_id"))
         if row is None:

@@ -9,6 +9,12 @@ the kernel at once and returns the I/O that must follow as actions (`tickets.Log
 results it feeds back. Whether a start is granted, queued or refused is decided in one method,
 `_decide`; a queued start's place is the kernel's.
 
+Its `role` says whether it may admit: `SOLO` (no high availability: it always may), `LEADER`
+(it holds the admission lease) or `STANDBY` (it admits nothing: a start is refused with
+`NotLeader` at once, the dispatcher gives no picks). `step_down` empties the queue without a
+write (the new leader adopts the starts from the store); `adopt` takes a former leader's queued
+starts into this queue in their order.
+
 The ledger in the store has the last word: a grant the kernel allows may come back FULL
 (another process holds the slot) and goes back to its place in line, or GONE (cancelled or
 aborted meanwhile) and leaves.
@@ -20,10 +26,11 @@ drives it against a brute-force model.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Sequence
 
-from yoke.errors import LimitExceeded, ShuttingDown
+from yoke.errors import LimitExceeded, NotLeader, ShuttingDown
 from yoke.executions import admission
 from yoke.executions.admission import Caps, DrainRate, QueueOrder, make_kernel, slots_for
 from yoke.executions.model import Limits
@@ -50,6 +57,12 @@ _QUEUED = ItemState.QUEUED
 _RUNNING = ItemState.RUNNING
 
 
+class Role(enum.Enum):
+    SOLO = "solo"  # no high availability: this process admits
+    LEADER = "leader"  # holds the admission lease: admits
+    STANDBY = "standby"  # another server leads (or none does yet): admits nothing
+
+
 class AdmissionCore:
     def __init__(
         self,
@@ -67,6 +80,8 @@ class AdmissionCore:
         self.tickets: dict[str, Ticket] = {}
         self.instance_id = instance_id
         self.closing = False
+        self.role = Role.SOLO
+        self.leader: str | None = None  # the leader a standby knows of, for its refusals
         self._new_id = new_id
         self._retry_default = retry_default
         self._logging = 0  # tickets LOGGING: while any is, no start may be admitted at once
@@ -75,7 +90,8 @@ class AdmissionCore:
     def __repr__(self) -> str:
         k = self.kernel
         return (
-            f"AdmissionCore({'closing' if self.closing else 'open'}, running={k.running}, "
+            f"AdmissionCore({'closing' if self.closing else 'open'}, {self.role.value}, "
+            f"running={k.running}, "
             f"queued={k.queued}, logging={self._logging}, tickets={len(self.tickets)})"
         )
 
@@ -86,6 +102,8 @@ class AdmissionCore:
         before it waits. `ShuttingDown` once shutdown began."""
         if self.closing:
             raise ShuttingDown("shutting down: no new start is admitted")
+        if self.role is Role.STANDBY:
+            raise self.not_leader()
         row = new.logged(seq=UNLOGGED)
         t = Ticket(row, copy, Phase.LOGGING)
         self.tickets[row.start_id] = t
@@ -114,6 +132,9 @@ class AdmissionCore:
             return self._end(t, row)
         if t.row.status is not StartStatus.QUEUED:  # cancelled before its log answered
             return self._end(t)
+        if self.role is Role.STANDBY:  # stepped down meanwhile: the new leader adopts it
+            t.error = self.not_leader()
+            return self._end(t, row)
         t.row = row
         self.caps.before_offer(row.session, row.workflow)
         t.item = self.kernel.offer(
@@ -148,6 +169,12 @@ class AdmissionCore:
                 self.order.sync(item)
             self._release(t)
             return self._refuse(t, SHUTTING_DOWN, _shutting_down())
+        if self.role is Role.STANDBY:  # stepped down: no write, the new leader adopts it
+            if item.state is _QUEUED:
+                self.kernel.cancel(item.id)
+                self.order.sync(item)
+            t.error = self.not_leader()
+            return self._end(t)
         if item.state is _RUNNING:
             t.phase = Phase.GRANTING
             return [Grant(t, self._request(t, log, now), not t.settled)]
@@ -177,7 +204,7 @@ class AdmissionCore:
     def next_grants(self, *, now: float) -> list[Action]:
         """The kernel's picks, until it has none left to give: each goes to the ledger."""
         out: list[Action] = []
-        if self.closing:
+        if self.closing or self.role is Role.STANDBY:
             return out
         k = self.kernel
         while (item := k.pop_next()) is not None:
@@ -347,6 +374,54 @@ class AdmissionCore:
             if t is not None:
                 out += self._refuse(t, SHUTTING_DOWN, _shutting_down())
         return out
+
+    # -- high availability ------------------------------------------------------------------------
+    def not_leader(self) -> NotLeader:
+        where = f"; the leader is {self.leader}" if self.leader else "; no leader is known yet"
+        return NotLeader(f"this server is a standby{where}", leader=self.leader)
+
+    def lead(self) -> None:
+        """This process holds the lease now: it admits (after `adopt`)."""
+        self.role = Role.LEADER
+        self.leader = None
+
+    def step_down(self, leader: str | None = None) -> list[Action]:
+        """Admit nothing from now on. The queued starts leave the queue without a write (they
+        stay QUEUED in the store, where the next leader adopts them) and their callers learn
+        `NotLeader`; starts in a log or grant batch are settled when it answers, granted runs
+        go on to their end."""
+        self.role = Role.STANDBY
+        self.leader = leader
+        out: list[Action] = []
+        for item in self.kernel.drain():
+            self.order.sync(item)
+            t = self.tickets.get(str(item.id))
+            if t is not None:
+                t.error = self.not_leader()
+                out += self._end(t)
+        return out
+
+    def adopt(
+        self, rows: Sequence[tuple[StartRow, StepCopy | None]], *, now: float
+    ) -> list[Action]:
+        """Queued starts of a former leader, in their arrival order, join this queue with
+        their priorities (each as if it had just been logged here; nobody waits for them)."""
+        out: list[Action] = []
+        for row, copy in rows:
+            if row.start_id in self.tickets:
+                continue
+            t = Ticket(row, copy, Phase.QUEUED)
+            t.settled = True  # its caller was answered by the server that logged it
+            self.tickets[row.start_id] = t
+            self.caps.before_offer(row.session, row.workflow)
+            t.item = self.kernel.offer(
+                row.start_id,
+                row.session,
+                priority=row.priority,
+                keys=(admission.workflow_key(row.workflow),),
+            )
+            out += self._decide(t, now=now)
+        return out + self.next_grants(now=now)
 
     # -- endings ----------------------------------------------------------------------------------
     def _release(self, t: Ticket) -> None:

@@ -37,11 +37,13 @@ from yoke.errors import (
     Conflict,
     IdempotencyConflict,
     NotFound,
+    NotLeader,
     YokeError,
 )
 from yoke.executions.batching import Batcher, GroupCommit
 from yoke.executions.context import Context, Registry, Workflow, run_workflow
 from yoke.executions.control import Control
+from yoke.executions.core import Role
 from yoke.executions.model import (
     AuditEntry,
     Execution,
@@ -235,6 +237,49 @@ class Executions:
             s.wake_event.clear()
             if s.core.kernel.queued:
                 self._perform(s.core.next_grants(now=s.clock.wall()))
+
+    # -- high availability (called by `leadership.Leadership`) ----------------------------------
+    @property
+    def role(self) -> Role:
+        return self._s.core.role
+
+    def step_down(self, leader: str | None = None) -> None:
+        """Admit nothing from now on (a standby): queued starts leave this queue unwritten, for
+        the leader to adopt; running executions go on to their end."""
+        self._perform(self._s.core.step_down(leader))
+
+    def not_leader(self) -> NotLeader:
+        return self._s.core.not_leader()
+
+    def know_leader(self, leader: str | None) -> None:
+        """A standby's refusals name the leader it knows of."""
+        if self._s.core.role is Role.STANDBY:
+            self._s.core.leader = leader
+
+    async def copies_of(self, rows: Sequence[StartRow]) -> builtins.list[StepCopy | None]:
+        """The steps each queued restart or resume re-uses, as its first server found them."""
+        store = self._s.require()
+        out: builtins.list[StepCopy | None] = []
+        for row in rows:
+            copy = None
+            src = row.source_execution_id
+            if src is not None and row.kind is StartKind.RESUME:
+                copy = StepCopy(from_execution_id=src, before_position=None)
+            elif src is not None and row.kind is StartKind.RESTART and row.from_step is not None:
+                steps = await store.steps_of(src)
+                pos = next((st.position for st in steps if st.name == row.from_step), None)
+                if pos is not None:
+                    copy = StepCopy(from_execution_id=src, before_position=pos)
+            out.append(copy)
+        return out
+
+    def lead(self, adopted: Sequence[tuple[StartRow, StepCopy | None]]) -> None:
+        """This process holds the lease: it admits from now on, starting with `adopted` (the
+        queued starts of a former leader, already moved to this instance in the store), which
+        go first, in their order."""
+        core = self._s.core
+        core.lead()
+        self._perform(core.adopt(adopted, now=self._s.clock.wall()))
 
     # -- starts ------------------------------------------------------------------------------
     async def start(
@@ -436,6 +481,7 @@ class Executions:
         s = self._s
         store = s.require()
         start_id = check_id(start_id, "start_id")
+        s.require_leader()
         before = await store.get_start(start_id)
         if before is None:
             raise NotFound(f"no start {start_id}")

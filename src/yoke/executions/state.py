@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from yoke.clock import Clock
 from yoke.errors import BadType, Forbidden, NotRunning
 from yoke.executions.context import Registry
-from yoke.executions.core import AdmissionCore
+from yoke.executions.core import AdmissionCore, Role
 from yoke.executions.model import Change, Execution, Limits, Principal, Start
 from yoke.executions.tickets import Ticket
 from yoke.retry import RetryPolicy
@@ -101,6 +101,11 @@ class Shared:
         if self.store is None:
             raise NotRunning("executions need a running app: `async with app.running():`")
         return self.store
+
+    def require_leader(self) -> None:
+        """`NotLeader` on the standby of a high-availability pair: it changes nothing."""
+        if self.core.role is Role.STANDBY:
+            raise self.core.not_leader()
 
     def wake(self) -> None:
         """A slot may have freed (here or in another process): let the dispatcher look."""

@@ -72,7 +72,7 @@ class Server:
         self.state = ServerState(
             app=app,
             tokens=tokens,
-            metrics=Metrics(app.executions, app.actors),
+            metrics=Metrics(app.executions, app.actors, lambda: app.leadership),
             replayer=Replayer(answers or MemoryAnswers(), retention=retention),
             recorder=Recorder(app.clock.wall),
             long_polls=LongPolls(app.settings.max_long_polls_per_tenant),

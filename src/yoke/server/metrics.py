@@ -4,7 +4,8 @@ two apps in one process, as in tests, count apart).
 Counted as they happen: `yoke_starts_total{outcome}` and `yoke_start_wait_seconds` (from a
 start's arrival to its grant). Read at scrape time from the scheduler, so they cannot drift:
 `yoke_executions_running`, `yoke_starts_queued`, `yoke_session_queued{session}` and
-`yoke_fairness_jain`. The actor runtime's metrics (`yoke_actor_process_total`,
+`yoke_fairness_jain`, and with `--ha` `yoke_ha_role`, `yoke_ha_epoch`,
+`yoke_ha_failovers_total`. The actor runtime's metrics (`yoke_actor_process_total`,
 `yoke_actor_process_errors_total`, `yoke_queue_depth`, `yoke_runtime_workers`) live on the
 app's own actor registry, which is registered into this one, so a scrape is one exposition and
 a metric defined twice fails at construction, not in the scraper; `scrape()` first reads the
@@ -18,16 +19,18 @@ This module must never change the scheduler's state.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from yoke.actors import ActorRuntime
 from yoke.errors import NotRunning, YokeError
 from yoke.executions import Executions, Start
+from yoke.executions.core import Role
+from yoke.executions.leadership import Leadership
 from yoke.server import introspect
 
 log = logging.getLogger("yoke.server")
@@ -79,8 +82,40 @@ class _SchedulerCollector(Collector):
         )
 
 
+class _HaCollector(Collector):
+    """`yoke_ha_role{role}`, `yoke_ha_epoch`, `yoke_ha_failovers_total`: read at scrape time
+    from the leadership of a server run with `--ha` (nothing without it)."""
+
+    def __init__(self, leadership: Callable[[], Leadership | None]) -> None:
+        self._leadership = leadership
+
+    def collect(self) -> Iterator[Metric]:
+        lead = self._leadership()
+        if lead is None:
+            return
+        role = GaugeMetricFamily(
+            "yoke_ha_role", "1 for this server's role in its HA pair", labels=["role"]
+        )
+        for r in (Role.LEADER, Role.STANDBY):
+            role.add_metric([r.value], 1.0 if lead.role is r else 0.0)
+        yield role
+        yield GaugeMetricFamily(
+            "yoke_ha_epoch", "The term this server leads, or led last (0: never)", value=lead.epoch
+        )
+        yield CounterMetricFamily(
+            "yoke_ha_failovers",
+            "Terms this server began as leader (takeovers, the first election included)",
+            value=lead.terms,
+        )
+
+
 class Metrics:
-    def __init__(self, executions: Executions, actors: ActorRuntime | None = None) -> None:
+    def __init__(
+        self,
+        executions: Executions,
+        actors: ActorRuntime | None = None,
+        leadership: Callable[[], Leadership | None] | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._actors = actors
         self.starts = Counter(
@@ -98,6 +133,8 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_SchedulerCollector(executions))
+        if leadership is not None:
+            self.registry.register(_HaCollector(leadership))
         if actors is not None and actors.metrics.registry is not None:
             # A registry is a collector too; registering it checks its names against ours.
             self.registry.register(actors.metrics.registry)

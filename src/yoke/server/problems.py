@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from yoke.errors import LimitExceeded, YokeError
+from yoke.errors import LimitExceeded, NotLeader, YokeError
 
 log = logging.getLogger("yoke.server")
 
@@ -72,6 +72,8 @@ def from_yoke_error(exc: YokeError, instance: str | None = None) -> Response:
             extra["retry_after"] = round(exc.retry_after, 3)
     elif exc.status == 503:
         headers["Retry-After"] = "1"
+        if isinstance(exc, NotLeader):
+            extra["leader"] = exc.leader
     elif exc.status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="yoke"'
     errors = getattr(exc, "errors", None)  # field by field, for a body that failed validation

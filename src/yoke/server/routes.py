@@ -206,8 +206,12 @@ def table(
         Op("GET", "/healthz", ops.healthz, PUBLIC, "healthz", "Liveness",
            answers=ok(OBJECT, "Alive")),
         Op("GET", "/readyz", ops.readyz, PUBLIC, "readyz",
-           "Readiness: the store answers (503 while starting, stopping or not ready)",
+           "Readiness: the store answers (503 while starting, stopping, on a standby or not "
+           "ready)",
            answers=ok(OBJECT, "Ready")),
+        Op("GET", "/v1/ha", ops.ha, ANY, "getHa",
+           "High availability: this server's role (leader, standby; solo without --ha), its "
+           "epoch, and the current leader", answers=ok(OBJECT, "The roles")),
         Op("GET", "/openapi.json", ops.openapi, PUBLIC, "openapi", "This document",
            answers=ok(OBJECT, "OpenAPI 3.1")),
         Op("GET", "/docs", ops.docs, PUBLIC, "docs",

@@ -1,9 +1,10 @@
-"""The operational routes: `/metrics`, `/healthz`, `/readyz`, `/openapi.json` and `/docs`.
+"""The operational routes: `/metrics`, `/healthz`, `/readyz`, `/v1/ha`, `/openapi.json`, `/docs`.
 
-Ready means the store answers: `/readyz` reads the newest recorded limits (one indexed row,
-a real round trip) within `YOKE_READY_TIMEOUT` seconds and answers 503 with the reason when
-it does not (or while the server starts or stops), so a load balancer stops sending starts
-that would all get 503.
+Ready means this server admits (a standby of a high-availability pair is not ready: a load
+balancer should send starts to the leader) and the store answers: `/readyz` reads the newest
+recorded limits (one indexed row, a real round trip) within `YOKE_READY_TIMEOUT` seconds and
+answers 503 with the reason when it does not (or while the server starts or stops), so a load
+balancer stops sending starts that would all get 503.
 `/docs` is Swagger UI from the files of the `swagger-ui-py` package, served from here: it
 works offline and runs under the same Content-Security-Policy as every other answer (no
 inline script, nothing from another origin).
@@ -74,6 +75,8 @@ class OpsRoutes:
             raise NotRunning("not started yet")
         if introspect.closing(app.executions) or self.s.shutdown_task is not None:
             raise NotRunning("shutting down")
+        if app.leadership is not None and not app.leadership.is_leader:
+            raise app.executions.not_leader()
         timeout = app.settings.ready_timeout
         try:
             async with asyncio.timeout(timeout):
@@ -83,6 +86,44 @@ class OpsRoutes:
         except YokeError as exc:
             raise StoreUnavailable(f"the store does not answer: {exc}") from None
         return json_response({"status": "ready", "instance_id": app.instance_id})
+
+    async def ha(self, _: Request) -> Response:
+        """This server's role in its high-availability pair, and the lease as the store has
+        it now (the leader's holder, term, since and expiry, on the database's clock)."""
+        app = self.s.app
+        self.s.store()  # NotRunning before the lifespan
+        lead = app.leadership
+        if lead is None:
+            return json_response(
+                {
+                    "enabled": False,
+                    "role": "solo",
+                    "holder": app.instance_id,
+                    "epoch": None,
+                    "leader": None,
+                }
+            )
+        try:
+            lease = await lead.lease()
+        except YokeError as exc:
+            raise StoreUnavailable(f"the store does not answer: {exc}") from None
+        leader = None
+        if lease is not None and lease.holder is not None and lease.expires_at > lease.now:
+            leader = {
+                "holder": lease.holder,
+                "epoch": lease.epoch,
+                "since": lease.since,
+                "expires_at": lease.expires_at,
+            }
+        return json_response(
+            {
+                "enabled": True,
+                "role": lead.role.value,
+                "holder": lead.holder,
+                "epoch": lead.epoch,
+                "leader": leader,
+            }
+        )
 
     async def openapi(self, _: Request) -> Response:
         return json_response(self._document())

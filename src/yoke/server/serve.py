@@ -23,7 +23,7 @@ from types import FrameType
 
 import uvicorn
 
-from yoke.app import App
+from yoke.app import App, check_ha
 from yoke.errors import BadValue
 from yoke.server.asgi import Server
 from yoke.server.logs import configure_logging
@@ -109,6 +109,7 @@ def run(
     log_format: str | None = None,
     executors: str | None = None,
     forwarded_allow_ips: str | None = None,
+    ha: bool = False,
 ) -> None:
     app = load_app(spec)
     if executors:
@@ -125,7 +126,10 @@ def run(
             if v
         }
     )
+    if ha:
+        app.settings = app.settings.with_(ha=True)
     settings = app.settings
+    check_ha(settings)  # before listening: a clear error, not a failed lifespan
     configure_logging(settings.log_level, settings.log_format)
     server = Server.from_env(app)
     check_bind(host, server)

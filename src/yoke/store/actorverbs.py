@@ -597,8 +597,10 @@ class ActorVerbs:
         return await self.executors.list_executors(tenant=tenant, limit=limit)
 
     # -- leases (`leaseverbs.LeaseVerbs`) ------------------------------------------------------
-    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
-        return await self.leases.acquire_lease(name, holder=holder, ttl=ttl)
+    async def acquire_lease(
+        self, name: str, *, holder: str, ttl: float, force: bool = False
+    ) -> Lease | None:
+        return await self.leases.acquire_lease(name, holder=holder, ttl=ttl, force=force)
 
     async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease | None:
         return await self.leases.renew_lease(lease, ttl=ttl)

@@ -6,6 +6,12 @@ queries run in which transaction. The lock order is fixed so concurrent writers 
 a start row, then an execution row, then ledger rows in sorted key order (always last, since
 they are the rows every grant and finish touches).
 
+Fencing (`set_fence`, high availability): once a fence is set, every write that decides for the
+queue (a log, a grant, a refusal or cancel, a priority, a control-log entry, an adoption) runs
+`check_fence` first in its own transaction, so it commits only under the leader's term; a
+finish, a step and a recovery are not fenced: they free what is already decided, once, by the
+status they find.
+
 This module must never import a driver, read a clock or decide policy: `now`, caps and ids come
 from the caller.
 """
@@ -15,10 +21,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
 
-from yoke.errors import Conflict, NotFound
+from yoke.errors import Conflict, NotFound, NotLeader
+from yoke.store.leaseverbs import Fence
 from yoke.store.records import (
     AnswerRow,
     ControlRow,
@@ -60,9 +68,39 @@ class ExecutionVerbs:
 
     def __init__(self, transactions: Transactions) -> None:
         self._t = transactions
+        self._fence: Fence | None = None
 
     def __repr__(self) -> str:
-        return f"ExecutionVerbs({self._t!r})"
+        return f"ExecutionVerbs({self._t!r}, fence={self._fence})"
+
+    # -- fencing -----------------------------------------------------------------------------
+    def set_fence(self, fence: Fence | None) -> None:
+        self._fence = fence
+
+    def _decides(self) -> AbstractAsyncContextManager[Tx]:
+        """The transaction of a one-statement write that decides for the queue: its own
+        (one round trip) when unfenced, else a transaction the fence opens."""
+        return self._t.single() if self._fence is None else self._t.write()
+
+    async def _check_fence(self, tx: Tx) -> None:
+        fence = self._fence
+        if fence is None:
+            return
+        row = await tx.one("check_fence", {"name": fence.name, "epoch": fence.epoch})
+        if row is None or not row["ok"]:  # PostgreSQL raises instead (SQLSTATE YK001)
+            raise NotLeader(f"the lease {fence.name!r} is no longer held under epoch {fence.epoch}")
+
+    async def adopt_queued_starts(
+        self, instance_id: str, *, requeue: bool, reason: str, now: float
+    ) -> list[StartRow]:
+        async with self._t.write() as tx:
+            await self._check_fence(tx)
+            if not requeue:
+                params = {"instance_id": instance_id, "reason": reason, "now": now}
+                await tx.all("abort_queued_starts", params)
+                return []
+            rows = await tx.all("adopt_queued_starts", {"instance_id": instance_id})
+        return sorted((start_row(r) for r in rows), key=lambda r: r.seq)
 
     # -- processes -------------------------------------------------------------------------
     async def register_instance(self, instance_id: str, *, now: float) -> None:
@@ -123,7 +161,8 @@ class ExecutionVerbs:
 
     async def log_starts(self, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
         # `_single`: on PostgreSQL the batch is one INSERT in autocommit, one round trip.
-        async with self._t.single() as tx:
+        async with self._decides() as tx:
+            await self._check_fence(tx)
             return await _insert_starts(tx, [(s, new_start_params(s)) for s in starts])
 
     async def get_start(self, start_id: str) -> StartRow | None:
@@ -157,6 +196,7 @@ class ExecutionVerbs:
             return await self._grant_logged_one(requests, now=now)
         results: list[GrantResult | None] = [None] * len(requests)
         async with self._t.write() as tx:
+            await self._check_fence(tx)
             # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
             # processes hold every slot, is answered FULL before anything is written for it.
             capped = sorted({s.key for r in requests for s in r.slots if s.cap is not None})
@@ -288,7 +328,8 @@ class ExecutionVerbs:
             "slot_keys": [e["slot_keys"] for e in runs],
             "now": now,
         }
-        async with self._t.single() as tx:
+        async with self._decides() as tx:
+            await self._check_fence(tx)
             rows = await tx.all("grant_logged_one", params)
         start_seqs = {r["id"]: int(r["seq"]) for r in rows if r["what"] == "s"}
         run_seqs = {r["id"]: int(r["seq"]) for r in rows if r["what"] == "e"}
@@ -345,7 +386,8 @@ class ExecutionVerbs:
     ) -> StartRow | None:
         if status in (StartStatus.QUEUED, StartStatus.GRANTED):
             raise ValueError(f"decide_start cannot set {status.name}")
-        async with self._t.single() as tx:
+        async with self._decides() as tx:
+            await self._check_fence(tx)
             row = await tx.one(
                 "decide_start",
                 {
@@ -364,6 +406,7 @@ class ExecutionVerbs:
         self, start_id: str, priority: int, *, audit: NewControl
     ) -> StartRow | None:
         async with self._t.write() as tx:
+            await self._check_fence(tx)
             row = await tx.one("set_start_priority", {"start_id": start_id, "priority": priority})
             if row is None:
                 row = await tx.one("get_start", {"start_id": start_id})
@@ -514,7 +557,8 @@ class ExecutionVerbs:
 
     # -- control log -----------------------------------------------------------------------
     async def append_control(self, entry: NewControl) -> ControlRow:
-        async with self._t.single() as tx:
+        async with self._decides() as tx:
+            await self._check_fence(tx)
             row = await tx.one("append_control", control_params(entry))
         assert row is not None
         return control_row(row)

@@ -4,8 +4,12 @@ A lease is one row of `yoke_leases`: its holder, an epoch (the fencing token of 
 term: every take bumps it) and an expiry. Times are the database's own clock, never a
 caller's, and every answer carries the database's `now` beside the expiry, so a caller can
 measure what is left of its term on its own monotonic clock, whatever its wall clock says.
-A lease is taken only when free or expired; a renewal and a release name the term (holder and
-epoch), so a holder that lost its term can neither extend nor end its successor's.
+A lease is taken only when free or expired (or `force`d: its holder is known to be gone); a
+renewal and a release name the term (holder and epoch), so a holder that lost its term can
+neither extend nor end its successor's. A take first holds the lease's gate exclusively (on
+PostgreSQL an advisory lock that every fenced write, `check_fence`, holds shared), so a take
+never interleaves with a write fenced by the term it ends; a release announces itself (NOTIFY
+yoke_lease) so a standby need not wait for its next poll.
 `yoke.leases.Elector` is the loop built on these verbs. This module must never decide who
 should hold a lease.
 """
@@ -24,11 +28,20 @@ class Lease:
     epoch: int  # bumped by every take: the term's fencing token
     expires_at: float  # the database's clock, epoch seconds
     now: float  # the database's clock when this answer was made
+    since: float = 0.0  # when this term began (the database's clock)
 
     @property
     def remaining(self) -> float:
         """Seconds of this term left when the answer was made (never negative)."""
         return max(0.0, self.expires_at - self.now)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fence:
+    """The term a process writes under: its writes commit only while `epoch` is the lease's."""
+
+    name: str
+    epoch: int
 
 
 class LeaseVerbs:
@@ -40,11 +53,16 @@ class LeaseVerbs:
     def __repr__(self) -> str:
         return f"LeaseVerbs({self._t!r})"
 
-    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
-        """Take `name` for `holder` for `ttl` seconds if it is free or expired (a new term, a
-        new epoch); None if another holder's term is running."""
+    async def acquire_lease(
+        self, name: str, *, holder: str, ttl: float, force: bool = False
+    ) -> Lease | None:
+        """Take `name` for `holder` for `ttl` seconds if it is free or expired, or with `force`
+        whatever its state (a new term, a new epoch); None if another holder's term is
+        running."""
+        params = {"name": name, "holder": holder, "ttl": ttl, "force": force}
         async with self._t.write() as tx:
-            row = await tx.one("acquire_lease", {"name": name, "holder": holder, "ttl": ttl})
+            await tx.one("gate_lease", params)
+            row = await tx.one("acquire_lease", params)
         return None if row is None else _lease(row)
 
     async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease | None:
@@ -59,7 +77,10 @@ class LeaseVerbs:
         """End the term `lease` names at once, so another holder may take it now."""
         params = {"name": lease.name, "holder": lease.holder, "epoch": lease.epoch}
         async with self._t.write() as tx:
-            return await tx.run("release_lease", params) == 1
+            released = await tx.run("release_lease", params) == 1
+            if released:
+                await tx.one("notify_lease", {"name": lease.name})
+        return released
 
     async def get_lease(self, name: str) -> Lease | None:
         async with self._t.read() as tx:
@@ -73,5 +94,6 @@ def _lease(r: Row) -> Lease:
         holder=None if r["holder"] is None else str(r["holder"]),
         epoch=int(r["epoch"]),
         expires_at=float(r["expires_at"]),
+        since=float(r["acquired_at"]),
         now=float(r["now"]),
     )

@@ -55,7 +55,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from yoke.errors import Conflict, StoreError, StoreUnavailable, YokeError
+from yoke.errors import Conflict, NotLeader, StoreError, StoreUnavailable, YokeError
 from yoke.retry import Backoff, RetryPolicy
 from yoke.store import sqlfiles
 from yoke.store.actorverbs import ActorVerbs
@@ -67,7 +67,9 @@ log = logging.getLogger("yoke.store.postgres")
 CHANNEL = "yoke_slot_freed"
 ACTOR_QUEUE_CHANNEL = "yoke_actor_queue"
 SCHEDULE_CHANNEL = "yoke_schedule_change"
+LEASE_CHANNEL = "yoke_lease"
 _MIGRATION_LOCK = 0x796F6B65  # "yoke"
+FENCED = "YK001"  # raised by yoke_fence(): the writer's term is over
 _MIGRATIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS yoke_schema_migrations "
     "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
@@ -76,6 +78,8 @@ _MIGRATIONS_TABLE = (
 
 def translate(exc: Exception) -> YokeError:
     """The one place where psycopg and pool exceptions become `YokeError`s."""
+    if isinstance(exc, psycopg.Error) and exc.sqlstate == FENCED:
+        return NotLeader(f"fenced: {exc.diag.message_primary or exc}")
     if isinstance(exc, PoolTimeout):
         return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
     if isinstance(exc, psycopg.errors.IntegrityError):
@@ -277,6 +281,12 @@ class PostgresStore:
 
         await self._listen(
             "actor wake-ups", (ACTOR_QUEUE_CHANNEL, SCHEDULE_CHANNEL), on_connect, on_notify
+        )
+
+    async def listen_leases(self, on_released: Callable[[], None]) -> None:
+        """NOTIFY yoke_lease: a lease was released (a leader resigned)."""
+        await self._listen(
+            "lease releases", (LEASE_CHANNEL,), on_released, lambda _c: on_released()
         )
 
     async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:

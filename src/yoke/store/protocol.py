@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from yoke.store.leaseverbs import Fence
 from yoke.store.records import (
     AnswerRow,
     ControlRow,
@@ -55,6 +56,20 @@ class Store(Protocol):
     async def recover_dead(self, *, stale_before: float, now: float, exclude: str) -> Recovery:
         """Declare dead every instance stopped or silent since `stale_before` (except `exclude`);
         mark their RUNNING executions and QUEUED starts ABORTED and free their ledger slots."""
+        ...
+
+    # -- high availability -------------------------------------------------------------------
+    def set_fence(self, fence: Fence | None) -> None:
+        """From now on, every write that decides for the queue commits only under `fence`'s
+        term (else `NotLeader`, nothing written); None: unfenced (a server without HA)."""
+        ...
+
+    async def adopt_queued_starts(
+        self, instance_id: str, *, requeue: bool, reason: str, now: float
+    ) -> list[StartRow]:
+        """A new leader's takeover (fenced): every start left QUEUED by another server becomes
+        this instance's, returned in arrival order; with `requeue` false they are ABORTED
+        instead (with `reason`) and none is returned."""
         ...
 
     # -- starts ------------------------------------------------------------------------------

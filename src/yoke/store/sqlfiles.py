@@ -64,7 +64,19 @@ def fresh_schema(dialect: str) -> str:
 
 
 def split_statements(sql: str) -> list[str]:
-    """Split a migration on `;` at line ends. Our migrations hold no `;` inside statements."""
+    """Split a migration on `;` at line ends, except inside a `$$`-quoted function body (the
+    only place our migrations put a `;` inside a statement)."""
     lines = [ln for ln in sql.splitlines() if not ln.lstrip().startswith("--")]
-    parts = re.split(r";[ \t]*(?:\n|$)", "\n".join(lines))
-    return [p.strip() for p in parts if p.strip()]
+    out: list[str] = []
+    current = ""
+    for i, chunk in enumerate("\n".join(lines).split("$$")):
+        if i % 2:  # a quoted body: kept whole
+            current += "$$" + chunk + "$$"
+            continue
+        parts = re.split(r";[ \t]*(?:\n|$)", chunk)
+        current += parts[0]
+        for part in parts[1:]:
+            out.append(current)
+            current = part
+    out.append(current)
+    return [p.strip() for p in out if p.strip()]

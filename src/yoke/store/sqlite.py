@@ -332,6 +332,9 @@ class SQLiteStore:
     ) -> None:
         return None
 
+    async def listen_leases(self, on_released: Callable[[], None]) -> None:
+        return None
+
     @asynccontextmanager
     async def _tx(self, *, write: bool) -> AsyncIterator[_ReadTx]:
         if not write:

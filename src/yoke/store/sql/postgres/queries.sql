@@ -816,28 +816,31 @@ LIMIT %(limit)s;
 -- nothing.
 
 -- name: acquire_lease
-INSERT INTO yoke_leases (name, holder, epoch, expires_at)
-VALUES (%(name)s, %(holder)s, 1, extract(epoch FROM clock_timestamp()) + %(ttl)s)
-ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, epoch = yoke_leases.epoch + 1,
-    expires_at = EXCLUDED.expires_at
+-- `force`: take it even while another holder's term runs (that holder is known to be gone).
+INSERT INTO yoke_leases (name, holder, epoch, expires_at, acquired_at)
+VALUES (%(name)s, %(holder)s, 1, extract(epoch FROM clock_timestamp()) + %(ttl)s, extract(epoch FROM clock_timestamp()))
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = yoke_leases.epoch + 1,
+    expires_at = excluded.expires_at, acquired_at = excluded.acquired_at
 WHERE yoke_leases.holder IS NULL
     OR yoke_leases.expires_at < extract(epoch FROM clock_timestamp())
-RETURNING name, holder, epoch, expires_at, extract(epoch FROM clock_timestamp()) AS now;
+    OR %(force)s
+RETURNING name, holder, epoch, expires_at, acquired_at, extract(epoch FROM clock_timestamp()) AS now;
 
 -- name: renew_lease
 UPDATE yoke_leases SET expires_at = extract(epoch FROM clock_timestamp()) + %(ttl)s
 WHERE name = %(name)s AND holder = %(holder)s AND epoch = %(epoch)s
-RETURNING name, holder, epoch, expires_at, extract(epoch FROM clock_timestamp()) AS now;
+RETURNING name, holder, epoch, expires_at, acquired_at, extract(epoch FROM clock_timestamp()) AS now;
 
 -- name: release_lease
 UPDATE yoke_leases SET holder = NULL, expires_at = 0
 WHERE name = %(name)s AND holder = %(holder)s AND epoch = %(epoch)s;
 
 -- name: get_lease
-SELECT name, holder, epoch, expires_at, extract(epoch FROM clock_timestamp()) AS now
+SELECT name, holder, epoch, expires_at, acquired_at, extract(epoch FROM clock_timestamp()) AS now
 FROM yoke_leases WHERE name = %(name)s;
 
--- ===================================================================================
+-- ============================================================================
+
 -- tenants: fleet-wide settings (weight, max_running) and the per-tenant cap's counters.
 
 -- name: tenant_settings
@@ -885,3 +888,27 @@ WHERE tenant = %(tenant)s AND worker_id = %(worker_id)s AND running > 0;
 
 -- name: clear_tenant_slots
 DELETE FROM tenant_running WHERE worker_id = %(worker_id)s;
+=======
+-- name: gate_lease
+-- The takeover's side of the fence: the lease's advisory lock, EXCLUSIVE, before its epoch is
+-- bumped; it waits for every fenced write in flight (each holds it SHARED) to end.
+SELECT set_config('lock_timeout', '2s', true), pg_advisory_xact_lock(2035382117, hashtext(%(name)s));
+
+-- name: check_fence
+-- The writer's side: true, or (PostgreSQL) SQLSTATE YK001 unless the term is still running.
+SELECT yoke_fence(%(name)s, %(epoch)s) AS ok;
+
+-- name: notify_lease
+SELECT pg_notify('yoke_lease', %(name)s);
+
+-- name: adopt_queued_starts
+-- A new leader takes every QUEUED start into its own queue: those a former leader left, and
+-- its own from an earlier term (its queue was emptied when that term ended).
+UPDATE yoke_starts SET instance_id = %(instance_id)s
+WHERE status = 'QUEUED'
+RETURNING *;
+
+-- name: abort_queued_starts
+UPDATE yoke_starts SET status = 'ABORTED', reason = %(reason)s, decided_at = %(now)s
+WHERE status = 'QUEUED'
+RETURNING start_id;

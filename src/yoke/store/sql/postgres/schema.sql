@@ -205,7 +205,8 @@ CREATE TABLE yoke_leases (
     name TEXT PRIMARY KEY,
     holder TEXT,
     epoch BIGINT NOT NULL DEFAULT 0,
-    expires_at DOUBLE PRECISION NOT NULL DEFAULT 0
+    expires_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    acquired_at DOUBLE PRECISION NOT NULL DEFAULT 0
 );
 
 CREATE TABLE tenant_settings (
@@ -223,3 +224,19 @@ CREATE TABLE tenant_running (
     running INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, worker_id)
 );
+
+CREATE FUNCTION yoke_fence(p_name TEXT, p_epoch BIGINT) RETURNS BOOLEAN
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(2035382117, hashtext(p_name));
+    IF NOT EXISTS (
+        SELECT 1 FROM yoke_leases
+        WHERE name = p_name AND epoch = p_epoch AND holder IS NOT NULL
+            AND expires_at > extract(epoch FROM clock_timestamp())
+    ) THEN
+        RAISE EXCEPTION 'the lease % is no longer held under epoch %', p_name, p_epoch
+            USING ERRCODE = 'YK001';
+    END IF;
+    RETURN TRUE;
+END
+$$;

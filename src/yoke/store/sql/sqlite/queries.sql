@@ -615,28 +615,31 @@ LIMIT :limit;
 -- nothing.
 
 -- name: acquire_lease
-INSERT INTO yoke_leases (name, holder, epoch, expires_at)
-VALUES (:name, :holder, 1, (julianday('now') - 2440587.5) * 86400.0 + :ttl)
+-- `force`: take it even while another holder's term runs (that holder is known to be gone).
+INSERT INTO yoke_leases (name, holder, epoch, expires_at, acquired_at)
+VALUES (:name, :holder, 1, (julianday('now') - 2440587.5) * 86400.0 + :ttl, (julianday('now') - 2440587.5) * 86400.0)
 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = yoke_leases.epoch + 1,
-    expires_at = excluded.expires_at
+    expires_at = excluded.expires_at, acquired_at = excluded.acquired_at
 WHERE yoke_leases.holder IS NULL
     OR yoke_leases.expires_at < (julianday('now') - 2440587.5) * 86400.0
-RETURNING name, holder, epoch, expires_at, (julianday('now') - 2440587.5) * 86400.0 AS now;
+    OR :force
+RETURNING name, holder, epoch, expires_at, acquired_at, (julianday('now') - 2440587.5) * 86400.0 AS now;
 
 -- name: renew_lease
 UPDATE yoke_leases SET expires_at = (julianday('now') - 2440587.5) * 86400.0 + :ttl
 WHERE name = :name AND holder = :holder AND epoch = :epoch
-RETURNING name, holder, epoch, expires_at, (julianday('now') - 2440587.5) * 86400.0 AS now;
+RETURNING name, holder, epoch, expires_at, acquired_at, (julianday('now') - 2440587.5) * 86400.0 AS now;
 
 -- name: release_lease
 UPDATE yoke_leases SET holder = NULL, expires_at = 0
 WHERE name = :name AND holder = :holder AND epoch = :epoch;
 
 -- name: get_lease
-SELECT name, holder, epoch, expires_at, (julianday('now') - 2440587.5) * 86400.0 AS now
+SELECT name, holder, epoch, expires_at, acquired_at, (julianday('now') - 2440587.5) * 86400.0 AS now
 FROM yoke_leases WHERE name = :name;
 
--- ===================================================================================
+-- ============================================================================
+
 -- tenants: fleet-wide settings (weight, max_running) and the per-tenant cap's counters.
 
 -- name: tenant_settings
@@ -681,3 +684,28 @@ WHERE tenant = :tenant AND worker_id = :worker_id AND running > 0;
 
 -- name: clear_tenant_slots
 DELETE FROM tenant_running WHERE worker_id = :worker_id;
+=======
+-- name: gate_lease
+-- The takeover's side of the fence: the lease's advisory lock, EXCLUSIVE, before its epoch is
+-- bumped; it waits for every fenced write in flight (each holds it SHARED) to end.
+SELECT 1;
+
+-- name: check_fence
+-- The writer's side: true, or (PostgreSQL) SQLSTATE YK001 unless the term is still running.
+SELECT EXISTS (SELECT 1 FROM yoke_leases WHERE name = :name AND epoch = :epoch
+    AND holder IS NOT NULL AND expires_at > (julianday('now') - 2440587.5) * 86400.0) AS ok;
+
+-- name: notify_lease
+SELECT 1;
+
+-- name: adopt_queued_starts
+-- A new leader takes every QUEUED start into its own queue: those a former leader left, and
+-- its own from an earlier term (its queue was emptied when that term ended).
+UPDATE yoke_starts SET instance_id = :instance_id
+WHERE status = 'QUEUED'
+RETURNING *;
+
+-- name: abort_queued_starts
+UPDATE yoke_starts SET status = 'ABORTED', reason = :reason, decided_at = :now
+WHERE status = 'QUEUED'
+RETURNING start_id;

@@ -205,7 +205,8 @@ CREATE TABLE yoke_leases (
     name TEXT PRIMARY KEY,
     holder TEXT,
     epoch INTEGER NOT NULL DEFAULT 0,
-    expires_at REAL NOT NULL DEFAULT 0
+    expires_at REAL NOT NULL DEFAULT 0,
+    acquired_at REAL NOT NULL DEFAULT 0
 );
 
 CREATE TABLE tenant_settings (
