@@ -33,7 +33,7 @@ from yoke.clock import Clock, SystemClock
 from yoke.config import Settings
 from yoke.errors import BadValue, YokeError
 from yoke.executions.context import Registry, Workflow
-from yoke.executions.leadership import Leadership
+from yoke.executions.leadership import Leadership, Liveness
 from yoke.executions.model import Limits
 from yoke.executions.service import Executions, Reviewer
 from yoke.executions.tenants import Tenants
@@ -42,6 +42,9 @@ from yoke.store import Store
 log = logging.getLogger("yoke.app")
 
 Service = Callable[[], Coroutine[Any, Any, None]]
+# Seconds a transaction of an HA server may sit idle before PostgreSQL ends its session: a
+# frozen leader's open transaction holds the fence's shared lock, which a takeover waits for.
+HA_IDLE_IN_TRANSACTION = 2.0
 
 
 class Backend(Protocol):
@@ -66,6 +69,10 @@ class Backend(Protocol):
         """Call `on_released` when a lease is released, until cancelled (or return at once)."""
         ...
 
+    def liveness(self, holder: str) -> Liveness | None:
+        """The admission leader's liveness lock (None where sessions are not shared)."""
+        ...
+
 
 def check_ha(settings: Settings) -> None:
     """`--ha` needs a database that several servers share and that fences: PostgreSQL."""
@@ -76,8 +83,9 @@ def check_ha(settings: Settings) -> None:
         )
 
 
-def open_store(url: str, settings: Settings | None = None) -> Backend:
-    """The backend for a database URL (not yet opened)."""
+def open_store(url: str, settings: Settings | None = None, *, name: str | None = None) -> Backend:
+    """The backend for a database URL (not yet opened); `name`: the process's, for the
+    database's view of its sessions."""
     s = settings or Settings()
     if url.startswith("sqlite:"):
         from yoke.store.sqlite import SQLiteStore
@@ -92,6 +100,8 @@ def open_store(url: str, settings: Settings | None = None) -> Backend:
             max_size=s.pg_pool_max,
             connect_timeout=s.pg_connect_timeout,
             retry=s.retry(),
+            application_name=None if name is None else f"yoke:{name}",
+            idle_in_transaction_timeout=HA_IDLE_IN_TRANSACTION if s.ha else None,
         )
     raise BadValue(f"unsupported database URL {url!r}: use sqlite:///path or postgresql://...")
 
@@ -223,10 +233,10 @@ class App:
     async def running(self) -> AsyncIterator[App]:
         s = self.settings
         check_ha(s)
-        backend = open_store(s.database_url, s)
+        self.instance_id = f"{s.instance_id or socket.gethostname()}-{uuid.uuid4().hex[:12]}"
+        backend = open_store(s.database_url, s, name=self.instance_id)
         await backend.open()
         self.store = store = backend.executions
-        self.instance_id = f"{s.instance_id or socket.gethostname()}-{uuid.uuid4().hex[:12]}"
         self._stopping = False
         self.actors.attach(backend.actors)
         actor_worker = contextlib.AsyncExitStack()
@@ -311,6 +321,7 @@ class App:
             poll=s.ha_poll_secs,
             requeue=s.ha_requeue,
             recover=recover,
+            liveness=backend.liveness(instance_id) if s.ha_liveness_lock else None,
         )
 
     def _start_services(

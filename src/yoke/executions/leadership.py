@@ -33,6 +33,7 @@ This module must never name a store backend or read time but through its `Clock`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -55,15 +56,20 @@ class Liveness(Protocol):
     """The optional liveness lock: a session lock the leader holds on a connection of its own,
     released by the database as soon as that session ends (a killed process)."""
 
+    held: bool
+
     async def hold(self) -> None:
         """Take the lock (wait while another session holds it)."""
         ...
 
     async def let_go(self) -> None: ...
 
-    async def wait_gone(self, on_gone: Callable[[], None]) -> None:
-        """Until cancelled: whenever the session holding the lock ends, call `on_gone` (this
-        process then holds it until `let_go`)."""
+    async def owner(self) -> str | None:
+        """The name of the session that holds the lock now, if any."""
+        ...
+
+    def name_of(self, holder: str) -> str:
+        """The name of the session of lease holder `holder` that holds the lock."""
         ...
 
 
@@ -80,6 +86,7 @@ class Leadership:
         poll: float = 1.0,
         requeue: bool = True,
         recover: Callable[[], Awaitable[object]] | None = None,
+        liveness: Liveness | None = None,
     ) -> None:
         self.executions = executions
         self.store = store
@@ -87,7 +94,10 @@ class Leadership:
         self.requeue = requeue
         self._leases = leases
         self._clock = clock
+        self._poll = poll
         self._recover = recover
+        self._liveness = liveness
+        self._changed = asyncio.Event()  # set whenever the role changes
         self.elector = Elector(
             leases,
             name=ADMISSION,
@@ -141,9 +151,64 @@ class Leadership:
         if self._resigned:
             return
         try:
-            await self.elector.run(self._lead)
+            if self._liveness is None:
+                await self.elector.run(self._lead)
+                return
+            async with asyncio.TaskGroup() as tg:
+                alive = tg.create_task(self._alive(self._liveness), name="yoke-ha-liveness")
+                try:
+                    await self.elector.run(self._lead)
+                finally:
+                    alive.cancel()
         finally:
             self._task = None
+            if self._liveness is not None:
+                await self._liveness.let_go()
+
+    async def _alive(self, lock: Liveness) -> None:
+        """The liveness lock: a leader holds it; a standby waits for it, and when it gets it
+        from the session of the lease's holder, that holder is gone: it takes the lease at
+        once (`force`). Got from anyone else (a leader that took over by expiry while a frozen
+        one held it, or nobody), it lets go after a poll so that the leader can take it."""
+        while True:
+            try:
+                if self.is_leader:
+                    await lock.hold()  # waits while a frozen former leader still holds it
+                    await self._until(lambda: not self.is_leader)
+                    await lock.let_go()
+                    continue
+                owner = await lock.owner()
+                await lock.hold()
+                if self.is_leader:
+                    continue  # took the lease by expiry meanwhile: keep the lock
+                lease = await self.lease()
+                if (
+                    owner is not None
+                    and lease is not None
+                    and lease.holder is not None
+                    and lease.holder != self.holder
+                    and owner == lock.name_of(lease.holder)
+                    and lease.expires_at > lease.now
+                ):
+                    log.warning("the leader %s is gone (its session ended): taking over", owner)
+                    self.wake(force=True)
+                    await self._until(lambda: self.is_leader, timeout=2 * self._poll)
+                    if self.is_leader:
+                        continue
+                await lock.let_go()
+                await asyncio.sleep(self._poll)  # a period: the leader may take the lock now
+            except YokeError as exc:
+                log.warning("liveness lock: %s", exc)
+                await lock.let_go()
+                await asyncio.sleep(self._poll)  # a pause before the next try
+
+    async def _until(self, done: Callable[[], bool], timeout: float | None = None) -> None:
+        """Wait until `done()` after a role change (or `timeout`)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while not done():
+                    self._changed.clear()
+                    await self._changed.wait()
 
     async def resign(self) -> None:
         """Graceful stop: step down and release the lease now (the standby takes over within
@@ -179,6 +244,7 @@ class Leadership:
             # Before anything else can run: admit nothing more. The fence keeps this term's
             # epoch, which the next take makes stale.
             self.executions.step_down(None)
+            self._changed.set()
             self.stepdowns += 1
             log.warning("stepped down from admission (epoch %d)", lease.epoch)
 
@@ -200,6 +266,7 @@ class Leadership:
                 await asyncio.sleep(0.5)  # a pause between tries, not a synchronisation
         # One turn of the loop: no start arriving now can overtake the adopted ones.
         self.executions.lead(list(zip(rows, copies, strict=True)))
+        self._changed.set()
         log.warning(
             "leading admission (epoch %d) as %s; adopted %d queued starts",
             lease.epoch,

@@ -45,6 +45,7 @@ transactions, and exposes them as `executions` and `actors`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -161,6 +162,92 @@ class _Tx:
         return {r[key]: int(r["seq"]) for r in rows}
 
 
+LIVENESS_KEY = 2035382118  # pg_advisory_lock(LIVENESS_KEY, 0): the admission leader's liveness
+_OWNER = """
+SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %(key)s AND l.objid = 0
+    AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database
+                                         WHERE datname = current_database())
+"""
+# The liveness session must notice a dead peer in seconds, not the OS's two hours: keepalives
+# and a user timeout on both ends of its socket.
+_SERVER_KEEPALIVE = (
+    "-c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=3 "
+    "-c tcp_user_timeout=5000"
+)
+
+
+def alive_name(holder: str) -> str:
+    """The application_name of the liveness session of the lease holder `holder`."""
+    return f"yoke-alive:{holder}"[:63]
+
+
+class LivenessLock:
+    """A session advisory lock held on a connection of its own (never pooled): PostgreSQL
+    releases it the moment that session ends, so a waiter learns at once that its holder's
+    process died. `hold` waits for it; `let_go` closes the connection (dropping the lock, or
+    the wait); `owner` names the session that holds it (its application_name)."""
+
+    def __init__(self, url: str, holder: str, *, connect_timeout: float) -> None:
+        self._url = url
+        self._name = alive_name(holder)
+        self._connect_timeout = connect_timeout
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self.held = False
+
+    def __repr__(self) -> str:
+        return f"LivenessLock({self._name!r}, held={self.held})"
+
+    @staticmethod
+    def name_of(holder: str) -> str:
+        return alive_name(holder)
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        if self._conn is None or self._conn.closed:
+            self._conn = await psycopg.AsyncConnection.connect(
+                self._url,
+                autocommit=True,
+                application_name=self._name,
+                connect_timeout=max(1, int(self._connect_timeout)),
+                options=_SERVER_KEEPALIVE,
+                keepalives=1,
+                keepalives_idle=2,
+                keepalives_interval=1,
+                keepalives_count=3,
+            )
+        return self._conn
+
+    async def hold(self) -> None:
+        if self.held:
+            return
+        try:
+            conn = await self._connect()
+            await conn.execute("SELECT pg_advisory_lock(%s, 0)", (LIVENESS_KEY,))
+        except psycopg.Error as exc:
+            await self.let_go()
+            raise translate(exc) from exc
+        except BaseException:
+            await self.let_go()  # a cancelled wait must not leave its request queued
+            raise
+        self.held = True
+
+    async def let_go(self) -> None:
+        conn, self._conn, self.held = self._conn, None, False
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
+
+    async def owner(self) -> str | None:
+        try:
+            conn = await self._connect()
+            cur = await conn.execute(_OWNER, {"key": LIVENESS_KEY})
+            row = await cur.fetchone()
+        except psycopg.Error as exc:
+            await self.let_go()
+            raise translate(exc) from exc
+        return None if row is None else str(row[0])
+
+
 class PostgresStore:
     """The PostgreSQL backend: its transactions (`tx.Transactions`), and the verbs over them."""
 
@@ -175,8 +262,19 @@ class PostgresStore:
         max_size: int = 10,
         connect_timeout: float = 5.0,
         retry: RetryPolicy | None = None,
+        application_name: str | None = None,
+        idle_in_transaction_timeout: float | None = None,
     ) -> None:
         self.url = url
+        # Session settings of every pooled connection: a name `pg_stat_activity` shows, and (a
+        # leader of an HA pair) a bound on a transaction left idle by a frozen process, whose
+        # shared fence lock would otherwise hold a takeover back.
+        self._session: dict[str, Any] = {}
+        if application_name:
+            self._session["application_name"] = application_name[:63]
+        if idle_in_transaction_timeout:
+            ms = max(1, int(idle_in_transaction_timeout * 1000))
+            self._session["options"] = f"-c idle_in_transaction_session_timeout={ms}"
         self.min_size = min_size
         self.max_size = max_size
         self.connect_timeout = connect_timeout
@@ -195,7 +293,7 @@ class PostgresStore:
             min_size=self.min_size,
             max_size=self.max_size,
             open=False,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, **self._session},
             timeout=self.connect_timeout,
         )
         try:
@@ -282,6 +380,10 @@ class PostgresStore:
         await self._listen(
             "actor wake-ups", (ACTOR_QUEUE_CHANNEL, SCHEDULE_CHANNEL), on_connect, on_notify
         )
+
+    def liveness(self, holder: str) -> LivenessLock:
+        """The admission leader's liveness lock, for the process holding lease as `holder`."""
+        return LivenessLock(self.url, holder, connect_timeout=self.connect_timeout)
 
     async def listen_leases(self, on_released: Callable[[], None]) -> None:
         """NOTIFY yoke_lease: a lease was released (a leader resigned)."""

@@ -335,6 +335,9 @@ class SQLiteStore:
     async def listen_leases(self, on_released: Callable[[], None]) -> None:
         return None
 
+    def liveness(self, holder: str) -> None:
+        return None  # no sessions to outlive: one machine's file
+
     @asynccontextmanager
     async def _tx(self, *, write: bool) -> AsyncIterator[_ReadTx]:
         if not write:
