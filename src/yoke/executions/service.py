@@ -523,6 +523,7 @@ class Executions:
         """A new execution of the same workflow and input, admitted like a new start. With
         `from_step`, the steps recorded before it are re-used. A running original keeps its
         slot until it ends."""
+        self._s.require_leader()
         old = await self._source(execution_id)
         copy = None
         if from_step is not None:
@@ -540,6 +541,7 @@ class Executions:
     ) -> Start:
         """Continue a FAILED, CANCELLED or ABORTED execution: a new execution, admitted like a
         new start, that re-uses every step the old one recorded."""
+        self._s.require_leader()
         old = await self._source(execution_id)
         if old.status in (ExecutionStatus.RUNNING, ExecutionStatus.SUCCEEDED):
             raise Conflict(
