@@ -174,7 +174,7 @@ class Leadership:
             try:
                 if self.is_leader:
                     await lock.hold()  # waits while a frozen former leader still holds it
-                    await self._until(lambda: not self.is_leader)
+                    await self.until(lambda: not self.is_leader)
                     await lock.let_go()
                     continue
                 owner = await lock.owner()
@@ -192,7 +192,7 @@ class Leadership:
                 ):
                     log.warning("the leader %s is gone (its session ended): taking over", owner)
                     self.wake(force=True)
-                    await self._until(lambda: self.is_leader, timeout=2 * self._poll)
+                    await self.until(lambda: self.is_leader, timeout=2 * self._poll)
                     if self.is_leader:
                         continue
                 await lock.let_go()
@@ -202,8 +202,8 @@ class Leadership:
                 await lock.let_go()
                 await asyncio.sleep(self._poll)  # a pause before the next try
 
-    async def _until(self, done: Callable[[], bool], timeout: float | None = None) -> None:
-        """Wait until `done()` after a role change (or `timeout`)."""
+    async def until(self, done: Callable[[], bool], timeout: float | None = None) -> None:
+        """Wait until `done()` (checked at each role change), or `timeout` seconds."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 while not done():

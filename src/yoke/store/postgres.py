@@ -317,12 +317,15 @@ class PostgresStore:
         return self._version
 
     @asynccontextmanager
-    async def _tx(self, *, write: bool) -> AsyncIterator[_Tx]:
+    async def _tx(self, *, write: bool, pipeline: bool = False) -> AsyncIterator[_Tx]:
         if self._pool is None:
             raise StoreUnavailable("the PostgreSQL store is not open")
         try:
             async with self._connection(self._pool) as conn:
-                if write:
+                if pipeline:
+                    async with conn.pipeline(), conn.transaction():
+                        yield _Tx(conn)
+                elif write:
                     async with conn.transaction():
                         yield _Tx(conn)
                 else:
@@ -357,6 +360,9 @@ class PostgresStore:
     def single(self) -> AbstractAsyncContextManager[Tx]:
         # One statement in autocommit: its own transaction, one round trip.
         return self._tx(write=False)
+
+    def fenced(self) -> AbstractAsyncContextManager[Tx]:
+        return self._tx(write=True, pipeline=True)
 
     def array(self, values: list[str]) -> Any:
         return values

@@ -318,6 +318,9 @@ class SQLiteStore:
         # A one-statement write joins the open batch too: autocommit would cost it an fsync.
         return self._tx(write=True)
 
+    def fenced(self) -> AbstractAsyncContextManager[Tx]:
+        return self._tx(write=True)
+
     def array(self, values: list[str]) -> Any:
         return json.dumps(values)
 

@@ -70,6 +70,12 @@ class Transactions(Protocol):
         """One write statement: where the dialect allows, it is its own transaction."""
         ...
 
+    def fenced(self) -> AbstractAsyncContextManager[Tx]:
+        """A write transaction of a fence check and one statement; where the dialect can, they
+        travel together (PostgreSQL's pipeline mode: BEGIN, the fence and the statement in one
+        round trip, the COMMIT in a second, and a fence that raises aborts the rest)."""
+        ...
+
     def array(self, values: list[str]) -> Any:
         """A list of keys as the backend binds it (a JSON text for SQLite, text[] for PG)."""
         ...

@@ -702,9 +702,14 @@ SELECT done.execution_id, (SELECT count(*) FROM notified) AS notified FROM done;
 -- arrays bound in binary. A start whose idempotency key is taken is skipped (ON CONFLICT
 -- waits for an uncommitted holder) and so is its execution; the ledger counts only what was
 -- written. Lock order as in the general path: start rows (by key), execution rows, then the
--- ledger rows in key order. An execution is created at the grant (`now`).
-WITH b AS MATERIALIZED (
-    SELECT * FROM unnest(%(start_ids)b::text[], %(kinds)b::text[], %(workflows)b::text[],
+-- ledger rows in key order. An execution is created at the grant (`now`). With a fence
+-- (`fence_name` not NULL) every row comes through `yoke_fence`, evaluated once before any is
+-- written: the fence rides in the same statement, so a fenced grant is still one round trip.
+WITH fence AS MATERIALIZED (
+    SELECT CASE WHEN %(fence_name)s::text IS NULL THEN true
+        ELSE yoke_fence(%(fence_name)s, %(fence_epoch)s) END AS ok
+), b AS MATERIALIZED (
+    SELECT b.* FROM fence, unnest(%(start_ids)b::text[], %(kinds)b::text[], %(workflows)b::text[],
         %(sessions)b::text[], %(priorities)b::bigint[], %(inputs)b::text[],
         %(fingerprints)b::text[], %(principals)b::text[], %(idem_keys)b::text[],
         %(sources)b::text[], %(from_steps)b::text[], %(execution_ids)b::text[],
@@ -712,6 +717,7 @@ WITH b AS MATERIALIZED (
         AS b(start_id, kind, workflow, session, priority, input, fingerprint, principal,
             idempotency_key, source_execution_id, from_step, execution_id, instance_id,
             created_at, slot_keys)
+    WHERE fence.ok
 ), s AS (
     INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
         principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
