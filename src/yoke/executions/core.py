@@ -404,10 +404,12 @@ class AdmissionCore:
     def adopt(
         self, rows: Sequence[tuple[StartRow, StepCopy | None]], *, now: float
     ) -> list[Action]:
-        """Queued starts of a former leader, in their arrival order, join this queue with
-        their priorities (each as if it had just been logged here; nobody waits for them)."""
+        """Queued starts of a former leader join this queue with their priorities and in their
+        arrival order (each as if it had just been logged here; nobody waits for them). They
+        are offered highest priority first, so that those the kernel starts at once, while
+        slots are free, are the ones it would have picked first."""
         out: list[Action] = []
-        for row, copy in rows:
+        for row, copy in sorted(rows, key=lambda rc: (-rc[0].priority, rc[0].seq)):
             if row.start_id in self.tickets:
                 continue
             t = Ticket(row, copy, Phase.QUEUED)
