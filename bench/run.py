@@ -26,6 +26,7 @@ ORDER = (
     "executions",
     "server",
     "admission",
+    "ha",
     "actors",
     "fairclaim",
     "executors",
