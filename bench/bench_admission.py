@@ -87,6 +87,7 @@ def _rows(n: int) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]
             "slot_keys": '["global", "session:default", "workflow:noop"]',
             "instance_id": INSTANCE,
             "created_at": now,
+            "leader_epoch": None,
         }
         finish = {"execution_id": execution_id, "status": "SUCCEEDED", "output": "null"}
         out.append((start, execution, finish | {"error": None}))
@@ -189,6 +190,7 @@ async def postgres_limit(url: str, n: int) -> float:
         params: dict[str, Any] = {k: [s[v] for s in starts] for k, v in names.items()}
         params["slot_keys"] = [e["slot_keys"] for _, e, _ in batch]
         params["now"] = time.time()
+        params["fence_name"] = params["fence_epoch"] = None  # no HA: unfenced
         return params
 
     def finish_params(batch: list[Any]) -> dict[str, Any]:

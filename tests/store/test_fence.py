@@ -50,6 +50,12 @@ async def _count(url: str, table: str) -> int:
     return int(row[0])
 
 
+async def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(sql.encode())
+        return list(await cur.fetchall())
+
+
 async def test_every_deciding_write_of_an_ended_term_is_refused_and_changes_nothing(
     pair: tuple[Backend, Backend, str],
 ) -> None:
@@ -65,6 +71,8 @@ async def test_every_deciding_write_of_an_ended_term_is_refused_and_changes_noth
         [grant_request(new_start(instance="old"), CAPPED, log=True)], now=1
     )
     assert ok.start is not None and ok.start.status is StartStatus.GRANTED
+    [(epoch,)] = await _rows(url, "SELECT DISTINCT leader_epoch FROM yoke_executions")
+    assert epoch == lease.epoch  # each grant records the term it was made under
 
     taken = await new.actors.acquire_lease(NAME, holder="new", ttl=30, force=True)
     assert taken is not None and taken.epoch == lease.epoch + 1
@@ -183,3 +191,5 @@ async def test_no_grant_of_the_old_term_commits_after_the_takeover(
     assert refused == 8
     assert after == at_takeover, f"{after - at_takeover} grants of epoch {lease.epoch} committed"
     assert (await store.ledger())["global"] == after
+    epochs = await _rows(url, "SELECT DISTINCT leader_epoch FROM yoke_executions")
+    assert epochs == [(lease.epoch,)]

@@ -370,6 +370,9 @@ class ExecutionVerbs:
             new_execution_params(r.execution, encoded_keys(tuple(s.key for s in r.slots)))
             for r in requests
         ]
+        if self._fence is not None:
+            for p in new:
+                p["leader_epoch"] = self._fence.epoch
         seqs = await tx.insert("insert_execution", new, key="execution_id")
         for r in requests:
             if r.copy_steps is not None:

@@ -142,6 +142,7 @@ def new_execution_params(e: NewExecution, slot_keys: str | None) -> dict[str, An
         "slot_keys": slot_keys,
         "instance_id": e.instance_id,
         "created_at": e.created_at,
+        "leader_epoch": None,  # the verb sets the fence's epoch on a fenced grant
     }
 
 

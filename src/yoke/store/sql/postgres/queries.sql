@@ -611,12 +611,13 @@ WHERE s.start_id = b.start_id AND s.status = 'QUEUED'
 RETURNING s.*;
 -- name: insert_execution_many
 INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
-    parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at)
+    parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at, leader_epoch)
 SELECT execution_id, start_id, workflow, session, input, 'RUNNING', parent_id,
-    restarted_from, resumed_from, slot_keys, instance_id, created_at
+    restarted_from, resumed_from, slot_keys, instance_id, created_at, leader_epoch
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, start_id text,
     workflow text, session text, input text, parent_id text, restarted_from text,
-    resumed_from text, slot_keys text, instance_id text, created_at double precision)
+    resumed_from text, slot_keys text, instance_id text, created_at double precision,
+    leader_epoch bigint)
 RETURNING execution_id, seq;
 -- name: add_slot_counts
 -- %(counts)s is a JSON object {key: n}: each ledger row is taken once, by its count, and the
@@ -731,11 +732,12 @@ WITH fence AS MATERIALIZED (
     RETURNING start_id, seq
 ), e AS (
     INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
-        parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at)
+        parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at,
+        leader_epoch)
     SELECT b.execution_id, b.start_id, b.workflow, b.session, b.input, 'RUNNING', NULL,
         CASE WHEN b.kind = 'restart' THEN b.source_execution_id END,
         CASE WHEN b.kind = 'resume' THEN b.source_execution_id END,
-        b.slot_keys, b.instance_id, %(now)s
+        b.slot_keys, b.instance_id, %(now)s, %(fence_epoch)s::bigint
     FROM b JOIN s USING (start_id)
     RETURNING execution_id, seq, slot_keys
 ), counts AS (

@@ -44,7 +44,8 @@ CREATE TABLE yoke_executions (
     slot_keys TEXT,
     instance_id TEXT NOT NULL,
     created_at DOUBLE PRECISION NOT NULL,
-    finished_at DOUBLE PRECISION
+    finished_at DOUBLE PRECISION,
+    leader_epoch BIGINT
 );
 
 CREATE INDEX yoke_executions_status ON yoke_executions (status, seq);

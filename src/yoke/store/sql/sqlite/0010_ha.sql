@@ -3,3 +3,4 @@
 -- write lock already orders a fenced write against a takeover.
 
 ALTER TABLE yoke_leases ADD COLUMN acquired_at REAL NOT NULL DEFAULT 0;
+ALTER TABLE yoke_executions ADD COLUMN leader_epoch INTEGER;

@@ -26,9 +26,10 @@ UPDATE yoke_ledger SET running = running - :n WHERE key = :key;
 
 -- name: insert_execution
 INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
-    parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at)
+    parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at, leader_epoch)
 VALUES (:execution_id, :start_id, :workflow, :session, :input, 'RUNNING',
-    :parent_id, :restarted_from, :resumed_from, :slot_keys, :instance_id, :created_at);
+    :parent_id, :restarted_from, :resumed_from, :slot_keys, :instance_id, :created_at,
+    :leader_epoch);
 
 -- name: mark_granted
 UPDATE yoke_starts SET status = 'GRANTED', execution_id = :execution_id, decided_at = :now

@@ -44,7 +44,8 @@ CREATE TABLE yoke_executions (
     slot_keys TEXT,
     instance_id TEXT NOT NULL,
     created_at REAL NOT NULL,
-    finished_at REAL
+    finished_at REAL,
+    leader_epoch INTEGER
 );
 
 CREATE INDEX yoke_executions_status ON yoke_executions (status, seq);
