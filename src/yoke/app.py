@@ -38,6 +38,7 @@ from yoke.executions.model import Limits
 from yoke.executions.service import Executions, Reviewer
 from yoke.executions.tenants import Tenants
 from yoke.store import Store
+from yoke.store.leaseverbs import ha_session_name
 
 log = logging.getLogger("yoke.app")
 
@@ -100,7 +101,9 @@ def open_store(url: str, settings: Settings | None = None, *, name: str | None =
             max_size=s.pg_pool_max,
             connect_timeout=s.pg_connect_timeout,
             retry=s.retry(),
-            application_name=None if name is None else f"yoke:{name}",
+            application_name=(
+                None if name is None else ha_session_name(name) if s.ha else f"yoke:{name}"
+            ),
             idle_in_transaction_timeout=HA_IDLE_IN_TRANSACTION if s.ha else None,
         )
     raise BadValue(f"unsupported database URL {url!r}: use sqlite:///path or postgresql://...")
@@ -356,6 +359,8 @@ class App:
             await self.leadership.resign()
         t = self.settings.execution_shutdown_timeout if timeout is None else timeout
         await self.executions.shutdown(t)
+        if self.leadership is not None:
+            await self.leadership.release()
 
     async def _heartbeat(self, store: Store, instance_id: str) -> None:
         s = self.settings

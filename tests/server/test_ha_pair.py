@@ -117,6 +117,20 @@ def test_sigterm_hands_over_at_once_and_running_executions_finish_on_the_old_lea
         assert new_instance != instance
 
 
+def test_a_leader_alone_refuses_its_queue_on_sigterm_as_a_lone_server(
+    db: str, tmp_path: Path
+) -> None:
+    with servers(db, tmp_path) as start:
+        leader = start({"YOKE_MAX_RUNNING": "1"})
+        wait_role(leader, "leader")
+        assert post_start(leader, "hold", 10).status_code == 201  # aborted at shutdown
+        queued = [post_start(leader, "echo", i).json()["start_id"] for i in range(2)]
+        leader.process.send_signal(signal.SIGTERM)
+        assert leader.process.wait(30) == 0
+        statuses = rows(db, "SELECT status FROM yoke_starts WHERE start_id = ANY(%s)", queued)
+        assert statuses == [("REFUSED",), ("REFUSED",)]
+
+
 def test_kill_9_the_standby_adopts_the_queue_in_order_and_aborts_what_ran(
     db: str, tmp_path: Path
 ) -> None:

@@ -21,7 +21,9 @@ write that slipped past the core's refusal could not commit. When it takes the l
 When the term ends (a renewal refused, the local deadline passed, or `resign`), the core steps
 down before anything else: its queue empties without a write (the next leader adopts it) and
 the fence keeps the old epoch, so any late write fails. `resign` (graceful stop) releases the
-lease at once, with a NOTIFY that wakes the standby, before the running executions are awaited.
+lease at once, with a NOTIFY that wakes the standby, before the running executions are awaited
+(unless no other server of the pair is connected: then the leader shuts down as a lone server
+does, refusing its queued starts, and releases the lease last).
 
 A standby is woken by that NOTIFY, by its poll (about every second), and with a liveness lock
 (`liveness`) as soon as the leader's session is gone, which lets it take the lease without
@@ -210,9 +212,26 @@ class Leadership:
                     self._changed.clear()
                     await self._changed.wait()
 
-    async def resign(self) -> None:
-        """Graceful stop: step down and release the lease now (the standby takes over within
-        its wake-up), and never take it again."""
+    async def resign(self) -> bool:
+        """Graceful stop; never take the lease again. With another server of the pair
+        connected, step down and release the lease now: it takes over (and adopts the queue)
+        within its wake-up, and True is returned. A leader alone keeps its term through the
+        shutdown, so its queued starts are refused as a lone server's are, and lets go of it
+        at `release`."""
+        self._resigned = True
+        if self.is_leader:
+            try:
+                alone = await self.store.ha_peers(self.holder) == 0
+            except YokeError:
+                alone = False  # cannot tell: hand over (the queue stays in the store)
+            if alone:
+                log.warning("no standby connected: shutting down as a lone server")
+                return False
+        await self.release()
+        return True
+
+    async def release(self) -> None:
+        """Step down and release the lease (a NOTIFY wakes the standby)."""
         self._resigned = True
         task = self._task
         if task is not None and not task.done():

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from yoke.errors import Conflict, NotFound, NotLeader
-from yoke.store.leaseverbs import Fence
+from yoke.store.leaseverbs import Fence, ha_session_name
 from yoke.store.records import (
     AnswerRow,
     ControlRow,
@@ -95,6 +95,11 @@ class ExecutionVerbs:
         row = await tx.one("check_fence", params)
         if row is None or not row["ok"]:
             raise NotLeader(f"the lease {fence.name!r} is no longer held under epoch {fence.epoch}")
+
+    async def ha_peers(self, instance_id: str) -> int:
+        async with self._t.read() as tx:
+            row = await tx.one("ha_peers", {"me": ha_session_name(instance_id)})
+        return 0 if row is None else int(row["n"])
 
     async def adopt_queued_starts(
         self, instance_id: str, *, requeue: bool, reason: str, now: float

@@ -36,6 +36,11 @@ class Lease:
         return max(0.0, self.expires_at - self.now)
 
 
+def ha_session_name(instance_id: str) -> str:
+    """The application_name of the database sessions of a server of an HA pair."""
+    return f"yoke-ha:{instance_id}"[:63]
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Fence:
     """The term a process writes under: its writes commit only while `epoch` is the lease's."""

@@ -64,6 +64,10 @@ class Store(Protocol):
         term (else `NotLeader`, nothing written); None: unfenced (a server without HA)."""
         ...
 
+    async def ha_peers(self, instance_id: str) -> int:
+        """How many other servers of the HA pair are connected to the database now."""
+        ...
+
     async def adopt_queued_starts(
         self, instance_id: str, *, requeue: bool, reason: str, now: float
     ) -> list[StartRow]:

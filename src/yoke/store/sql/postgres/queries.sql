@@ -906,6 +906,12 @@ SELECT set_config('lock_timeout', '2s', true), pg_advisory_xact_lock(2035382117,
 -- The writer's side: true, or (PostgreSQL) SQLSTATE YK001 unless the term is still running.
 SELECT yoke_fence(%(name)s, %(epoch)s) AS ok;
 
+-- name: ha_peers
+-- Other servers of the HA pair connected now: their pooled sessions are named yoke-ha:<id>.
+SELECT count(DISTINCT application_name) AS n FROM pg_stat_activity
+WHERE datname = current_database() AND application_name LIKE 'yoke-ha:%%'
+    AND application_name <> %(me)s;
+
 -- name: notify_lease
 SELECT pg_notify('yoke_lease', %(name)s);
 

@@ -696,6 +696,9 @@ SELECT 1;
 SELECT EXISTS (SELECT 1 FROM yoke_leases WHERE name = :name AND epoch = :epoch
     AND holder IS NOT NULL AND expires_at > (julianday('now') - 2440587.5) * 86400.0) AS ok;
 
+-- name: ha_peers
+SELECT 0 AS n;
+
 -- name: notify_lease
 SELECT 1;
 
