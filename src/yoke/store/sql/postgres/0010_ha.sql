@@ -1,10 +1,11 @@
--- 0010: high availability of the admission server (`yoke serve --ha`). A lease records when
--- its term began (`acquired_at`, the database's clock), which `GET /v1/ha` shows as the
--- leader's `since`; an execution the epoch it was granted under. `yoke_fence(name, epoch)`
--- is the fence every leader write runs first in its own transaction: it takes the lease's advisory lock SHARED (a takeover takes it
--- EXCLUSIVE before it bumps the epoch, so no fenced write interleaves with a takeover), then
--- reads the lease with a fresh snapshot (a VOLATILE function's query sees what committed while
--- it waited) and raises SQLSTATE YK001 unless the term is still the caller's and unexpired.
+-- 0010: high availability of the admission server (`yoke serve --ha`). A lease records when its
+-- term began (`acquired_at`, the database's clock), which `GET /v1/ha` shows as the leader's
+-- `since`; an execution the epoch it was granted under. `yoke_fence(name, epoch)` is the fence
+-- every leader write runs first in its own transaction: it takes the lease's advisory lock
+-- SHARED (a takeover takes it EXCLUSIVE before it bumps the epoch, so no fenced write
+-- interleaves with a takeover), then reads the lease with a fresh snapshot (a VOLATILE
+-- function's query sees what committed while it waited) and raises SQLSTATE YK001 unless the
+-- term is still the caller's and unexpired.
 
 ALTER TABLE yoke_leases ADD COLUMN acquired_at DOUBLE PRECISION NOT NULL DEFAULT 0;
 
