@@ -94,6 +94,7 @@ class Elector:
         self._observe = observe
         self._woken = asyncio.Event()
         self._force = False
+        self._abandoned: set[asyncio.Future[Lease | None]] = set()  # renewals that timed out
 
     def __repr__(self) -> str:
         held = "none" if self.lease is None else f"epoch {self.lease.epoch}"
@@ -134,6 +135,20 @@ class Elector:
             if await self._hold(lease, asked, body):
                 return
 
+    async def _renew(self, lease: Lease, trust_until: float) -> Lease | None:
+        """The renewal, given up (TimeoutError) at the term's local deadline: a database that
+        does not answer at all (a network cut) must not keep the body running past it. The
+        request is left to end by itself, in its own task."""
+        renewal = asyncio.ensure_future(self._store.renew_lease(lease, ttl=self._ttl))
+        wait = max(0.0, trust_until - self._clock.monotonic())
+        done, _ = await asyncio.wait([renewal], timeout=wait)
+        if not done:
+            renewal.cancel()
+            self._abandoned.add(renewal)
+            renewal.add_done_callback(self._abandoned.discard)
+            raise TimeoutError
+        return renewal.result()
+
     async def _hold(self, lease: Lease, asked: float, body: Body) -> bool:
         """One term. True if `body` returned by itself (the elector is done)."""
         self.lease, self.terms = lease, self.terms + 1
@@ -153,10 +168,17 @@ class Elector:
                     log.warning("lease %r: term %d not renewed in time", self.name, lease.epoch)
                     return False
                 try:
-                    renewed = await self._store.renew_lease(lease, ttl=self._ttl)
+                    renewed = await self._renew(lease, trust_until)
                 except YokeError as exc:
                     log.warning("renewing lease %r failed (retrying): %s", self.name, exc)
                     continue
+                except TimeoutError:
+                    log.warning(
+                        "lease %r: no answer to the renewal of term %d in time",
+                        self.name,
+                        lease.epoch,
+                    )
+                    return False
                 if renewed is None:
                     log.warning("lease %r: term %d was taken over", self.name, lease.epoch)
                     return False

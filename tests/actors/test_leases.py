@@ -78,6 +78,35 @@ async def test_a_holder_cut_off_stops_before_its_term_can_be_taken() -> None:
     assert lease is not None and lease.holder is None  # b released it on the way out
 
 
+class SilentStore(MemoryActorStore):
+    """Renewals never answer (a network cut that neither fails nor answers)."""
+
+    async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease | None:
+        await asyncio.Event().wait()
+        return None
+
+
+async def test_a_renewal_that_never_answers_ends_the_term_at_its_deadline() -> None:
+    store = SilentStore()
+    clock = SystemClock()
+    elector = Elector(store, name="p", holder="a", ttl=0.5, clock=clock, renew_every=0.1)
+    stopped = asyncio.Event()
+    started: list[float] = []
+
+    async def body(lease: Lease) -> None:
+        started.append(clock.monotonic())
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+
+    task = asyncio.create_task(elector.run(body))
+    await asyncio.wait_for(stopped.wait(), timeout=5)  # never, if the renewal is awaited
+    assert clock.monotonic() - started[0] < 0.5  # before the lease could lapse
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_a_body_that_returns_ends_the_term() -> None:
     store = MemoryActorStore()
     elector = Elector(store, name="once", holder="a", ttl=5.0, clock=SystemClock())

@@ -49,6 +49,7 @@ ACCESS: dict[tuple[str, str], tuple[str, ...] | str] = {
     ("GET", "/v1/executions/{execution_id}/steps"): "any",
     ("GET", "/v1/audit/recent"): ("ADMIN",),
     ("GET", "/v1/executors"): OPS,
+    ("GET", "/v1/ha"): "any",
     ("GET", "/metrics"): ("ADMIN", "METRICS", "OPERATOR"),
     ("GET", "/healthz"): "public",
     ("GET", "/readyz"): "public",
