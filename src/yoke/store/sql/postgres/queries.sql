@@ -847,8 +847,7 @@ WHERE name = %(name)s AND holder = %(holder)s AND epoch = %(epoch)s;
 SELECT name, holder, epoch, expires_at, acquired_at, extract(epoch FROM clock_timestamp()) AS now
 FROM yoke_leases WHERE name = %(name)s;
 
--- ============================================================================
-
+-- ===================================================================================
 -- tenants: fleet-wide settings (weight, max_running) and the per-tenant cap's counters.
 
 -- name: tenant_settings
@@ -896,7 +895,7 @@ WHERE tenant = %(tenant)s AND worker_id = %(worker_id)s AND running > 0;
 
 -- name: clear_tenant_slots
 DELETE FROM tenant_running WHERE worker_id = %(worker_id)s;
-=======
+
 -- name: gate_lease
 -- The takeover's side of the fence: the lease's advisory lock, EXCLUSIVE, before its epoch is
 -- bumped; it waits for every fenced write in flight (each holds it SHARED) to end.

@@ -639,8 +639,7 @@ WHERE name = :name AND holder = :holder AND epoch = :epoch;
 SELECT name, holder, epoch, expires_at, acquired_at, (julianday('now') - 2440587.5) * 86400.0 AS now
 FROM yoke_leases WHERE name = :name;
 
--- ============================================================================
-
+-- ===================================================================================
 -- tenants: fleet-wide settings (weight, max_running) and the per-tenant cap's counters.
 
 -- name: tenant_settings
@@ -685,7 +684,7 @@ WHERE tenant = :tenant AND worker_id = :worker_id AND running > 0;
 
 -- name: clear_tenant_slots
 DELETE FROM tenant_running WHERE worker_id = :worker_id;
-=======
+
 -- name: gate_lease
 -- The takeover's side of the fence: the lease's advisory lock, EXCLUSIVE, before its epoch is
 -- bumped; it waits for every fenced write in flight (each holds it SHARED) to end.
