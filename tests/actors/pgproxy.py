@@ -7,6 +7,14 @@ new ones (accepted, then reset at once, so a client fails fast instead of timing
 `restore()` lets connections through again. A mock that raises `StoreUnavailable` shows what the
 runtime does with an error; this shows what the driver and its pool do with a dead socket.
 
+The chaos suite (tests/ha) also needs a network that goes silent: `blackhole()` keeps every
+connection open and forwards nothing either way (new connections are accepted and held), as
+when packets are dropped, until `restore()` lets what was held through, as TCP's retransmission
+would. `reset()` aborts the open connections and lets new ones through. `drop_upstream()` closes
+only the server's ends, as PostgreSQL does when its keepalive gives up on a silent client,
+while the client's ends stay silent. `upstream_ports()` names this proxy's sessions in
+`pg_stat_activity.client_port`, so a test can `pg_terminate_backend` them.
+
 Each connection is served by the task asyncio's server gives it, with its two pumps in a
 TaskGroup, so no pump outlives its connection; the proxy never reads what it forwards.
 """
@@ -31,12 +39,15 @@ class PgProxy:
         self._links: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self._serving: set[asyncio.Task[None]] = set()  # asyncio's task per connection
         self._up = True
+        self._flowing = asyncio.Event()  # cleared while blackholed
+        self._flowing.set()
+        self._held: set[asyncio.StreamWriter] = set()  # accepted while blackholed, not linked
         self.port = 0
         self.accepted = 0  # connections forwarded
         self.refused = 0  # connections reset because the proxy was cut
 
     def __repr__(self) -> str:
-        state = "up" if self._up else "cut"
+        state = "blackholed" if not self._flowing.is_set() else "up" if self._up else "cut"
         return (
             f"PgProxy({state}, port={self.port}, open={len(self._links)}, "
             f"accepted={self.accepted}, refused={self.refused})"
@@ -65,6 +76,7 @@ class PgProxy:
         if server is not None:
             server.close()
         self.cut()
+        self._flowing.set()  # what waits on a blackhole sees its aborted sockets and ends
         if server is not None:
             await server.wait_closed()
         # Python 3.11's wait_closed() does not wait for the connections: a task still serving
@@ -75,12 +87,37 @@ class PgProxy:
     def cut(self) -> None:
         """Abort every open connection and reset new ones until `restore()`."""
         self._up = False
-        for client, upstream in list(self._links):
-            client.transport.abort()
-            upstream.transport.abort()
+        self.reset()
 
     def restore(self) -> None:
         self._up = True
+        self._flowing.set()
+
+    def blackhole(self) -> None:
+        """Forward nothing, close nothing: every connection hangs until `restore()`."""
+        self._flowing.clear()
+
+    def reset(self) -> None:
+        """Abort every open (or held) connection; new ones pass as before."""
+        for client, upstream in list(self._links):
+            client.transport.abort()
+            upstream.transport.abort()
+        for held in list(self._held):
+            held.transport.abort()
+
+    def drop_upstream(self) -> None:
+        """Close the server's end of each connection only (its keepalive gave up on us)."""
+        for _, upstream in list(self._links):
+            upstream.transport.abort()
+
+    def upstream_ports(self) -> set[int]:
+        """The local ports of the connections to the server: its sessions' `client_port`."""
+        ports = set()
+        for _, upstream in list(self._links):
+            sock = upstream.get_extra_info("sockname")
+            if sock:
+                ports.add(int(sock[1]))
+        return ports
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -92,6 +129,14 @@ class PgProxy:
             self._serving.discard(task)
 
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self._flowing.is_set():  # a silent network: the client waits, unanswered
+            self._held.add(writer)
+            try:
+                await self._flowing.wait()
+            finally:
+                self._held.discard(writer)
+            if writer.transport.is_closing():
+                return
         if not self._up:
             self.refused += 1
             writer.transport.abort()
@@ -111,8 +156,8 @@ class PgProxy:
         self._links.add(link)
         try:
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(_pump(reader, up_writer, link))
-                tg.create_task(_pump(up_reader, writer, link))
+                tg.create_task(_pump(reader, up_writer, link, self._flowing))
+                tg.create_task(_pump(up_reader, writer, link, self._flowing))
         finally:
             self._links.discard(link)
 
@@ -121,10 +166,18 @@ async def _pump(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     link: tuple[asyncio.StreamWriter, asyncio.StreamWriter],
+    flowing: asyncio.Event,
 ) -> None:
-    """Copy one direction until either side ends; then end both (the other pump follows)."""
+    """Copy one direction until either side ends; then end both (the other pump follows).
+    While `flowing` is clear nothing is read or written: the socket buffers fill, as on a
+    network that drops every packet."""
     with contextlib.suppress(ConnectionError, OSError):
-        while data := await reader.read(_CHUNK):
+        while True:
+            await flowing.wait()
+            data = await reader.read(_CHUNK)
+            if not data:
+                break
+            await flowing.wait()
             writer.write(data)
             await writer.drain()
     for w in link:
