@@ -21,7 +21,9 @@ tests/ha/harness.py) and counts each way a run can break a promise of yoke:
 
 It also reports, without judging, what a client may find surprising but the design allows:
 acknowledged starts that were later refused or aborted (queued on a server that stopped or
-died) and how many keys were acknowledged at all.
+died), how many keys were acknowledged at all, and grants that committed while nobody held
+the lease (begun under a term that was resigned before they committed: the takeover waits
+for them, so they are not stale).
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ class History:
     appended: Mapping[int, int] | None = None  # n -> stream events holding it (None: not read)
     counts: Mapping[str, int] | None = None  # counter instance -> its count (None: not read)
     stale_epoch_commits: int | None = None
+    grants_unheld: int | None = None  # grants committed while nobody held the lease
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ class Report:
     acked_starts: int
     acked_then_not_run: int  # acknowledged, then refused or aborted before running
     acked_events: int
+    grants_unheld: int | None = None  # after a resign, before a takeover: allowed
 
     @property
     def violations(self) -> dict[str, int]:
@@ -190,4 +194,5 @@ def check(history: History) -> Report:
         acked_starts=len(acked),
         acked_then_not_run=not_run,
         acked_events=len(history.events),
+        grants_unheld=history.grants_unheld,
     )

@@ -21,7 +21,15 @@ constraint trigger, installed in the test database only, logs `clock_timestamp()
 transaction that creates a RUNNING execution, or moves one out of RUNNING, commits. It runs
 while that transaction still holds the ledger rows it locked, so a grant that waited for a
 finish is always logged after it; yoke's own `created_at` / `finished_at` are taken before
-the lock wait and can order two such transactions the wrong way.
+the lock wait and can order two such transactions the wrong way. With `--ha` the trigger also
+notes who held the admission lease when each grant committed: a grant committed while
+another server held it is a grant under a stale term, which the fence must make impossible
+(the fence holds its shared lock until commit, so the takeover cannot commit between the
+trigger's read and the grant's commit). A grant that commits after its leader resigned but
+before anyone took over (the lease held by nobody) is not one: the takeover waits for it, and
+the new leader's recovery sees it. The executions do not record their
+epoch, so a server that lost the lease and won it back is not told apart from one that kept
+it: such a grant would be missed, never invented.
 
 Without `--ha` (until the HA pair exists) the two servers are both active: the "leader" is
 server 0, a fault hits it, and the timings say when the other one served again.
@@ -68,15 +76,21 @@ SLOT_LOG = """
 CREATE TABLE IF NOT EXISTS chaos_slot_log (
     execution_id TEXT NOT NULL,
     delta INTEGER NOT NULL,
-    at DOUBLE PRECISION NOT NULL
+    at DOUBLE PRECISION NOT NULL,
+    granted_by TEXT,
+    lease_holder TEXT,
+    lease_epoch BIGINT
 );
 CREATE OR REPLACE FUNCTION chaos_log_slot() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' AND NEW.status = 'RUNNING' THEN
-        INSERT INTO chaos_slot_log VALUES
-            (NEW.execution_id, 1, extract(epoch FROM clock_timestamp()));
+        -- A fresh snapshot of the lease, taken at commit under the grant's fence.
+        INSERT INTO chaos_slot_log
+        SELECT NEW.execution_id, 1, extract(epoch FROM clock_timestamp()), NEW.instance_id,
+            l.holder, l.epoch
+        FROM (SELECT 1) AS one LEFT JOIN yoke_leases l ON l.name = 'admission';
     ELSIF TG_OP = 'UPDATE' AND OLD.status = 'RUNNING' AND NEW.status <> 'RUNNING' THEN
-        INSERT INTO chaos_slot_log VALUES
+        INSERT INTO chaos_slot_log (execution_id, delta, at) VALUES
             (NEW.execution_id, -1, extract(epoch FROM clock_timestamp()));
     END IF;
     RETURN NULL;
@@ -94,6 +108,7 @@ class Profile:
     ttl: float = 2.0  # YOKE_HA_LEASE_TTL_SECS
     stale_after: float = 5.0  # YOKE_INSTANCE_STALE_AFTER: a peer dead after this long
     ha: bool = False  # `yoke serve --ha` (the HA pair); else two active servers
+    liveness_lock: bool = True  # YOKE_HA_LIVENESS_LOCK
     max_running: int = 4
     run_seconds: float = 0.2  # each execution's run time
     start_rate: float = 5.0  # starts offered per second
@@ -110,6 +125,7 @@ class Profile:
     def env(self) -> dict[str, str]:
         return {
             "YOKE_HA_LEASE_TTL_SECS": f"{self.ttl:g}",
+            "YOKE_HA_LIVENESS_LOCK": "1" if self.liveness_lock else "0",
             "YOKE_HEARTBEAT_INTERVAL": f"{self.stale_after / 5:g}",
             "YOKE_INSTANCE_STALE_AFTER": f"{self.stale_after:g}",
             "YOKE_SLOT_POLL_INTERVAL": "0.5",
@@ -125,14 +141,22 @@ class Profile:
 
 @dataclass(frozen=True)
 class FaultRecord:
-    """One injected fault: what, on which server, when (monotonic), and what followed."""
+    """One injected fault: what, on which server, when (monotonic), and what followed.
+
+    `failover_after`: seconds from the fault to the first start the other server acknowledged
+    (201 or 202) of those sent after the fault; None if it acknowledged none (no failover: a
+    `terminate` may leave the leader leading). `served_after`: the same from any server.
+    `old_acks_after_takeover`: starts the faulted server acknowledged of those sent after the
+    failover, until the end of the fault's phase (with --ha it must stay a standby).
+    """
 
     fault: Fault
     server: int
-    at: float  # the fault began
+    at: float
     healed_at: float  # SIGCONT / proxy restored / server started again
-    first_ack_after: float | None  # seconds from `at` to the survivor's first 201/202
-    old_acks_after_takeover: int  # acks of the faulted server to requests sent after that
+    failover_after: float | None
+    served_after: float | None
+    old_acks_after_takeover: int
 
 
 def _with_params(url: str, **params: str) -> str:
@@ -457,8 +481,9 @@ class Cluster:
 
     # -- faults -----------------------------------------------------------------------------
     async def fault(self, fault: Fault) -> FaultRecord:
-        """Warm up, hit the leader with `fault`, wait until the other server acknowledges a
-        start, heal (start it again, SIGCONT, restore its proxy), and wait until both are up."""
+        """Warm up, hit the leader with `fault`, wait (for a failover: until the other server
+        acknowledges a start), heal (start it again, SIGCONT, restore its proxy), and wait
+        until both are up and one leads."""
         p = self.profile
         await asyncio.sleep(p.warmup)
         victim = self.servers[await self.leader()]
@@ -488,37 +513,41 @@ class Cluster:
             victim.proc.spawn()
         await self._wait_up(victim)
         await self._wait_leader()
-        first = await self._first_ack(survivor, at)
-        takeover = at + first if first is not None else healed
-        old = sum(
-            1
-            for a in self.load_log.answers
-            if a.server == victim.index
-            and a.sent_at >= takeover
-            and 200 <= a.status < 300
-            and a.is_start
-        )
-        record = FaultRecord(fault, victim.index, at, healed, first, old)
+        served = await self._first_ack(None, at)
+        failover = await self._first_ack(survivor, at, timeout=0 if fault == "terminate" else 60)
+        await asyncio.sleep(p.warmup)  # the old leader's chance to misbehave
+        old = 0
+        if failover is not None:
+            old = sum(
+                1
+                for a in self.load_log.answers
+                if a.server == victim.index
+                and a.sent_at >= at + failover
+                and 200 <= a.status < 300
+                and a.is_start
+            )
+        record = FaultRecord(fault, victim.index, at, healed, failover, served, old)
         self.faults.append(record)
         return record
 
     async def _first_ack(
-        self, survivor: Server, since: float, timeout: float = 60.0
+        self, server: Server | None, since: float, timeout: float = 60.0
     ) -> float | None:
-        """Seconds from `since` to the first start `survivor` acknowledged that was sent after
-        `since` (waiting for it up to `timeout`)."""
+        """Seconds from `since` to the first start `server` (None: any) acknowledged of those
+        sent after `since`, waiting for one up to `timeout`."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
             for a in self.load_log.answers:
                 if (
-                    a.server == survivor.index
+                    (server is None or a.server == server.index)
                     and a.sent_at >= since
                     and 200 <= a.status < 300
                     and a.is_start
                 ):
                     return a.answered_at - since
+            if time.monotonic() >= deadline:
+                return None
             await asyncio.sleep(0.02)
-        return None
 
     async def terminate_sessions(self, s: Server) -> int:
         """`pg_terminate_backend` of every session the server holds through its proxy (found by
@@ -569,6 +598,17 @@ class Cluster:
                     await conn.execute("SELECT execution_id, delta, at FROM chaos_slot_log")
                 ).fetchall()
             ]
+            stale: int | None = None
+            unheld: int | None = None
+            if self.profile.ha:
+                cur = await conn.execute(
+                    "SELECT count(*) FILTER (WHERE lease_holder <> granted_by),"
+                    " count(*) FILTER (WHERE lease_holder IS NULL)"
+                    " FROM chaos_slot_log WHERE delta = 1"
+                )
+                row = await cur.fetchone()
+                assert row is not None
+                stale, unheld = int(row[0]), int(row[1])
             starts = {
                 sid: StartRow(sid, status, eid)
                 for sid, status, eid in await (
@@ -612,7 +652,8 @@ class Cluster:
             seen=seen,
             counts=counts,
             appended=appended,
-            stale_epoch_commits=None,  # measurable once the HA pair writes its epochs
+            stale_epoch_commits=stale,  # not measurable between two active servers
+            grants_unheld=unheld,
         )
 
     async def check(self) -> Report:
