@@ -180,5 +180,6 @@ async def _pump(
             await flowing.wait()
             writer.write(data)
             await writer.drain()
+    await flowing.wait()  # a silent network does not carry the news of a close either
     for w in link:
         w.transport.abort()

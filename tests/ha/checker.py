@@ -8,6 +8,8 @@ tests/ha/harness.py) and counts each way a run can break a promise of yoke:
   a grant that waited for a finish is logged after it); `peak_running` is the most at once.
 - `duplicates`: Idempotency-Keys with more than one execution, or acknowledged with two
   different start ids (a retry that was not recognised as one).
+- `stuck`: executions still RUNNING and starts still QUEUED once the load has stopped and
+  the run was given time to drain (a slot never freed, a queue never served).
 - `lost_starts`: acknowledged starts whose start row is missing, or acknowledged 201 with an
   execution the store does not hold.
 - `stale_epoch_commits`: grants committed under an epoch older than the lease's at their
@@ -99,6 +101,7 @@ class History:
 class Report:
     overshoot: int
     peak_running: int
+    stuck: int
     duplicates: int
     lost_starts: int
     stale_epoch_commits: int | None
@@ -116,6 +119,7 @@ class Report:
         """Every count that must be 0 (a stale-epoch count only when it was measured)."""
         found = {
             "overshoot": self.overshoot,
+            "stuck": self.stuck,
             "duplicates": self.duplicates,
             "lost_starts": self.lost_starts,
             "events_lost": self.events_lost,
@@ -181,9 +185,13 @@ def check(history: History) -> Report:
     mismatches = sum(
         1 for k, c in (history.counts or {}).items() if c != len(history.seen.get(k, ()))
     )
+    running = {c.execution_id for c in history.slots if c.delta > 0}
+    running -= {c.execution_id for c in history.slots if c.delta < 0}
+    queued = sum(1 for row in history.starts.values() if row.status == "QUEUED")
     return Report(
         overshoot=over,
         peak_running=peak,
+        stuck=len(running) + queued,
         duplicates=duplicates(history),
         lost_starts=lost_starts(history),
         stale_epoch_commits=history.stale_epoch_commits,

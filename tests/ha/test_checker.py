@@ -146,3 +146,11 @@ def test_stale_epoch_commits_count_once_measured() -> None:
     assert check(dataclasses.replace(h, stale_epoch_commits=2)).violations == {
         "stale_epoch_commits": 2
     }
+
+
+def test_a_slot_never_freed_and_a_start_never_served_are_stuck() -> None:
+    h = clean()
+    never_ends = [c for c in h.slots if not (c.execution_id == "b" and c.delta < 0)]
+    assert check(dataclasses.replace(h, slots=never_ends)).violations == {"stuck": 1}
+    starts = {**h.starts, "s-d": StartRow("s-d", "QUEUED", None)}
+    assert check(dataclasses.replace(h, starts=starts)).violations == {"stuck": 1}
