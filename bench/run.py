@@ -31,6 +31,7 @@ ORDER = (
     "fairclaim",
     "executors",
     "dashboard",
+    "chaos",  # written by `python -m bench.chaos` (its own command: it runs for minutes)
 )
 HEADER = """# Benchmarks
 

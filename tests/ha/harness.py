@@ -371,7 +371,7 @@ class Cluster:
                 return s.index
         raise AssertionError("no server leads")
 
-    async def _wait_leader(self, timeout: float = 30.0) -> None:
+    async def _wait_leader(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
             with contextlib.suppress(AssertionError):

@@ -2,8 +2,10 @@
 proxies, two `yoke worker`s, a keyed load of starts and events, each fault once, then the
 checker's counts must all be 0 and the failovers must happen within generous bounds.
 
-Lease TTL 2 s; SIGSTOP for 5 s, blackhole for 6 s. The machine is shared and often loaded, so
-the time bounds are several times the targets (docs/BENCHMARKS.md has the measured medians,
+Lease TTL 3 s; SIGSTOP for 7.5 s, blackhole for 9 s. (At 2 s, on this shared 2-core machine
+under a load average of 9, a leader starved of CPU missed its renewals and the lease flapped
+between the servers; 3 s keeps the run about a fault, not about the machine.) The time
+bounds are several times the targets (docs/BENCHMARKS.md has the measured medians,
 from `python -m bench.chaos`); what must hold exactly is the counts.
 
 One known defect is asserted apart: the same Idempotency-Key retried on the other server while
@@ -23,7 +25,7 @@ from tests.ha.harness import Cluster, Fault, FaultRecord, Profile
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-PROFILE = Profile(ha=True, ttl=2.0)
+PROFILE = Profile(ha=True, ttl=3.0)
 KNOWN = {"events_appended_twice"}
 
 
