@@ -79,6 +79,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     profile = Profile(
         ha=True,
         ttl=args.ttl,
+        stale_after=args.stale_after,
         blackhole_for=args.blackhole_secs / args.ttl,
         start_rate=args.start_rate,
         event_rate=args.event_rate,
@@ -149,7 +150,8 @@ def section(raw: dict[str, Any], argv: str) -> str:
     lines = [
         "### Chaos: failover of the HA pair, and what no fault may break",
         "",
-        f"`python -m bench.chaos {argv}`: two `yoke serve --ha` (lease TTL {ttl:g} s), each "
+        f"`python -m bench.chaos {argv}`: two `yoke serve --ha` (lease TTL {ttl:g} s, "
+        f"`YOKE_INSTANCE_STALE_AFTER` {p['stale_after']:g} s), each "
         "through its own fault proxy, two `yoke worker`s, starts at "
         f"{p['start_rate']:g}/s (max_running {p['max_running']}, {p['run_seconds']:g} s each) "
         f"and events at {p['event_rate']:g}/s over HTTP with Idempotency-Keys, retried on the "
@@ -217,6 +219,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="each fault at least this often")
     parser.add_argument("--minutes", type=float, default=0.0, help="and rounds for this long")
     parser.add_argument("--ttl", type=float, default=10.0, help="YOKE_HA_LEASE_TTL_SECS")
+    parser.add_argument("--stale-after", type=float, default=30.0, help="YOKE_INSTANCE_STALE_AFTER")
     parser.add_argument("--blackhole-secs", type=float, default=30.0)
     parser.add_argument("--start-rate", type=float, default=10.0)
     parser.add_argument("--event-rate", type=float, default=5.0)

@@ -106,7 +106,7 @@ class Profile:
     """How hard and how long: the CI profile is the defaults; bench/chaos.py a longer one."""
 
     ttl: float = 2.0  # YOKE_HA_LEASE_TTL_SECS
-    stale_after: float = 5.0  # YOKE_INSTANCE_STALE_AFTER: a peer dead after this long
+    stale_after: float = 10.0  # YOKE_INSTANCE_STALE_AFTER: a peer dead after this long
     ha: bool = False  # `yoke serve --ha` (the HA pair); else two active servers
     liveness_lock: bool = True  # YOKE_HA_LIVENESS_LOCK
     max_running: int = 4
@@ -120,7 +120,7 @@ class Profile:
     stop_for: float = 2.5  # SIGSTOP for stop_for x ttl
     blackhole_for: float = 3.0  # blackhole for blackhole_for x ttl (the long profile: 30 s)
     settle_timeout: float = 60.0
-    pool_max: int = 8
+    pool_max: int = 10
 
     def env(self) -> dict[str, str]:
         return {
