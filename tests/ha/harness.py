@@ -22,17 +22,16 @@ transaction that creates a RUNNING execution, or moves one out of RUNNING, commi
 while that transaction still holds the ledger rows it locked, so a grant that waited for a
 finish is always logged after it; yoke's own `created_at` / `finished_at` are taken before
 the lock wait and can order two such transactions the wrong way. With `--ha` the trigger also
-notes who held the admission lease when each grant committed: a grant committed while
-another server held it is a grant under a stale term, which the fence must make impossible
-(the fence holds its shared lock until commit, so the takeover cannot commit between the
-trigger's read and the grant's commit). A grant that commits after its leader resigned but
-before anyone took over (the lease held by nobody) is not one: the takeover waits for it, and
-the new leader's recovery sees it. The executions do not record their
-epoch, so a server that lost the lease and won it back is not told apart from one that kept
-it: such a grant would be missed, never invented.
+notes the admission lease's epoch when each grant committed, beside the epoch the grant was
+made under (`leader_epoch`): a grant committed under an older epoch than the lease's is a
+grant under a stale term, which the fence must make impossible (the fence holds its shared
+lock until commit, so the takeover cannot commit between the trigger's read and the grant's
+commit). A grant that commits after its leader resigned but before anyone took over (the
+lease held by nobody, its epoch unchanged) is not one: the takeover waits for it, and the new
+leader's recovery sees it.
 
-Without `--ha` (until the HA pair exists) the two servers are both active: the "leader" is
-server 0, a fault hits it, and the timings say when the other one served again.
+Without `--ha` the two servers are both active: the "leader" is server 0, a fault hits it,
+and the timings say when the other one served again.
 """
 
 from __future__ import annotations
@@ -78,6 +77,7 @@ CREATE TABLE IF NOT EXISTS chaos_slot_log (
     delta INTEGER NOT NULL,
     at DOUBLE PRECISION NOT NULL,
     granted_by TEXT,
+    grant_epoch BIGINT,
     lease_holder TEXT,
     lease_epoch BIGINT
 );
@@ -87,7 +87,7 @@ BEGIN
         -- A fresh snapshot of the lease, taken at commit under the grant's fence.
         INSERT INTO chaos_slot_log
         SELECT NEW.execution_id, 1, extract(epoch FROM clock_timestamp()), NEW.instance_id,
-            l.holder, l.epoch
+            NEW.leader_epoch, l.holder, l.epoch
         FROM (SELECT 1) AS one LEFT JOIN yoke_leases l ON l.name = 'admission';
     ELSIF TG_OP = 'UPDATE' AND OLD.status = 'RUNNING' AND NEW.status <> 'RUNNING' THEN
         INSERT INTO chaos_slot_log (execution_id, delta, at) VALUES
@@ -98,6 +98,15 @@ END $$;
 DROP TRIGGER IF EXISTS chaos_log_slot ON yoke_executions;
 CREATE CONSTRAINT TRIGGER chaos_log_slot AFTER INSERT OR UPDATE ON yoke_executions
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION chaos_log_slot();
+"""
+
+
+# (grants committed under an older epoch than the lease's, grants committed while nobody
+# held the lease)
+GRANTS_BY_TERM = """
+SELECT count(*) FILTER (WHERE lease_epoch <> grant_epoch),
+    count(*) FILTER (WHERE lease_holder IS NULL)
+FROM chaos_slot_log WHERE delta = 1
 """
 
 
@@ -601,11 +610,7 @@ class Cluster:
             stale: int | None = None
             unheld: int | None = None
             if self.profile.ha:
-                cur = await conn.execute(
-                    "SELECT count(*) FILTER (WHERE lease_holder <> granted_by),"
-                    " count(*) FILTER (WHERE lease_holder IS NULL)"
-                    " FROM chaos_slot_log WHERE delta = 1"
-                )
+                cur = await conn.execute(GRANTS_BY_TERM)
                 row = await cur.fetchone()
                 assert row is not None
                 stale, unheld = int(row[0]), int(row[1])
