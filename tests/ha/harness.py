@@ -54,7 +54,6 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import httpx
 import psycopg
 
-from tests.actors.pgproxy import PgProxy
 from tests.ha.checker import (
     Ack,
     Answer,
@@ -168,6 +167,88 @@ class FaultRecord:
     old_acks_after_takeover: int
 
 
+class ProxyProcess:
+    """A fault proxy (tests/ha/proxyproc.py) in a process of its own, driven over its stdin."""
+
+    def __init__(self, upstream_url: str, log: Path) -> None:
+        self._upstream = urlsplit(upstream_url)
+        self._log = log
+        self._process: asyncio.subprocess.Process | None = None
+        self._lock = asyncio.Lock()
+        self.port = 0
+
+    def __repr__(self) -> str:
+        return f"ProxyProcess(port={self.port})"
+
+    @property
+    def url(self) -> str:
+        """The upstream URL, with its host and port replaced by the proxy's."""
+        p = self._upstream
+        user = p.netloc.rpartition("@")[0]
+        netloc = f"{user}@127.0.0.1:{self.port}" if user else f"127.0.0.1:{self.port}"
+        return urlunsplit(p._replace(netloc=netloc))
+
+    async def __aenter__(self) -> ProxyProcess:
+        with self._log.open("ab") as err:
+            self._process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "tests.ha.proxyproc",
+                urlunsplit(self._upstream),
+                cwd=ROOT,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=err,
+            )
+        first = await self._line()
+        if not first.startswith("port "):
+            raise AssertionError(f"the proxy did not start: {first!r}")
+        self.port = int(first.split()[1])
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        assert process.stdin is not None
+        process.stdin.close()  # the end of its stdin stops it
+        try:
+            await asyncio.wait_for(process.wait(), 10)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+    async def _line(self) -> str:
+        assert self._process is not None and self._process.stdout is not None
+        line = await asyncio.wait_for(self._process.stdout.readline(), 30)
+        return line.decode().strip()
+
+    async def _command(self, command: str) -> str:
+        async with self._lock:
+            assert self._process is not None and self._process.stdin is not None
+            self._process.stdin.write(command.encode() + b"\n")
+            await self._process.stdin.drain()
+            answer = await self._line()
+        if answer.startswith("error") or not answer:
+            raise AssertionError(f"proxy command {command!r}: {answer!r}")
+        return answer
+
+    async def blackhole(self) -> None:
+        await self._command("blackhole")
+
+    async def restore(self) -> None:
+        await self._command("restore")
+
+    async def reset(self) -> None:
+        await self._command("reset")
+
+    async def drop_upstream(self) -> None:
+        await self._command("drop_upstream")
+
+    async def upstream_ports(self) -> set[int]:
+        return {int(p) for p in (await self._command("ports")).split()[1:]}
+
+
 def _with_params(url: str, **params: str) -> str:
     parts = urlsplit(url)
     query = "&".join(q for q in (parts.query, urlencode(params)) if q)
@@ -228,7 +309,7 @@ class Proc:
 class Server:
     index: int
     port: int
-    proxy: PgProxy
+    proxy: ProxyProcess
     proc: Proc
 
     @property
@@ -259,6 +340,7 @@ class Cluster:
         self._stack = contextlib.AsyncExitStack()
         self._http: httpx.AsyncClient | None = None
         self._run = uuid.uuid4().hex[:6]
+        self._last_good = 0  # the server that acknowledged the latest start
 
     def __repr__(self) -> str:
         return (
@@ -292,7 +374,9 @@ class Cluster:
         self._stack.push_async_callback(self._end_all)
         env = {**os.environ, **self.profile.env()}
         for i in range(2):
-            proxy = await self._stack.enter_async_context(PgProxy(self.database_url))
+            proxy = await self._stack.enter_async_context(
+                ProxyProcess(self.database_url, self.tmp / f"proxy-{i}.log")
+            )
             port = free_port()
             url = _with_params(proxy.url, application_name=f"yoke-chaos-{self._run}-s{i}")
             argv = [
@@ -429,7 +513,8 @@ class Cluster:
         up on a 4xx other than 409 (a bug of the harness) or 10 s after the load stopped."""
         assert self._http is not None
         log = self.load_log
-        target = n % 2 if not self.profile.ha else await self._preferred()
+        # Both active: spread the load. A pair: the server that last acknowledged (the leader).
+        target = self._last_good if self.profile.ha else n % 2
         give_up: float | None = None
         pause = self.profile.retry_pause
         while True:
@@ -453,11 +538,6 @@ class Cluster:
             target = 1 - target
             await asyncio.sleep(pause)
             pause = min(pause * 1.5, 0.5)  # a retry storm would only slow the harness down
-
-    async def _preferred(self) -> int:
-        return self._last_good
-
-    _last_good = 0
 
     async def _start_one(self, n: int, stop: asyncio.Event) -> None:
         key = f"start-{n}"
@@ -512,9 +592,9 @@ class Cluster:
             await asyncio.sleep(p.stop_for * p.ttl)
             victim.proc.signal(signal.SIGCONT)
         elif fault == "blackhole":
-            victim.proxy.blackhole()
+            await victim.proxy.blackhole()
             await asyncio.sleep(p.blackhole_for * p.ttl)
-            victim.proxy.restore()
+            await victim.proxy.restore()
         elif fault == "terminate":
             await self.terminate_sessions(victim)
         healed = time.monotonic()
@@ -545,8 +625,11 @@ class Cluster:
         """Seconds from `since` to the first start `server` (None: any) acknowledged of those
         sent after `since`, waiting for one up to `timeout`."""
         deadline = time.monotonic() + timeout
+        answers = self.load_log.answers
+        seen = 0
         while True:
-            for a in self.load_log.answers:
+            for i in range(seen, len(answers)):  # answers are only appended: read each once
+                a = answers[i]
                 if (
                     (server is None or a.server == server.index)
                     and a.sent_at >= since
@@ -554,6 +637,7 @@ class Cluster:
                     and a.is_start
                 ):
                     return a.answered_at - since
+            seen = len(answers)
             if time.monotonic() >= deadline:
                 return None
             await asyncio.sleep(0.02)
@@ -561,7 +645,7 @@ class Cluster:
     async def terminate_sessions(self, s: Server) -> int:
         """`pg_terminate_backend` of every session the server holds through its proxy (found by
         their client ports), as an operator or a pooler cutting them would."""
-        ports = sorted(s.proxy.upstream_ports())
+        ports = sorted(await s.proxy.upstream_ports())
         async with await psycopg.AsyncConnection.connect(
             self.database_url, autocommit=True
         ) as conn:
