@@ -20,12 +20,14 @@ import dataclasses
 import datetime
 import json
 import shlex
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import uvloop
 from tests.ha.checker import Report
 from tests.ha.harness import FAULTS, Cluster, Fault, FaultRecord, Profile
 
@@ -62,7 +64,9 @@ async def round_(
             report = await c.check()
     except Exception as exc:  # a failed round is a finding to report, not the end of the run
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        print(f"  round failed: {reason}", file=sys.stderr, flush=True)
+        kept = Path("bench/results") / f"chaos-failed-{tmp.name}"
+        shutil.copytree(tmp, kept, dirs_exist_ok=True)  # the processes' logs, to read later
+        print(f"  round failed: {reason} (logs in {kept})\n{exc}", file=sys.stderr, flush=True)
         return reason
     print(f"  {report}", file=sys.stderr, flush=True)
     return report
@@ -234,7 +238,8 @@ def main() -> None:
         argv = raw["argv"]
     else:
         argv = shlex.join(sys.argv[1:])
-        raw = {**asyncio.run(measure(args)), "argv": argv}
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            raw = {**runner.run(measure(args)), "argv": argv}
         results.parent.mkdir(parents=True, exist_ok=True)
         results.write_text(json.dumps(raw, indent=1))
     text = section(raw, argv)
