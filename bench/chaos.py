@@ -24,6 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,12 @@ SUMMED = (
 
 
 async def round_(
-    faults: tuple[Fault, ...], profile: Profile, url: str, tmp: Path, records: list[FaultRecord]
+    faults: tuple[Fault, ...],
+    profile: Profile,
+    url: str,
+    tmp: Path,
+    records: list[FaultRecord],
+    unexpected: list[str],
 ) -> Report | str:
     """One cluster, `faults` in turn, then the checker: its report, or why the round failed
     (a leader never elected again, a server that did not come back...). The faults' records
@@ -62,11 +68,13 @@ async def round_(
                     records.append(r)
             await c.settle()
             report = await c.check()
+            unexpected += c.load_log.unexpected
     except Exception as exc:  # a failed round is a finding to report, not the end of the run
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         kept = Path("bench/results") / f"chaos-failed-{tmp.name}"
         shutil.copytree(tmp, kept, dirs_exist_ok=True)  # the processes' logs, to read later
-        print(f"  round failed: {reason} (logs in {kept})\n{exc}", file=sys.stderr, flush=True)
+        trace = "".join(traceback.format_exception(exc))
+        print(f"  round failed: {reason} (logs in {kept})\n{trace}", file=sys.stderr, flush=True)
         return reason
     print(f"  {report}", file=sys.stderr, flush=True)
     return report
@@ -94,6 +102,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     no_lock: list[FaultRecord] = []
     reports: list[Report] = []
     failed: list[str] = []
+    unexpected: list[str] = []  # 4xx answers to the load
     began = time.monotonic()
     async with fresh_databases("postgres") as fresh:
         rounds = 0
@@ -101,13 +110,15 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             rounds += 1
             print(f"round {rounds}", file=sys.stderr, flush=True)
             with tempfile.TemporaryDirectory() as tmp:
-                report = await round_(FAULTS, profile, await fresh(), Path(tmp), records)
+                report = await round_(
+                    FAULTS, profile, await fresh(), Path(tmp), records, unexpected
+                )
             keep(report, reports, failed)
         unlocked = dataclasses.replace(profile, liveness_lock=False)
         print("kill -9 without the liveness lock", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             kills = ("kill",) * args.runs
-            report = await round_(kills, unlocked, await fresh(), Path(tmp), no_lock)
+            report = await round_(kills, unlocked, await fresh(), Path(tmp), no_lock, unexpected)
         keep(report, reports, failed)
     return {
         "profile": dataclasses.asdict(profile),
@@ -116,6 +127,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "no_lock": [dataclasses.asdict(r) for r in no_lock],
         "reports": [dataclasses.asdict(r) for r in reports],
         "failed_rounds": failed,
+        "unexpected": unexpected,
     }
 
 
@@ -193,6 +205,12 @@ def section(raw: dict[str, Any], argv: str) -> str:
         "retried on the other server while the first is in flight "
         "(tests/ha/test_append_retries.py).",
     ]
+    if raw.get("unexpected"):
+        lines += [
+            "",
+            f"{len(raw['unexpected'])} requests of the load were refused with a 4xx, e.g. "
+            f"`{raw['unexpected'][0][:200]}`.",
+        ]
     if raw["failed_rounds"]:
         lines += [
             "",

@@ -326,6 +326,7 @@ class Load:
     events: list[EventAck] = field(default_factory=list)
     unacked_starts: int = 0
     unacked_events: int = 0
+    unexpected: list[str] = field(default_factory=list)  # 4xx answers a retry cannot help
 
 
 class Cluster:
@@ -510,7 +511,8 @@ class Cluster:
         self, n: int, stop: asyncio.Event, path: str, body: dict[str, Any], key: str
     ) -> tuple[int, httpx.Response] | None:
         """POST until a server acknowledges it (2xx), alternating servers on a failure; gives
-        up on a 4xx other than 409 (a bug of the harness) or 10 s after the load stopped."""
+        up on a 4xx other than 409 and 429 (kept in `unexpected`: the checks fail on it) or
+        10 s after the load stopped."""
         assert self._http is not None
         log = self.load_log
         # Both active: spread the load. A pair: the server that last acknowledged (the leader).
@@ -530,7 +532,8 @@ class Cluster:
             if r is not None and 200 <= status < 300:
                 return s.index, r
             if r is not None and 400 <= status < 500 and status not in (409, 429):
-                raise AssertionError(f"{path} answered {status}: {r.text}")
+                log.unexpected.append(f"{path} {key} on server {s.index}: {status} {r.text}")
+                return None
             if stop.is_set():
                 give_up = give_up or time.monotonic() + 10
                 if time.monotonic() > give_up:

@@ -8,8 +8,12 @@ between the servers; 3 s keeps the run about a fault, not about the machine.) Th
 bounds are several times the targets (docs/BENCHMARKS.md has the measured medians,
 from `python -m bench.chaos`); what must hold exactly is the counts.
 
-One known defect is asserted apart: the same Idempotency-Key retried on the other server while
-the first append is still in flight appends the event twice (`events_appended_twice`; pinned
+Two known defects are pinned apart (strict xfails). Limits set
+less than one heartbeat before a failover are not in force on the new leader
+(tests/ha/test_limits_failover.py; this profile's heartbeat of 2 s comes before its first
+fault, so it does not meet it). And the same Idempotency-Key retried on the other server while
+the first append is still in flight appends the event twice (`events_appended_twice`, left out
+of the counts asserted here; pinned
 by tests/ha/test_append_retries.py). The actor work done for each appended event is still
 checked exactly (`events_twice`: applied more often than appended).
 """
@@ -35,6 +39,7 @@ async def run(faults: tuple[Fault, ...], url: str, tmp: Path) -> tuple[list[Faul
             records = [await c.fault(f) for f in faults]
         await c.settle()
         report = await c.check()
+    assert c.load_log.unexpected == []  # no start or event refused with a 4xx
     violations = {k: v for k, v in report.violations.items() if k not in KNOWN}
     assert violations == {}, f"{report}\n{records}"
     assert report.stale_epoch_commits == 0  # measured: the pair writes under a lease
