@@ -12,10 +12,10 @@ Two known defects are pinned apart (strict xfails). Limits set
 less than one heartbeat before a failover are not in force on the new leader
 (tests/ha/test_limits_failover.py; this profile's heartbeat of 2 s comes before its first
 fault, so it does not meet it). And the same Idempotency-Key retried on the other server while
-the first append is still in flight appends the event twice (`events_appended_twice`, left out
-of the counts asserted here; pinned
-by tests/ha/test_append_retries.py). The actor work done for each appended event is still
-checked exactly (`events_twice`: applied more often than appended).
+the first append is still in flight appends the event twice (`events_appended_twice`, left
+out of the counts asserted here; pinned by tests/ha/test_append_retries.py). The actor work
+done for each appended event is still checked exactly (`events_twice`: applied more often
+than appended).
 """
 
 from __future__ import annotations
