@@ -28,6 +28,7 @@ ORDER = (
     "admission",
     "ha",
     "actors",
+    "fleet",
     "fairclaim",
     "executors",
     "dashboard",

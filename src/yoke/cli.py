@@ -108,6 +108,12 @@ def serve(
         help="One of a high-availability pair (PostgreSQL): lead and admit, or stand by "
         "and answer 503 (also YOKE_HA=1).",
     ),
+    worker: bool = typer.Option(
+        True,
+        "--worker/--no-worker",
+        help="Also run the actor worker (drain, timers, heartbeat); --no-worker only ingests "
+        "and owns no instance.",
+    ),
 ) -> None:
     """Serve an app's v1 HTTP API on uvicorn; SIGTERM shuts down gracefully."""
     from yoke.errors import YokeError
@@ -124,6 +130,7 @@ def serve(
             executors=executors,
             forwarded_allow_ips=forwarded_allow_ips,
             ha=ha,
+            worker=worker,
         )
     except YokeError as exc:
         err.print(f"[red]error:[/red] {exc}")

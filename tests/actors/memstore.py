@@ -21,16 +21,21 @@ from yoke.store.actor_records import (
     DeadLetter,
     DueTimer,
     ExecutorRow,
+    FleetCounts,
     InstanceInfo,
     InstanceRef,
     InstanceState,
+    MoveOrder,
+    MoveResult,
     NewEvent,
     NewTimer,
+    Owner,
     PendingEvent,
     QueueDepth,
     QueueStatus,
     Takeover,
     WorkerRow,
+    owner_of,
 )
 from yoke.store.leaseverbs import Lease
 from yoke.store.tenantverbs import TenantRow
@@ -63,6 +68,7 @@ class _Instance:
     state: str = "{}"
     version: int = 0
     created_at: float = 0.0
+    moving_to: str | None = None
 
 
 @dataclass
@@ -83,7 +89,7 @@ class MemoryActorStore:
         self.calls[verb] = self.calls.get(verb, 0) + 1
 
     async def append_events(
-        self, events: Sequence[NewEvent], *, owner: str | None, now: float
+        self, events: Sequence[NewEvent], *, owner: Owner, now: float
     ) -> list[int]:
         await asyncio.sleep(0)
         self._count("append_events")
@@ -94,7 +100,8 @@ class MemoryActorStore:
             for t in e.targets:
                 ref = InstanceRef(tenant=e.tenant, actor=t.actor, instance_id=t.instance_id)
                 if ref not in self.instances:
-                    self.instances[ref] = _Instance(ref, owner, created_at=now)
+                    who = owner_of(owner, ref.tenant, ref.actor, ref.instance_id)
+                    self.instances[ref] = _Instance(ref, who, created_at=now)
                 qid = next(self.ids)
                 self.rows[qid] = _Row(qid, eid, ref, t.group_id, e.stream, e.data, now)
         return out
@@ -492,7 +499,7 @@ class MemoryActorStore:
         ]
 
     async def fire_timers(
-        self, fire: Sequence[tuple[int, NewEvent]], *, owner: str | None, now: float
+        self, fire: Sequence[tuple[int, NewEvent]], *, owner: Owner, now: float
     ) -> list[int]:
         await asyncio.sleep(0)
         self._count("fire_timers")
@@ -532,7 +539,7 @@ class MemoryActorStore:
         return True
 
     def _release(self, inst: _Instance, owner: str | None) -> int:
-        inst.worker_id, inst.epoch = owner, inst.epoch + 1
+        inst.worker_id, inst.epoch, inst.moving_to = owner, inst.epoch + 1, None
         n = 0
         for r in self.rows.values():
             if r.ref == inst.ref and r.status is QueueStatus.CLAIMED:
@@ -540,7 +547,7 @@ class MemoryActorStore:
                 n += 1
         return n
 
-    async def stop_worker(self, worker_id: str, *, now: float) -> int:
+    async def stop_worker(self, worker_id: str, *, now: float, to: Owner = None) -> int:
         w = self.workers.get(worker_id)
         if w is not None:
             self.workers[worker_id] = WorkerRow(
@@ -554,11 +561,14 @@ class MemoryActorStore:
         n = 0
         for inst in self.instances.values():
             if inst.worker_id == worker_id:
-                self._release(inst, None)
+                r = inst.ref
+                self._release(inst, owner_of(to, r.tenant, r.actor, r.instance_id))
                 n += 1
         return n
 
-    async def claim_orphans(self, worker_id: str, *, stale_before: float, now: float) -> Takeover:
+    async def claim_orphans(
+        self, worker_id: str, *, stale_before: float, now: float, to: Owner | None = None
+    ) -> Takeover:
         gone = {
             w.worker_id
             for w in self.workers.values()
@@ -570,9 +580,99 @@ class MemoryActorStore:
                 inst.worker_id == worker_id or inst.worker_id not in gone
             ):
                 continue
-            requeued += self._release(inst, worker_id)
+            r = inst.ref
+            who = worker_id if to is None else owner_of(to, r.tenant, r.actor, r.instance_id)
+            if who is None or who == inst.worker_id or who in gone:  # never to a gone worker
+                who = worker_id
+            requeued += self._release(inst, who)
             n += 1
         return Takeover(instances=n, requeued=requeued)
+
+    # -- the fleet -------------------------------------------------------------------------
+    async def fleet_counts(
+        self, *, tenant: str | None = None, with_pending: bool = False
+    ) -> list[FleetCounts]:
+        c: dict[str, list[int]] = {}
+        for inst in self.instances.values():
+            if tenant is not None and inst.ref.tenant != tenant:
+                continue
+            if inst.worker_id is not None:
+                row = c.setdefault(inst.worker_id, [0, 0, 0, 0])
+                row[0] += 1
+                row[1] += inst.moving_to is not None
+            if inst.moving_to is not None:
+                c.setdefault(inst.moving_to, [0, 0, 0, 0])[2] += 1
+        if with_pending:
+            for r in self.rows.values():
+                owner = self.instances[r.ref].worker_id
+                mine = tenant is None or r.ref.tenant == tenant
+                if r.status is QueueStatus.PENDING and owner is not None and mine:
+                    c.setdefault(owner, [0, 0, 0, 0])[3] += 1
+        return [
+            FleetCounts(worker_id=w, owned=o, moving_out=mo, moving_in=mi, pending=p)
+            for w, (o, mo, mi, p) in sorted(c.items())
+        ]
+
+    async def owned_page(
+        self, *, worker_id: str | None, after: InstanceRef | None, limit: int
+    ) -> list[tuple[InstanceRef, str]]:
+        def key(r: InstanceRef) -> tuple[str, str, str]:
+            return (r.tenant, r.actor, r.instance_id)
+
+        out = [
+            (i.ref, i.worker_id)
+            for i in sorted(self.instances.values(), key=lambda i: key(i.ref))
+            if i.worker_id is not None
+            and i.moving_to is None
+            and (worker_id is None or i.worker_id == worker_id)
+            and (after is None or key(i.ref) > key(after))
+        ]
+        return [(r, w) for r, w in out[:limit] if w is not None]
+
+    async def pending_heads(self, worker_id: str, *, limit: int) -> list[tuple[InstanceRef, int]]:
+        n: dict[InstanceRef, int] = {}
+        for r in self.rows.values():
+            inst = self.instances[r.ref]
+            if (
+                r.status is QueueStatus.PENDING
+                and inst.worker_id == worker_id
+                and inst.moving_to is None
+            ):
+                n[r.ref] = n.get(r.ref, 0) + 1
+        key = sorted(n.items(), key=lambda p: (-p[1], p[0].tenant, p[0].actor, p[0].instance_id))
+        return key[:limit]
+
+    async def mark_moves(self, moves: Sequence[tuple[InstanceRef, str, str]], *, now: float) -> int:
+        n = 0
+        for ref, giver, taker in moves:
+            inst = self.instances.get(ref)
+            if inst is not None and inst.worker_id == giver and inst.moving_to is None:
+                inst.moving_to = taker
+                n += 1
+        return n
+
+    async def moves_from(self, worker_id: str, *, limit: int) -> list[MoveOrder]:
+        return [
+            MoveOrder(ref=i.ref, taker=i.moving_to, epoch=i.epoch)
+            for i in self.instances.values()
+            if i.worker_id == worker_id and i.moving_to is not None
+        ][:limit]
+
+    async def finish_move(
+        self, worker_id: str, order: MoveOrder, *, stale_before: float
+    ) -> MoveResult:
+        inst = self.instances.get(order.ref)
+        if (
+            inst is None
+            or inst.worker_id != worker_id
+            or inst.epoch != order.epoch
+            or inst.moving_to != order.taker
+        ):
+            return MoveResult.GONE
+        w = self.workers.get(order.taker)
+        live = w is not None and w.stopped_at is None and w.heartbeat_at >= stale_before
+        self._release(inst, order.taker if live else worker_id)
+        return MoveResult.MOVED if live else MoveResult.CANCELLED
 
     async def list_workers(self) -> list[WorkerRow]:
         return sorted(self.workers.values(), key=lambda w: w.worker_id)

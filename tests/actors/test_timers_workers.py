@@ -18,7 +18,7 @@ from yoke.actors.protocol import ActorStore
 from yoke.actors.timers import TimerStats, next_sleep
 from yoke.clock import ManualClock, SystemClock
 from yoke.errors import StoreUnavailable
-from yoke.store.actor_records import Completion, InstanceRef, NewEvent, NewTimer, Target
+from yoke.store.actor_records import Completion, InstanceRef, NewEvent, NewTimer, Owner, Target
 
 
 def test_next_sleep() -> None:
@@ -122,7 +122,7 @@ async def test_a_timer_fired_elsewhere_is_skipped_and_a_failed_fire_read_again()
         fail = 0
 
         async def fire_timers(
-            self, fire: Sequence[tuple[int, NewEvent]], *, owner: str | None, now: float
+            self, fire: Sequence[tuple[int, NewEvent]], *, owner: Owner, now: float
         ) -> list[int]:
             if self.fail:
                 self.fail -= 1

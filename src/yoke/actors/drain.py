@@ -214,6 +214,10 @@ class QueueDrainScheduler:
             on_free=lambda tenant: self._wake.set(),  # claimable again, if its executor runs
         )
         self._idle = asyncio.Event()
+        # Instances being handed over (`yoke.actors.fleet`): nothing more of theirs starts or
+        # is held here; `_ended` is set when a call of one of them ends, for `settle`.
+        self._paused: set[InstanceRef] = set()
+        self._ended = asyncio.Event()
         self._more = False
         self._tenant_cursor = ""  # claims serve tenants in name order from here (wrapping)
         self._fair = self._cfg.claim == "fair"
@@ -306,6 +310,47 @@ class QueueDrainScheduler:
     def in_flight(self, ref: InstanceRef) -> int:
         inst = self._instances.get(ref)
         return 0 if inst is None else inst.kernel.running
+
+    # -- hand-over hooks (`yoke.actors.fleet`) ---------------------------------------------
+    def pause(self, ref: InstanceRef) -> None:
+        """Start nothing more of `ref`: what is held here and not running is dropped (its rows
+        stay claimed until the hand-over puts them back), rows claimed from now on are not
+        held, and a retry waiting for its backoff is dropped (its attempt is written)."""
+        self._paused.add(ref)
+        inst = self._instances.get(ref)
+        if inst is not None:
+            self._drop_queued(inst)
+        kept = [r for r in self._retries if r[2].inst.ref != ref]
+        if len(kept) != len(self._retries):
+            for _, _, job in self._retries:
+                if job.inst.ref == ref:
+                    self._release_group(job)
+            heapq.heapify(kept)
+            self._retries = kept
+
+    def resume(self, ref: InstanceRef) -> None:
+        """The hand-over of `ref` is over (moved, or cancelled and kept under a new epoch)."""
+        self._paused.discard(ref)
+        self._wake.set()
+
+    def busy(self, ref: InstanceRef) -> bool:
+        """Whether a call of `ref` still runs here (or a custom-mode pick is under way)."""
+        inst = self._instances.get(ref)
+        if inst is not None and inst.picking:
+            return True
+        return any(job.inst.ref == ref for job in self._jobs.values())
+
+    async def settle(self, ref: InstanceRef, timeout: float) -> bool:
+        """Wait until nothing of `ref` runs here, at most `timeout` seconds; then write every
+        completion made so far. False if calls still ran at the deadline."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while self.busy(ref):
+                    self._ended.clear()
+                    await self._ended.wait()
+        idle = not self.busy(ref)
+        await self.flush()
+        return idle
 
     # -- services --------------------------------------------------------------------------
     def wake(self) -> None:
@@ -452,6 +497,8 @@ class QueueDrainScheduler:
         dirty yet) until `_load_states` has read their states."""
         fresh: dict[_Instance, None] = {}
         for row in rows:
+            if row.ref in self._paused:
+                continue  # being handed over: the hand-over puts the row back to pending
             # A row held here already is claimed again under a newer epoch (we lost the
             # instance and took it back): the instance of the old epoch is lost, and what it
             # held but had not started is dropped (`_instance_for`), so the row is held afresh.
@@ -575,6 +622,8 @@ class QueueDrainScheduler:
             pause = await self._picker.pick(inst)
         finally:
             inst.picking = False
+            if inst.ref in self._paused:
+                self._ended.set()
         if pause is not None:  # the store is down: look again after a pause
             asyncio.get_running_loop().call_later(pause, self._look_again, inst)
 
@@ -740,6 +789,8 @@ class QueueDrainScheduler:
         self._running -= 1
         qid = job.row.queue_id
         self._unhold(qid)
+        if self._paused and job.inst.ref in self._paused:
+            self._ended.set()  # `settle` looks again (only then: its look scans what is held)
         if self._wk.get(qid) is not None:
             self._wk.release(qid)
         inst = job.inst

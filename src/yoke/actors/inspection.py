@@ -25,6 +25,7 @@ from yoke.store.actor_records import (
     DeadLetter,
     DueTimer,
     ExecutorRow,
+    FleetCounts,
     InstanceInfo,
     InstanceRef,
     WorkerRow,
@@ -87,6 +88,10 @@ class WorkerView:
     row: WorkerRow
     status: WorkerStatus
     instances: int  # owned now
+    share: float  # of all owned instances (0 when none is owned)
+    moving_out: int  # hand-overs under way from it
+    moving_in: int  # hand-overs under way to it
+    pending: int  # pending rows of the instances it owns
 
 
 class ActorInspector:
@@ -181,16 +186,25 @@ class ActorInspector:
     async def workers(self) -> list[WorkerView]:
         store = self._store()
         rows = await store.list_workers()
-        owned = await store.owned_instances()
+        counts = {c.worker_id: c for c in await store.fleet_counts(with_pending=True)}
+        total = sum(c.owned for c in counts.values())
+        none = FleetCounts(worker_id="", owned=0, moving_out=0, moving_in=0, pending=0)
         now = self._clock.wall()
-        return [
-            WorkerView(
-                row=w,
-                status=worker_status(w, now=now, stale_after=self.stale_after),
-                instances=owned.get(w.worker_id, 0),
+        views = []
+        for w in rows:
+            c = counts.get(w.worker_id, none)
+            views.append(
+                WorkerView(
+                    row=w,
+                    status=worker_status(w, now=now, stale_after=self.stale_after),
+                    instances=c.owned,
+                    share=c.owned / total if total else 0.0,
+                    moving_out=c.moving_out,
+                    moving_in=c.moving_in,
+                    pending=c.pending,
+                )
             )
-            for w in rows
-        ]
+        return views
 
     async def executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRowView]:
         """Executor processes as their workers recorded them (of `tenant`, or of all), each

@@ -6,7 +6,8 @@ actor; `yoke_queue_depth` is per instance, but only for the `depth_limit` deepes
 each refresh, and the rest of each actor's rows as one series with tenant and instance
 `_other` (bounded cardinality however many tenants and instances there are: label sets that
 drop out are removed);
-`yoke_runtime_workers` counts workers with a recent heartbeat. The per-tenant fairness of
+`yoke_runtime_workers` counts workers with a recent heartbeat; `yoke_actor_moves_total{reason}`
+counts the instances this worker handed over or took over. The per-tenant fairness of
 this worker's drain (`yoke_tenant_events_processed`, `yoke_tenant_wait_seconds`,
 `yoke_tenant_oldest_pending_seconds`, `yoke_tenant_backlog`, `yoke_actor_fairness_jain`) is
 collected on each scrape by `fairness.FairnessCollector`, the top tenants by backlog by name
@@ -58,6 +59,7 @@ BOOT_PHASES = (
     "handshake",
     "first_dispatch",
 )
+MOVE_REASONS = ("rebalance", "cancelled", "stop", "takeover", "other")
 EXECUTOR_STATES = ("STARTING", "READY", "DRAINING", "STOPPED", "FAILED")
 BOOT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -118,6 +120,22 @@ class ActorMetrics:
             "Executor processes that failed (crash, kill, timeout, boot failure)",
             registry=registry,
         )
+        # Changes of owner this worker made, by why (MOVE_REASONS: a bounded label set).
+        self._moves = _prom.Counter(
+            "yoke_actor_moves",
+            "Instances this worker handed over or took over, by reason",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in MOVE_REASONS:
+            self._moves.labels(reason)
+
+    def moved(self, reason: str, n: int = 1) -> None:
+        """`n` instances changed owner: `rebalance` (a balancer's move), `cancelled` (its
+        taker left first), `stop` (handed over at SIGTERM), `takeover` (of a stale or stopped
+        worker, or ownerless)."""
+        if self.enabled and n:
+            self._moves.labels(reason if reason in MOVE_REASONS else "other").inc(n)
 
     def track_fairness(self, source: Callable[[], FairnessView | None]) -> None:
         """Export `source()`'s per-tenant figures (the running drain's) on every scrape."""

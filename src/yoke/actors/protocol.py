@@ -29,11 +29,15 @@ from yoke.store.actor_records import (
     DeadLetter,
     DueTimer,
     ExecutorRow,
+    FleetCounts,
     InstanceInfo,
     InstanceRef,
     InstanceState,
+    MoveOrder,
+    MoveResult,
     NewEvent,
     NewTimer,
+    Owner,
     PendingEvent,
     QueueDepth,
     Takeover,
@@ -47,10 +51,11 @@ class ActorStore(LeaseStore, Protocol):
 
     # -- stream and fan-out --------------------------------------------------------------------
     async def append_events(
-        self, events: Sequence[NewEvent], *, owner: str | None, now: float
+        self, events: Sequence[NewEvent], *, owner: Owner, now: float
     ) -> list[int]:
         """Write the events and one `actor_queues` row per target, in one transaction; create
-        missing instances owned by `owner`. Returns the event ids, in order."""
+        missing instances owned by `owner` (a worker, none, or a rule naming one per
+        instance). Returns the event ids, in order."""
         ...
 
     # -- queue drain ---------------------------------------------------------------------------
@@ -162,7 +167,7 @@ class ActorStore(LeaseStore, Protocol):
         ...
 
     async def fire_timers(
-        self, fire: Sequence[tuple[int, NewEvent]], *, owner: str | None, now: float
+        self, fire: Sequence[tuple[int, NewEvent]], *, owner: Owner, now: float
     ) -> list[int]:
         """Fire timers: for each (timer id, its routed event) whose timer is still pending,
         append the event (created instances owned by `owner`) and delete the timer, all in one
@@ -180,18 +185,59 @@ class ActorStore(LeaseStore, Protocol):
         """False if the worker row is gone or stopped."""
         ...
 
-    async def stop_worker(self, worker_id: str, *, now: float) -> int:
-        """Mark stopped and give up every owned instance (their claims go back to pending)."""
+    async def stop_worker(self, worker_id: str, *, now: float, to: Owner = None) -> int:
+        """Mark stopped and give up every owned instance (their claims go back to pending) to
+        `to`: none (the first worker to look takes them), or a rule naming each one's owner."""
         ...
 
-    async def claim_orphans(self, worker_id: str, *, stale_before: float, now: float) -> Takeover:
-        """Take every instance with no owner, or whose owner's worker row is stopped or silent
-        since `stale_before`; bump their epochs and put their claimed rows back to pending. An
-        owner with no worker row yet keeps its instances: owners are named by registered
-        workers, or by a direct caller for a worker about to start (rows are never deleted)."""
+    async def claim_orphans(
+        self, worker_id: str, *, stale_before: float, now: float, to: Owner | None = None
+    ) -> Takeover:
+        """Take (for `worker_id`, or for the owner the rule `to` names) every instance
+        with no owner, or whose owner's worker row is stopped or silent since `stale_before`;
+        bump their epochs and put their claimed rows back to pending. An owner with no worker
+        row yet keeps its instances: owners are named by registered workers, or by a direct
+        caller for a worker about to start (rows are never deleted)."""
         ...
 
     async def list_workers(self) -> list[WorkerRow]: ...
+
+    # -- the fleet: placement and rebalancing (`yoke.actors.fleet`) ---------------------------
+    async def fleet_counts(
+        self, *, tenant: str | None = None, with_pending: bool = False
+    ) -> list[FleetCounts]:
+        """Per worker: instances owned (of `tenant`, or of all), moves under way out and in,
+        and, with `with_pending` (a scan of the pending rows), pending rows."""
+        ...
+
+    async def owned_page(
+        self, *, worker_id: str | None, after: InstanceRef | None, limit: int
+    ) -> list[tuple[InstanceRef, str]]:
+        """Instances owned by `worker_id` (None: by any worker) and not moving, with their
+        owner, in key order after `after`."""
+        ...
+
+    async def pending_heads(self, worker_id: str, *, limit: int) -> list[tuple[InstanceRef, int]]:
+        """The instances `worker_id` owns (not moving) with the most pending rows, and how
+        many each holds, most first."""
+        ...
+
+    async def mark_moves(self, moves: Sequence[tuple[InstanceRef, str, str]], *, now: float) -> int:
+        """Mark (instance, giver, taker) moves, each only if its giver still owns the instance
+        and it is not moving already; NOTIFY so that givers look. Returns how many."""
+        ...
+
+    async def moves_from(self, worker_id: str, *, limit: int) -> list[MoveOrder]:
+        """The moves marked on instances `worker_id` owns."""
+        ...
+
+    async def finish_move(
+        self, worker_id: str, order: MoveOrder, *, stale_before: float
+    ) -> MoveResult:
+        """Hand the instance to its taker (new epoch, claimed rows pending again) if
+        `worker_id` still owns it under `order.epoch`; keep it (new epoch) if the taker is no
+        longer live."""
+        ...
 
     async def listen_actor_wakeups(
         self, on_queue: Callable[[], None], on_schedule: Callable[[], None]

@@ -26,8 +26,10 @@ from yoke.actors.ctx import fire_time
 from yoke.actors.definitions import ActorRegistry, Backoff, Process, Queue, encode
 from yoke.actors.drain import DrainConfig, DrainStats, QueueDrainScheduler
 from yoke.actors.executor.settings import ExecutorSettings
+from yoke.actors.fleet import Fleet, LiveWorkers, Placer
 from yoke.actors.inspection import DEAD_LETTERS_SHOWN, ActorInspector, InstanceView
 from yoke.actors.metrics import ActorMetrics, app_registry
+from yoke.actors.placement import PlacementMode
 from yoke.actors.portals import PortalRegistry, PortalRunner, Start
 from yoke.actors.protocol import ActorStore
 from yoke.actors.settings import ActorSettings
@@ -86,6 +88,11 @@ class ActorRuntime:
         self._heartbeat: WorkerHeartbeat | None = None
         self._pool: ExecutorPool | None = None
         self._lifecycle: RuntimeLifecycleService | None = None
+        # Placement of new instances (`yoke.actors.fleet`): over the live workers as read from
+        # the store; `creator` is this worker while it runs one.
+        self._live: LiveWorkers | None = None
+        self._placer: Placer | None = None
+        self._fleet: Fleet | None = None
 
     def __repr__(self) -> str:
         state = "running" if self._drain is not None else "idle"
@@ -135,9 +142,18 @@ class ActorRuntime:
     def attach(self, store: ActorStore) -> None:
         """Use `store` for appends and lookups (the App calls this when it opens its store)."""
         self._store = store
+        s = self.settings
+        self._live = LiveWorkers(
+            store,
+            clock=self._clock,
+            stale_after=s.stale_after,
+            max_age=min(s.heartbeat_interval, 1.0),
+        )
+        self._placer = Placer(mode=PlacementMode.parse(s.placement), live=self._live, creator=None)
 
     def detach(self) -> None:
         self._store = None
+        self._live = self._placer = None
 
     def store(self) -> ActorStore:
         """The store attached (the app's, while it runs)."""
@@ -170,7 +186,7 @@ class ActorRuntime:
         events = self.registry.new_events(stream, items, tenant=tenant)
         if not events:
             return []
-        owner = self.worker_id if self._drain is not None else None
+        owner = None if self._placer is None else await self._placer.rule()
         ids = await store.append_events(events, owner=owner, now=self._clock.wall())
         if self._drain is not None:
             self._drain.wake()
@@ -241,6 +257,10 @@ class ActorRuntime:
         return self._drain
 
     @property
+    def fleet(self) -> Fleet | None:
+        return self._fleet
+
+    @property
     def lifecycle(self) -> RuntimeLifecycleService | None:
         return self._lifecycle
 
@@ -290,11 +310,21 @@ class ActorRuntime:
             drain.wake()
             lifecycle_wake()
 
+        assert self._live is not None
+        placer = Placer(mode=PlacementMode.parse(s.placement), live=self._live, creator=s.worker_id)
+        fleet = Fleet(
+            store=st,
+            drain=drain,
+            settings=s,
+            live=self._live,
+            clock=self._clock,
+            metrics=self.metrics,
+        )
         timers = TimerDispatch(
             store=st,
             registry=self.registry,
             clock=self._clock,
-            owner=lambda: s.worker_id,
+            owner=placer.rule_now,
             on_fired=new_rows,
             poll_interval=s.timer_poll_interval,
             retry=self.retry,
@@ -308,11 +338,13 @@ class ActorRuntime:
             on_takeover=new_rows,
             metrics=self.metrics,
             retry=self.retry,
+            placer=placer,
         )
 
-        def on_rows() -> None:  # a NOTIFY: rows for us, or ownerless instances to take
+        def on_rows() -> None:  # a NOTIFY: rows for us, ownerless instances, moves to make
             new_rows()
             heartbeat.poke()
+            fleet.poke()
 
         portals = None
         if len(self.portals):
@@ -327,6 +359,7 @@ class ActorRuntime:
             )
         await heartbeat.boot()
         self._drain, self._timers, self._heartbeat = drain, timers, heartbeat
+        self._placer, self._fleet = placer, fleet
         self._pool, self._lifecycle = pool, lifecycle
         body_error: BaseException | None = None
         try:
@@ -335,6 +368,7 @@ class ActorRuntime:
                     tg.create_task(drain.run(), name="yoke-actor-drain"),
                     tg.create_task(timers.run(), name="yoke-timer-dispatch"),
                     tg.create_task(heartbeat.run(), name="yoke-worker-heartbeat"),
+                    tg.create_task(fleet.run(), name="yoke-fleet"),
                     tg.create_task(
                         st.listen_actor_wakeups(on_rows, timers.wake), name="yoke-actor-listen"
                     ),
@@ -366,7 +400,11 @@ class ActorRuntime:
             raise
         finally:
             self._drain = self._timers = self._heartbeat = None
-            self._pool = self._lifecycle = None
+            self._pool = self._lifecycle = self._fleet = None
+            if self._live is not None:
+                self._placer = Placer(
+                    mode=PlacementMode.parse(s.placement), live=self._live, creator=None
+                )
             try:
                 await heartbeat.stop()
             except YokeError as exc:

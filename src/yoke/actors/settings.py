@@ -34,7 +34,13 @@ ENV = {  # field -> variable
     "claim_depth": "YOKE_ACTOR_CLAIM_DEPTH",
     "tenant_settings_poll": "YOKE_TENANT_SETTINGS_POLL_SECS",
     "shutdown_timeout": "YOKE_WORKER_SHUTDOWN_TIMEOUT",
+    "placement": "YOKE_PLACEMENT",
+    "rebalance_interval": "YOKE_REBALANCE_INTERVAL_SECS",
+    "rebalance_tolerance": "YOKE_REBALANCE_TOLERANCE",
+    "rebalance_max_moves": "YOKE_REBALANCE_MAX_MOVES",
+    "move_grace": "YOKE_MOVE_GRACE_SECS",
 }
+PLACEMENTS = ("balanced", "tenant", "creator")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,13 +71,35 @@ class ActorSettings:
         2.0, "seconds between a worker's reads of the tenants' weights and caps (`/v1/tenants`)"
     )
     shutdown_timeout: float = setting(10.0, "seconds running `process()` calls get at shutdown")
+    placement: str = setting(
+        "balanced",
+        "where new instances live: `balanced` (rendezvous hash over live workers), `tenant` "
+        "(a tenant's instances on one worker) or `creator` (the creating worker)",
+    )
+    rebalance_interval: float = setting(
+        2.0, "seconds between two rebalancing steps (and a giver's look for moves)"
+    )
+    rebalance_tolerance: float = setting(
+        0.1, "a worker within this fraction of its fair share of instances is balanced"
+    )
+    rebalance_max_moves: int = setting(50, "instances moving at once, fleet-wide, at most")
+    move_grace: float = setting(
+        10.0, "seconds a giver waits for a moving instance's running calls before it moves anyway"
+    )
 
     def __post_init__(self) -> None:
         if not self.worker_id:
             object.__setattr__(self, "worker_id", default_worker_id())
         if self.claim not in ("fair", "first-come"):
             raise BadValue(f"claim must be 'fair' or 'first-come', got {self.claim!r}")
-        for name in ("concurrency", "batch_size", "claim_depth"):
+        if self.placement not in PLACEMENTS:
+            raise BadValue(
+                f"placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}"
+            )
+        tol = self.rebalance_tolerance
+        if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 <= tol <= 1:
+            raise BadValue(f"rebalance_tolerance must be a fraction in [0, 1], got {tol!r}")
+        for name in ("concurrency", "batch_size", "claim_depth", "rebalance_max_moves"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise BadValue(f"{name} must be an int >= 1, got {v!r}")
@@ -88,6 +116,8 @@ class ActorSettings:
             "timer_poll_interval",
             "tenant_settings_poll",
             "shutdown_timeout",
+            "rebalance_interval",
+            "move_grace",
         ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:

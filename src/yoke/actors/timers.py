@@ -37,7 +37,7 @@ from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.retry import Backoff, RetryPolicy
-from yoke.store.actor_records import DueTimer, NewEvent
+from yoke.store.actor_records import DueTimer, NewEvent, Owner
 
 log = logging.getLogger("yoke.actors.timers")
 
@@ -68,7 +68,7 @@ class TimerDispatch:
         store: ActorStore,
         registry: ActorRegistry,
         clock: Clock,
-        owner: Callable[[], str | None],
+        owner: Callable[[], Owner],
         on_fired: Callable[[], None],
         poll_interval: float = 10.0,
         batch_size: int = 500,

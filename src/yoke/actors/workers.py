@@ -1,12 +1,13 @@
 """Worker identity, heartbeat and instance ownership (`runtime_workers`, `actor_instances`).
 
 A worker registers at boot, then heartbeats every `heartbeat_interval`. At boot and on every
-heartbeat it claims the instances that have no owner and those whose owner is stopped, unknown
-or silent for `stale_after` (the actors specification claims only ownerless ones at boot;
-yoke goes further, docs/decisions.md). A takeover bumps each instance's owner epoch, which
-fences the old owner: its later completions, requeues and state writes are refused, and the
-rows it had claimed are pending again for the new owner. `tick(now)` is one round, so tests
-drive it with a fake clock.
+heartbeat it takes over the instances that have no owner and those whose owner is stopped,
+unknown or silent for `stale_after`, for the owner the placement rule names
+(`yoke.actors.fleet`; the actors specification claims only ownerless ones at boot, yoke goes
+further, docs/decisions.md). A takeover bumps each instance's owner epoch, which fences the
+old owner: its later completions, requeues and state writes are refused, and the rows it had
+claimed are pending again for the new owner. A stopping worker hands its instances over by the
+same rule. `tick(now)` is one round, so tests drive it with a fake clock.
 
 This module must never name a store backend and reads time only through its `Clock`.
 """
@@ -19,6 +20,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from yoke.actors.metrics import DEPTH_LIMIT, ActorMetrics
 from yoke.actors.protocol import ActorStore
@@ -26,6 +28,9 @@ from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.retry import Backoff, RetryPolicy
 from yoke.store.actor_records import Takeover
+
+if TYPE_CHECKING:
+    from yoke.actors.fleet import Placer
 
 log = logging.getLogger("yoke.actors.workers")
 _POKE_GAP = 0.05
@@ -44,8 +49,12 @@ class WorkerHeartbeat:
         metrics: ActorMetrics | None = None,
         depth_limit: int = DEPTH_LIMIT,
         retry: RetryPolicy | None = None,
+        placer: Placer | None = None,
     ) -> None:
         self._store = store
+        # Where orphans go and where this worker's instances go when it stops; None: the
+        # specification's rule (this worker takes orphans, a stopping one leaves them unowned).
+        self._placer = placer
         self.worker_id = worker_id
         self._clock = clock
         self._interval = heartbeat_interval
@@ -68,11 +77,13 @@ class WorkerHeartbeat:
         return await self._claim(now)
 
     async def _claim(self, now: float) -> Takeover:
+        to = None if self._placer is None else await self._placer.rule()
         got = await self._store.claim_orphans(
-            self.worker_id, stale_before=now - self._stale_after, now=now
+            self.worker_id, stale_before=now - self._stale_after, now=now, to=to
         )
         if got.instances:
             self.taken += got.instances
+            self._metrics.moved("takeover", got.instances)
             log.info(
                 "worker %s took over %d instances (%d events back to pending)",
                 self.worker_id,
@@ -134,6 +145,14 @@ class WorkerHeartbeat:
                 await asyncio.sleep(_POKE_GAP)  # many appends, one look
 
     async def stop(self) -> None:
-        """Give every owned instance up, so another worker takes it at once."""
-        released = await self._store.stop_worker(self.worker_id, now=self._clock.wall())
-        log.info("worker %s stopped; released %d instances", self.worker_id, released)
+        """Give every owned instance up: to the live workers by the placement rule (or
+        unowned, for the first worker to take), so that they drain them at once."""
+        to = None
+        if self._placer is not None:
+            try:
+                to = await self._placer.rule(without=self.worker_id, fresh=True)
+            except YokeError as exc:
+                log.warning("reading the live workers failed; instances left unowned: %s", exc)
+        released = await self._store.stop_worker(self.worker_id, now=self._clock.wall(), to=to)
+        self._metrics.moved("stop", released)
+        log.info("worker %s stopped; handed over %d instances", self.worker_id, released)

@@ -114,6 +114,10 @@ class WorkerOut(BaseModel):
     stopped_at: float | None
     status: Literal["live", "stale", "stopped"]
     instances: int = Field(description="instances it owns now")
+    share: float = Field(description="its part of all owned instances, 0..1")
+    moving_out: int = Field(description="instances being handed over from it now")
+    moving_in: int = Field(description="instances being handed over to it now")
+    pending: int = Field(description="pending events of the instances it owns")
 
 
 class ExecutorOut(BaseModel):
@@ -139,6 +143,10 @@ class ExecutorListOut(BaseModel):
 
 class WorkerListOut(BaseModel):
     stale_after: float = Field(description="seconds of silence after which a worker is stale")
+    placement: Literal["balanced", "tenant", "creator"] = Field(
+        description="where new instances go (YOKE_PLACEMENT)"
+    )
+    moves: int = Field(description="hand-overs under way in the fleet")
     items: list[WorkerOut]
 
 
@@ -261,6 +269,10 @@ def worker_json(w: WorkerView) -> dict[str, Any]:
         "stopped_at": r.stopped_at,
         "status": w.status.value,
         "instances": w.instances,
+        "share": round(w.share, 4),
+        "moving_out": w.moving_out,
+        "moving_in": w.moving_in,
+        "pending": w.pending,
     }
 
 

@@ -50,6 +50,10 @@ class ActorsRoutes:
     def inspect(self) -> ActorInspector:
         return self.s.app.actors.inspect
 
+    @property
+    def placement(self) -> str:
+        return self.s.app.actors.settings.placement
+
     @staticmethod
     def _scope(p: Principal, request: Request) -> _Scope:
         asked = request.query_params.get("tenant")
@@ -102,5 +106,10 @@ class ActorsRoutes:
     async def workers(self, _: Request) -> Response:
         views = await self.inspect.workers()
         return json_response(
-            {"stale_after": self.inspect.stale_after, "items": [worker_json(w) for w in views]}
+            {
+                "stale_after": self.inspect.stale_after,
+                "placement": self.placement,
+                "moves": sum(w.moving_out for w in views),
+                "items": [worker_json(w) for w in views],
+            }
         )

@@ -110,10 +110,15 @@ def run(
     executors: str | None = None,
     forwarded_allow_ips: str | None = None,
     ha: bool = False,
+    worker: bool = True,
 ) -> None:
     app = load_app(spec)
     if executors:
         app.actors.use_executors(executors)
+    if not worker:
+        # Only ingest (appends, starts, reads): own no instance, drain nothing; new instances
+        # go to the live workers by the placement rule.
+        app.actor_worker = False
     app.settings = app.settings.with_(
         **{
             k: v

@@ -8,6 +8,7 @@ of yoke above the store.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -198,3 +199,41 @@ class ExecutorRow:
     isolation: str
     stop_reason: str | None
     updated_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FleetCounts:
+    """One worker's part of the fleet (`fleet_counts`): instances it owns, moves under way at
+    either end, and the pending rows of what it owns."""
+
+    worker_id: str
+    owned: int
+    moving_out: int
+    moving_in: int
+    pending: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MoveOrder:
+    """A move its giver must finish: the instance, its taker, the epoch it was marked under."""
+
+    ref: InstanceRef
+    taker: str
+    epoch: int
+
+
+class MoveResult(Enum):
+    MOVED = "moved"  # the taker owns it now, under a new epoch
+    CANCELLED = "cancelled"  # the taker is gone: the giver keeps it, under a new epoch
+    GONE = "gone"  # not the giver's any more (taken over, or finished already): nothing changed
+
+
+# Who owns an instance an append creates (or a takeover re-owns): one worker (or none) for
+# all, or a rule that names it per instance (placement, `yoke.actors.placement`).
+Owner = str | None | Callable[[InstanceRef], str | None]
+
+
+def owner_of(owner: Owner, tenant: str, actor: str, instance_id: str) -> str | None:
+    if owner is None or isinstance(owner, str):
+        return owner
+    return owner(InstanceRef(tenant=tenant, actor=actor, instance_id=instance_id))

@@ -35,15 +35,20 @@ from yoke.store.actor_records import (
     DeadLetter,
     DueTimer,
     ExecutorRow,
+    FleetCounts,
     InstanceInfo,
     InstanceRef,
     InstanceState,
+    MoveOrder,
+    MoveResult,
     NewEvent,
     NewTimer,
+    Owner,
     PendingEvent,
     QueueDepth,
     Takeover,
     WorkerRow,
+    owner_of,
 )
 from yoke.store.executorverbs import ExecutorVerbs
 from yoke.store.leaseverbs import Lease, LeaseVerbs
@@ -53,7 +58,7 @@ from yoke.store.tx import Row, Transactions, Tx
 
 
 def _columns(
-    events: Sequence[NewEvent], timer_ids: Sequence[int], owner: str | None, now: float
+    events: Sequence[NewEvent], timer_ids: Sequence[int], owner: Owner, now: float
 ) -> dict[str, Any]:
     """The parameters of PostgreSQL's append_events: the batch as parallel arrays, targets
     naming their event and their instance by position."""
@@ -85,7 +90,7 @@ def _columns(
         "k_tenant": [k[0] for k in keys],
         "k_actor": [k[1] for k in keys],
         "k_instance": [k[2] for k in keys],
-        "owner": owner,
+        "k_owner": [owner_of(owner, *k) or "" for k in keys],
         "now": now,
     }
 
@@ -114,7 +119,7 @@ class ActorVerbs:
 
     # -- stream and fan-out --------------------------------------------------------------------
     async def append_events(
-        self, events: Sequence[NewEvent], *, owner: str | None, now: float
+        self, events: Sequence[NewEvent], *, owner: Owner, now: float
     ) -> list[int]:
         if not events:
             return []
@@ -126,7 +131,7 @@ class ActorVerbs:
         events: Sequence[NewEvent],
         timer_ids: Sequence[int],
         *,
-        owner: str | None,
+        owner: Owner,
         now: float,
     ) -> tuple[list[int], list[int]]:
         """Append `events` in one transaction; with `timer_ids` (one per event) only the events
@@ -150,7 +155,7 @@ class ActorVerbs:
         events: Sequence[NewEvent],
         timer_ids: Sequence[int],
         *,
-        owner: str | None,
+        owner: Owner,
         now: float,
     ) -> tuple[list[int], list[int]]:
         fired: list[int] = []
@@ -179,9 +184,10 @@ class ActorVerbs:
         await tx.run("insert_events", {"rows": json.dumps(rows), "now": now})
         if targets:
             listed = json.dumps(list(keys))
+            owned = json.dumps([[*k, owner_of(owner, *k)] for k in keys])
             # insert_instances waits for any concurrent creator of the same instances, so the
             # next statement (a new snapshot) reads every one of them.
-            await tx.run("insert_instances", {"rows": listed, "owner": owner, "now": now})
+            await tx.run("insert_instances", {"rows": owned, "now": now})
             # Copies each instance's owner and epoch into its rows (and NOTIFYs on PostgreSQL).
             await tx.all(
                 "insert_queue_rows", {"rows": json.dumps(targets), "keys": listed, "now": now}
@@ -443,7 +449,7 @@ class ActorVerbs:
         return _due_timers(rows)
 
     async def fire_timers(
-        self, fire: Sequence[tuple[int, NewEvent]], *, owner: str | None, now: float
+        self, fire: Sequence[tuple[int, NewEvent]], *, owner: Owner, now: float
     ) -> list[int]:
         if not fire:
             return []
@@ -466,20 +472,57 @@ class ActorVerbs:
         async with self._t.write() as tx:
             return await tx.run("worker_heartbeat", {"worker_id": worker_id, "now": now}) == 1
 
-    async def stop_worker(self, worker_id: str, *, now: float) -> int:
+    async def stop_worker(self, worker_id: str, *, now: float, to: Owner = None) -> int:
         async with self._t.write() as tx:
             await tx.run("mark_worker_stopped", {"worker_id": worker_id, "now": now})
             refs = await tx.all("lock_instances_of_worker", {"worker_id": worker_id})
-            await self._hand_over(tx, refs, None)
+            await self._hand_over_to(tx, refs, to)
         return len(refs)
 
-    async def claim_orphans(self, worker_id: str, *, stale_before: float, now: float) -> Takeover:
+    async def claim_orphans(
+        self, worker_id: str, *, stale_before: float, now: float, to: Owner | None = None
+    ) -> Takeover:
         async with self._t.write() as tx:
             refs = await tx.all(
                 "lock_orphans", {"worker_id": worker_id, "stale_before": stale_before}
             )
-            requeued = await self._hand_over(tx, refs, worker_id)
+            gone: set[str] = set()
+            if refs and to is not None:
+                rows = await tx.all("gone_workers", {"stale_before": stale_before})
+                gone = {str(r["worker_id"]) for r in rows}
+            requeued = await self._hand_over_to(
+                tx, refs, worker_id if to is None else to, fallback=worker_id, gone=gone
+            )
         return Takeover(instances=len(refs), requeued=requeued)
+
+    async def _hand_over_to(
+        self,
+        tx: Tx,
+        refs: list[Row],
+        to: Owner,
+        *,
+        fallback: str | None = None,
+        gone: set[str] | None = None,
+    ) -> int:
+        """`_hand_over` with each instance's owner named by `to` (grouped by owner). An orphan
+        the rule would give to a worker that is `gone` or back to its own stale owner (the
+        rule's view of the live workers is a moment old) goes to `fallback` instead."""
+        if to is None or isinstance(to, str):
+            return await self._hand_over(tx, refs, to)
+        by_owner: dict[str | None, list[Row]] = {}
+        for r in refs:
+            owner = owner_of(to, str(r["tenant"]), str(r["actor"]), str(r["instance_id"]))
+            if fallback is not None and (
+                owner is None or owner == r["worker_id"] or owner in (gone or ())
+            ):
+                owner = fallback
+            by_owner.setdefault(owner, []).append(r)
+        n = 0
+        for owner, group in by_owner.items():
+            n += await self._hand_over(tx, group, owner)
+        if by_owner:
+            await tx.all("notify_actor_queue", {})  # the new owners drain at once
+        return n
 
     async def _hand_over(self, tx: Tx, refs: list[Row], owner: str | None) -> int:
         """New owner and epoch for `refs`; their claimed rows are pending again."""
@@ -517,6 +560,110 @@ class ActorVerbs:
             )
             for r in rows
         ]
+
+    # -- the fleet: placement and rebalancing ------------------------------------------------
+    async def fleet_counts(
+        self, *, tenant: str | None = None, with_pending: bool = False
+    ) -> list[FleetCounts]:
+        async with self._t.read() as tx:
+            rows = await tx.all("fleet_counts", {"tenant": tenant, "with_pending": with_pending})
+        return [
+            FleetCounts(
+                worker_id=str(r["worker_id"]),
+                owned=int(r["owned"]),
+                moving_out=int(r["moving_out"]),
+                moving_in=int(r["moving_in"]),
+                pending=int(r["pending"]),
+            )
+            for r in rows
+        ]
+
+    async def owned_page(
+        self, *, worker_id: str | None, after: InstanceRef | None, limit: int
+    ) -> list[tuple[InstanceRef, str]]:
+        params = {
+            "worker_id": worker_id,
+            "after_tenant": "" if after is None else after.tenant,
+            "after_actor": "" if after is None else after.actor,
+            "after_id": "" if after is None else after.instance_id,
+            "limit": limit,
+        }
+        async with self._t.read() as tx:
+            rows = await tx.all("owned_page", params)
+        return [
+            (
+                InstanceRef(
+                    tenant=str(r["tenant"]),
+                    actor=str(r["actor"]),
+                    instance_id=str(r["instance_id"]),
+                ),
+                str(r["worker_id"]),
+            )
+            for r in rows
+        ]
+
+    async def pending_heads(self, worker_id: str, *, limit: int) -> list[tuple[InstanceRef, int]]:
+        async with self._t.read() as tx:
+            rows = await tx.all("pending_heads", {"worker_id": worker_id, "limit": limit})
+        return [
+            (
+                InstanceRef(
+                    tenant=str(r["tenant"]),
+                    actor=str(r["actor"]),
+                    instance_id=str(r["instance_id"]),
+                ),
+                int(r["n"]),
+            )
+            for r in rows
+        ]
+
+    async def mark_moves(self, moves: Sequence[tuple[InstanceRef, str, str]], *, now: float) -> int:
+        if not moves:
+            return 0
+        rows = json.dumps([{**_ref(ref), "giver": g, "taker": t} for ref, g, t in moves])
+        async with self._t.write() as tx:
+            n = await tx.run("mark_moves", {"rows": rows, "now": now})
+            if n:
+                await tx.all("notify_actor_queue", {})  # givers look at once
+        return n
+
+    async def moves_from(self, worker_id: str, *, limit: int) -> list[MoveOrder]:
+        async with self._t.read() as tx:
+            rows = await tx.all("moves_from", {"worker_id": worker_id, "limit": limit})
+        return [
+            MoveOrder(
+                ref=InstanceRef(
+                    tenant=str(r["tenant"]),
+                    actor=str(r["actor"]),
+                    instance_id=str(r["instance_id"]),
+                ),
+                taker=str(r["moving_to"]),
+                epoch=int(r["owner_epoch"]),
+            )
+            for r in rows
+        ]
+
+    async def finish_move(
+        self, worker_id: str, order: MoveOrder, *, stale_before: float
+    ) -> MoveResult:
+        """The giver's half of a move, once nothing of the instance runs there: owner and
+        epoch change, its claimed rows go back to pending for the taker (a takeover's steps). A
+        taker that stopped or went silent since cancels the move: the giver keeps the
+        instance under a new epoch (its rows claimed while it paused are pending again)."""
+        params = {
+            **_ref(order.ref),
+            "worker_id": worker_id,
+            "epoch": order.epoch,
+            "stale_before": stale_before,
+        }
+        async with self._t.write() as tx:
+            row = await tx.one("lock_move", params)
+            if row is None or str(row["moving_to"]) != order.taker:
+                return MoveResult.GONE
+            live = bool(row["taker_live"])
+            await self._hand_over(tx, [row], order.taker if live else worker_id)
+            await tx.all("notify_actor_queue", {})
+        return MoveResult.MOVED if live else MoveResult.CANCELLED
 
     async def listen_actor_wakeups(
         self, on_queue: Callable[[], None], on_schedule: Callable[[], None]

@@ -168,7 +168,7 @@ DELETE FROM yoke_idempotency WHERE expires_at <= %(now)s;
 
 -- name: append_events
 -- A whole append in one statement, hence one round trip and its own transaction: the events,
--- their new instances (owned by `owner`), one queue row per target with its instance's owner
+-- their new instances (each owned by its k_owner, placement's choice; '' for none), one queue row per target with its instance's owner
 -- and epoch, and the NOTIFY. The batch travels as parallel arrays: the events (tenants,
 -- streams, datas, timers), the instances they reach (k_*), and the targets, each naming its
 -- event and its instance by 1-based position (t_event, t_key), so that joins and sorts are on
@@ -207,13 +207,14 @@ WITH ev AS MATERIALIZED (
         WITH ORDINALITY AS t(event_ord, key_ord, group_id, ord)
     JOIN kept k ON k.ord = t.event_ord
 ), keys AS MATERIALIZED (
-    SELECT k.ord, k.tenant, k.actor, k.instance_id
-    FROM unnest(%(k_tenant)b::text[], %(k_actor)b::text[], %(k_instance)b::text[])
-        WITH ORDINALITY AS k(tenant, actor, instance_id, ord)
+    SELECT k.ord, k.tenant, k.actor, k.instance_id, k.owner
+    FROM unnest(%(k_tenant)b::text[], %(k_actor)b::text[], %(k_instance)b::text[],
+            %(k_owner)b::text[])
+        WITH ORDINALITY AS k(tenant, actor, instance_id, owner, ord)
     WHERE k.ord IN (SELECT t.key_ord FROM targets t)
 ), created AS (
     INSERT INTO actor_instances (tenant, actor, instance_id, worker_id, created_at)
-    SELECT k.tenant, k.actor, k.instance_id, %(owner)s, %(now)s FROM keys k
+    SELECT k.tenant, k.actor, k.instance_id, NULLIF(k.owner, ''), %(now)s FROM keys k
     ORDER BY k.tenant, k.actor, k.instance_id
     ON CONFLICT DO NOTHING
     RETURNING tenant, actor, instance_id, worker_id, owner_epoch
@@ -258,9 +259,9 @@ SELECT (r.v->>0)::bigint, r.v->>1, r.v->>2, r.v->>3, %(now)s
 FROM json_array_elements(%(rows)s::json) AS r(v);
 
 -- name: insert_instances
--- rows: a JSON array of [tenant, actor, instance_id].
+-- rows: a JSON array of [tenant, actor, instance_id, owner].
 INSERT INTO actor_instances (tenant, actor, instance_id, worker_id, created_at)
-SELECT r.v->>0, r.v->>1, r.v->>2, %(owner)s, %(now)s
+SELECT r.v->>0, r.v->>1, r.v->>2, r.v->>3, %(now)s
 FROM json_array_elements(%(rows)s::json) AS r(v)
 ORDER BY r.v->>0, r.v->>1, r.v->>2
 ON CONFLICT DO NOTHING;
@@ -495,8 +496,13 @@ WHERE worker_id = %(worker_id)s
 ORDER BY tenant, actor, instance_id
 FOR UPDATE;
 
+-- name: gone_workers
+-- Workers stopped or silent since `stale_before`: a takeover never places an orphan on one.
+SELECT worker_id FROM runtime_workers
+WHERE stopped_at IS NOT NULL OR heartbeat_at < %(stale_before)s;
+
 -- name: lock_orphans
-SELECT tenant, actor, instance_id FROM actor_instances
+SELECT tenant, actor, instance_id, worker_id FROM actor_instances
 WHERE worker_id IS NULL OR worker_id IN (
     SELECT worker_id FROM runtime_workers
     WHERE worker_id <> %(worker_id)s
@@ -505,7 +511,8 @@ ORDER BY tenant, actor, instance_id
 FOR UPDATE SKIP LOCKED;
 
 -- name: set_owner
-UPDATE actor_instances i SET worker_id = %(owner)s, owner_epoch = i.owner_epoch + 1
+UPDATE actor_instances i SET worker_id = %(owner)s, owner_epoch = i.owner_epoch + 1,
+    moving_to = NULL, moving_since = NULL
 FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id TEXT)
 WHERE i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id;
 
@@ -925,3 +932,75 @@ RETURNING *;
 UPDATE yoke_starts SET status = 'ABORTED', reason = %(reason)s, decided_at = %(now)s
 WHERE status = 'QUEUED'
 RETURNING start_id;
+
+-- the fleet: placement and rebalancing (yoke.actors.fleet). A move is marked on the instance
+-- (moving_to) by the balancer and finished by its giver in one transaction (set_owner, which
+-- clears the mark, then the queue rows follow as in a takeover).
+
+-- name: fleet_counts
+-- Per worker: instances owned, moving out, moving in (a move counts at both ends), and the
+-- pending rows of the instances it owns. One pass over each table.
+SELECT w.worker_id, sum(w.owned) AS owned, sum(w.moving_out) AS moving_out,
+    sum(w.moving_in) AS moving_in, sum(w.pending) AS pending
+FROM (
+    SELECT worker_id, 1 AS owned, CASE WHEN moving_to IS NULL THEN 0 ELSE 1 END AS moving_out,
+        0 AS moving_in, 0 AS pending
+    FROM actor_instances
+    WHERE worker_id IS NOT NULL AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+    UNION ALL
+    SELECT moving_to, 0, 0, 1, 0 FROM actor_instances
+    WHERE moving_to IS NOT NULL AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+    UNION ALL
+    SELECT worker_id, 0, 0, 0, 1 FROM actor_queues
+    WHERE status = 'pending' AND worker_id IS NOT NULL AND %(with_pending)s
+        AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+) AS w
+GROUP BY w.worker_id;
+
+-- name: owned_page
+-- Instances owned by `worker_id` (or by any worker) and not moving, in key order after
+-- (after_tenant, after_actor, after_id): the balancer's candidates, read a bounded page at a time.
+SELECT tenant, actor, instance_id, worker_id FROM actor_instances
+WHERE worker_id IS NOT NULL AND moving_to IS NULL
+    AND (%(worker_id)s::text IS NULL OR worker_id = %(worker_id)s)
+    AND (tenant, actor, instance_id) > (%(after_tenant)s::text, %(after_actor)s::text,
+        %(after_id)s::text)
+ORDER BY tenant, actor, instance_id
+LIMIT %(limit)s;
+
+-- name: mark_moves
+-- rows: [{tenant, actor, instance_id, giver, taker}]. Only an instance its giver still owns and
+-- that is not moving already is marked.
+UPDATE actor_instances i SET moving_to = r.taker, moving_since = %(now)s
+FROM json_to_recordset(%(rows)s::json)
+    AS r(tenant TEXT, actor TEXT, instance_id TEXT, giver TEXT, taker TEXT)
+WHERE i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id
+    AND i.worker_id = r.giver AND i.moving_to IS NULL;
+
+-- name: moves_from
+SELECT tenant, actor, instance_id, moving_to, owner_epoch FROM actor_instances
+WHERE worker_id = %(worker_id)s AND moving_to IS NOT NULL
+ORDER BY tenant, actor, instance_id
+LIMIT %(limit)s;
+
+-- name: lock_move
+-- The move of one instance, if its giver still owns it under `epoch`.
+SELECT i.tenant, i.actor, i.instance_id, i.moving_to,
+    EXISTS (SELECT 1 FROM runtime_workers w WHERE w.worker_id = i.moving_to
+        AND w.stopped_at IS NULL AND w.heartbeat_at >= %(stale_before)s) AS taker_live
+FROM actor_instances i
+WHERE i.tenant = %(tenant)s AND i.actor = %(actor)s AND i.instance_id = %(instance_id)s
+    AND i.worker_id = %(worker_id)s AND i.owner_epoch = %(epoch)s AND i.moving_to IS NOT NULL
+FOR UPDATE OF i;
+
+-- name: pending_heads
+-- The instances of one worker with the most pending rows (not moving): the balancer's heavy
+-- candidates when pending events, not instance counts, are uneven.
+SELECT q.tenant, q.actor, q.instance_id, count(*) AS n
+FROM actor_queues q
+JOIN actor_instances i ON i.tenant = q.tenant AND i.actor = q.actor
+    AND i.instance_id = q.instance_id
+WHERE q.status = 'pending' AND q.worker_id = %(worker_id)s AND i.moving_to IS NULL
+GROUP BY q.tenant, q.actor, q.instance_id
+ORDER BY n DESC, q.tenant, q.actor, q.instance_id
+LIMIT %(limit)s;

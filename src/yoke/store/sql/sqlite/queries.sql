@@ -197,10 +197,10 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(va
 FROM json_each(:rows);
 
 -- name: insert_instances
--- :rows is a JSON array of [tenant, actor, instance_id].
+-- :rows is a JSON array of [tenant, actor, instance_id, owner].
 INSERT INTO actor_instances (tenant, actor, instance_id, worker_id, created_at)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-    :owner, :now
+    json_extract(value, '$[3]'), :now
 FROM json_each(:rows)
 WHERE true
 ON CONFLICT DO NOTHING;
@@ -425,8 +425,13 @@ SELECT tenant, actor, instance_id FROM actor_instances
 WHERE worker_id = :worker_id
 ORDER BY tenant, actor, instance_id;
 
+-- name: gone_workers
+-- Workers stopped or silent since `stale_before`: a takeover never places an orphan on one.
+SELECT worker_id FROM runtime_workers
+WHERE stopped_at IS NOT NULL OR heartbeat_at < :stale_before;
+
 -- name: lock_orphans
-SELECT tenant, actor, instance_id FROM actor_instances
+SELECT tenant, actor, instance_id, worker_id FROM actor_instances
 WHERE worker_id IS NULL OR worker_id IN (
     SELECT worker_id FROM runtime_workers
     WHERE worker_id <> :worker_id
@@ -434,7 +439,8 @@ WHERE worker_id IS NULL OR worker_id IN (
 ORDER BY tenant, actor, instance_id;
 
 -- name: set_owner
-UPDATE actor_instances SET worker_id = :owner, owner_epoch = owner_epoch + 1
+UPDATE actor_instances SET worker_id = :owner, owner_epoch = owner_epoch + 1,
+    moving_to = NULL, moving_since = NULL
 WHERE (tenant, actor, instance_id) IN (
     SELECT json_extract(value, '$.tenant'), json_extract(value, '$.actor'),
         json_extract(value, '$.instance_id')
@@ -712,3 +718,69 @@ RETURNING *;
 UPDATE yoke_starts SET status = 'ABORTED', reason = :reason, decided_at = :now
 WHERE status = 'QUEUED'
 RETURNING start_id;
+
+-- the fleet: placement and rebalancing (yoke.actors.fleet); see the PostgreSQL file.
+
+-- name: fleet_counts
+SELECT w.worker_id, sum(w.owned) AS owned, sum(w.moving_out) AS moving_out,
+    sum(w.moving_in) AS moving_in, sum(w.pending) AS pending
+FROM (
+    SELECT worker_id, 1 AS owned, CASE WHEN moving_to IS NULL THEN 0 ELSE 1 END AS moving_out,
+        0 AS moving_in, 0 AS pending
+    FROM actor_instances
+    WHERE worker_id IS NOT NULL AND (:tenant IS NULL OR tenant = :tenant)
+    UNION ALL
+    SELECT moving_to, 0, 0, 1, 0 FROM actor_instances
+    WHERE moving_to IS NOT NULL AND (:tenant IS NULL OR tenant = :tenant)
+    UNION ALL
+    SELECT worker_id, 0, 0, 0, 1 FROM actor_queues
+    WHERE status = 'pending' AND worker_id IS NOT NULL AND :with_pending
+        AND (:tenant IS NULL OR tenant = :tenant)
+) AS w
+GROUP BY w.worker_id;
+
+-- name: owned_page
+SELECT tenant, actor, instance_id, worker_id FROM actor_instances
+WHERE worker_id IS NOT NULL AND moving_to IS NULL
+    AND (:worker_id IS NULL OR worker_id = :worker_id)
+    AND (tenant, actor, instance_id) > (:after_tenant, :after_actor, :after_id)
+ORDER BY tenant, actor, instance_id
+LIMIT :limit;
+
+-- name: mark_moves
+UPDATE actor_instances SET moving_to = (
+        SELECT json_extract(value, '$.taker') FROM json_each(:rows)
+        WHERE json_extract(value, '$.tenant') = actor_instances.tenant
+            AND json_extract(value, '$.actor') = actor_instances.actor
+            AND json_extract(value, '$.instance_id') = actor_instances.instance_id),
+    moving_since = :now
+WHERE moving_to IS NULL AND (tenant, actor, instance_id, worker_id) IN (
+    SELECT json_extract(value, '$.tenant'), json_extract(value, '$.actor'),
+        json_extract(value, '$.instance_id'), json_extract(value, '$.giver')
+    FROM json_each(:rows));
+
+-- name: moves_from
+SELECT tenant, actor, instance_id, moving_to, owner_epoch FROM actor_instances
+WHERE worker_id = :worker_id AND moving_to IS NOT NULL
+ORDER BY tenant, actor, instance_id
+LIMIT :limit;
+
+-- name: lock_move
+SELECT i.tenant, i.actor, i.instance_id, i.moving_to,
+    EXISTS (SELECT 1 FROM runtime_workers w WHERE w.worker_id = i.moving_to
+        AND w.stopped_at IS NULL AND w.heartbeat_at >= :stale_before) AS taker_live
+FROM actor_instances i
+WHERE i.tenant = :tenant AND i.actor = :actor AND i.instance_id = :instance_id
+    AND i.worker_id = :worker_id AND i.owner_epoch = :epoch AND i.moving_to IS NOT NULL;
+
+-- name: pending_heads
+-- The instances of one worker with the most pending rows (not moving): the balancer's heavy
+-- candidates when pending events, not instance counts, are uneven.
+SELECT q.tenant, q.actor, q.instance_id, count(*) AS n
+FROM actor_queues q
+JOIN actor_instances i ON i.tenant = q.tenant AND i.actor = q.actor
+    AND i.instance_id = q.instance_id
+WHERE q.status = 'pending' AND q.worker_id = :worker_id AND i.moving_to IS NULL
+GROUP BY q.tenant, q.actor, q.instance_id
+ORDER BY n DESC, q.tenant, q.actor, q.instance_id
+LIMIT :limit;
