@@ -149,6 +149,7 @@ def check_log(lines: list[str], killed: set[str]) -> tuple[int, set[tuple[str, s
 
 @pytest.mark.postgres
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # four worker processes: 25-35 s alone, past 90 s on a loaded machine
 async def test_a_fleet_spreads_rebalances_and_hands_over_without_losing_or_doubling(
     pg_url: str, tmp_path: Path
 ) -> None:
