@@ -141,7 +141,7 @@ async def append_all(url: str, n: int) -> None:
         await backend.close()
 
 
-async def drain_run(url: str, n: int, mode: str) -> float:
+async def drain_run(url: str, n: int, mode: str) -> tuple[float, dict[str, float]]:
     await append_all(url, n)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.bench_executors", "--worker", url, str(n), mode,
@@ -151,7 +151,29 @@ async def drain_run(url: str, n: int, mode: str) -> float:
     if proc.returncode:
         raise RuntimeError(f"the {mode} worker failed ({proc.returncode})")
     r = json.loads(out.decode().strip().splitlines()[-1])
-    return n / (float(r["t1"]) - float(r["t0"]))
+    cpu_us = {k: float(v) / n * 1e6 for k, v in r["cpu"].items()}  # CPU us per event
+    return n / (float(r["t1"]) - float(r["t0"])), cpu_us
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backends_of(url: str) -> list[int]:
+    """The PostgreSQL backend pids serving the database of `url` (the worker's pool)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        rows = c.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [int(r[0]) for r in rows]
 
 
 async def worker_main(url: str, n: int, mode: str) -> None:
@@ -159,16 +181,27 @@ async def worker_main(url: str, n: int, mode: str) -> None:
     backend = open_store(url)
     await backend.open()
     ready_at: list[float] = []
+    # CPU of each process from the drain's start to its end: this worker, its executor (from
+    # its READY), and the PostgreSQL backends of this database (a backend opened later counts
+    # from 0, which includes its connection cost).
+    pg_before = {pid: cpu_of(pid) for pid in backends_of(url)}
+    executors: dict[int, float] = {}
     try:
         async with rt.running(backend.actors):
             started = time.time()
+            worker_before = time.process_time()
             drain = rt.drain
             assert drain is not None
             if rt.pool is not None:
                 pool, then = rt.pool, rt.pool.on_ready
 
                 def stamped(tenant: str) -> None:
+                    nonlocal worker_before
                     ready_at.append(time.time())
+                    worker_before = time.process_time()
+                    ex = pool.executor(tenant)
+                    if ex is not None and ex.pid is not None:
+                        executors[ex.pid] = cpu_of(ex.pid)
                     then(tenant)
 
                 pool.on_ready = stamped
@@ -179,10 +212,15 @@ async def worker_main(url: str, n: int, mode: str) -> None:
             await until(done, seconds=600)
             await drain.flush()
             t1 = time.time()
+            cpu = {
+                "worker": time.process_time() - worker_before,
+                "executor": sum(cpu_of(pid) - c for pid, c in executors.items()),
+                "postgres": sum(cpu_of(pid) - pg_before.get(pid, 0.0) for pid in backends_of(url)),
+            }
     finally:
         await backend.close()
     t0 = max([started, *ready_at])
-    print(json.dumps({"t0": t0, "t1": t1, "mode": mode}), flush=True)
+    print(json.dumps({"t0": t0, "t1": t1, "mode": mode, "cpu": cpu}), flush=True)
 
 
 # -- 3. boot storm --------------------------------------------------------------------------------
@@ -230,6 +268,40 @@ async def storm_run(url: str, tenants: int) -> dict[str, float]:
     }
 
 
+def print_drain(
+    n: int,
+    rounds: int,
+    drains: dict[str, list[float]],
+    cpus: dict[str, list[dict[str, float]]],
+    *load: float,
+) -> None:
+    ratio = [p / i for p, i in zip(drains["process"], drains["inline"], strict=True)]
+    print(
+        f"Drain of {n:,} no-op events (one tenant, {INSTANCES} instances, worker concurrency "
+        f"64, batched dispatch frames), a fresh worker process per run, {rounds} rounds "
+        "(inline and process interleaved)"
+        + (f"; 1-minute load average {load[0]:.1f} before, {load[1]:.1f} after" if load else "")
+        + ":\n"
+    )
+    print("| mode | events/s | x inline, per round | target |")
+    print("| --- | --- | --- | --- |")
+    print(f"| inline | {fig(drains['inline']).fmt()} | 1 | |")
+    print(f"| process | {fig(drains['process']).fmt()} | {fig(ratio).fmt(digits=2)} | >= 0.8x |")
+    print(
+        "\nCPU per event during the drain, microseconds (user + system, from /proc/<pid>/stat; "
+        "the executor from its READY; PostgreSQL: the backends of the run's database):\n"
+    )
+    print("| mode | worker | executor | PostgreSQL | all |")
+    print("| --- | --- | --- | --- | --- |")
+    for mode in ("inline", "process"):
+        rows = cpus[mode]
+        parts = ("worker", "executor", "postgres")
+        cells = [fig([r[k] for r in rows]).fmt(digits=1) for k in parts]
+        total = fig([sum(r.values()) for r in rows]).fmt(digits=1)
+        print(f"| {mode} | {' | '.join(cells)} | {total} |")
+    print()
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
@@ -239,7 +311,7 @@ def fig(values: list[float]) -> Figure:
     return Figure.of(values)
 
 
-async def main(quick: bool) -> None:
+async def main(quick: bool, drain_only: bool = False) -> None:
     logging.basicConfig(level=logging.WARNING)
     rounds = 3
     drain_rounds = 3 if quick else 5
@@ -250,18 +322,24 @@ async def main(quick: bool) -> None:
     load_before = os.getloadavg()[0]
     boot_rounds: list[list[dict[str, float]]] = []
     drains: dict[str, list[float]] = {"inline": [], "process": []}
+    cpus: dict[str, list[dict[str, float]]] = {"inline": [], "process": []}
     storms: list[dict[str, float]] = []
     async with fresh_databases("postgres", PG) as new_url:
-        for _ in range(rounds):
+        for _ in range(0 if drain_only else rounds):
             boot_rounds.append(await boot_run(await new_url(), boots))
         for _ in range(drain_rounds):  # interleaved, so both see the same load
             for mode in ("inline", "process"):
-                drains[mode].append(await drain_run(await new_url(), n, mode))
-        for _ in range(rounds):
+                rate, cpu = await drain_run(await new_url(), n, mode)
+                drains[mode].append(rate)
+                cpus[mode].append(cpu)
+        for _ in range(0 if drain_only else rounds):
             storms.append(await storm_run(await new_url(), tenants))
     load_after = os.getloadavg()[0]
     figures |= {"boots_raw": boot_rounds, "drain_per_s": drains, "storms": storms}
-    figures |= {"loadavg_1m": [load_before, load_after]}
+    figures |= {"drain_cpu_us_per_event": cpus, "loadavg_1m": [load_before, load_after]}
+    if drain_only:
+        print_drain(n, drain_rounds, drains, cpus, load_before, load_after)
+        return
 
     def per_round(key: str, q: float) -> list[float]:
         return [pct([b[key] for b in r], q) for r in boot_rounds]
@@ -288,16 +366,8 @@ async def main(quick: bool) -> None:
     print("| " + " | ".join(("queue", *PHASES)) + " |")
     print("|" + " --- |" * (len(PHASES) + 1))
     print("| " + " | ".join(fig(per_round(p, 0.5)).fmt("", 1) for p in ("queue", *PHASES)) + " |")
-    ratio = [p / i for p, i in zip(drains["process"], drains["inline"], strict=True)]
-    print(
-        f"\nDrain of {n:,} no-op events (one tenant, {INSTANCES} instances, worker concurrency "
-        f"64, batched dispatch frames), a fresh worker process per run, {drain_rounds} rounds "
-        "(inline and process interleaved):\n"
-    )
-    print("| mode | events/s | x inline, per round | target |")
-    print("| --- | --- | --- | --- |")
-    print(f"| inline | {fig(drains['inline']).fmt()} | 1 | |")
-    print(f"| process | {fig(drains['process']).fmt()} | {fig(ratio).fmt(digits=2)} | >= 0.8x |")
+    print()
+    print_drain(n, drain_rounds, drains, cpus)
     conc = int(storms[0]["concurrency"])
     print(
         f"\nBoot storm: {tenants} tenants woken at once (one append statement), boot "
@@ -315,10 +385,11 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--drain-only", action="store_true", help="only the drain figures")
     parser.add_argument("--worker", nargs=3, metavar=("URL", "N", "MODE"))
     args = parser.parse_args()
     if args.worker:
         url, count, mode = args.worker
         asyncio.run(worker_main(url, int(count), mode))
     else:
-        asyncio.run(main(args.quick))
+        asyncio.run(main(args.quick, args.drain_only))
