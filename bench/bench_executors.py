@@ -299,7 +299,6 @@ def print_drain(
         cells = [fig([r[k] for r in rows]).fmt(digits=1) for k in parts]
         total = fig([sum(r.values()) for r in rows]).fmt(digits=1)
         print(f"| {mode} | {' | '.join(cells)} | {total} |")
-    print()
 
 
 def pct(values: list[float], q: float) -> float:
