@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from yoke.actors import ActorSettings
 from yoke.actors.executor.protocol import FRAME_ITEMS, Outbox, ProtocolError, frame, read_frame
 
 
@@ -99,6 +100,19 @@ async def test_what_one_turn_writes_is_one_frame_of_at_most_frame_items() -> Non
     (rest,) = (await _frames(sink.data))[1:]
     assert rest["done"] == [[n, None] for n in range(FRAME_ITEMS, FRAME_ITEMS + 5)]
     assert box.frames == 3
+
+
+async def test_a_default_workers_turn_of_calls_is_one_frame() -> None:
+    """The calls a worker starts in one turn at its default concurrency leave as one frame, so
+    their `done`s come back together and the drain completes them in one batch (split in
+    two, PostgreSQL committed about twice as many completion batches: docs/BENCHMARKS.md)."""
+    sink = _Sink()
+    box = Outbox(sink)  # type: ignore[arg-type]
+    for n in range(ActorSettings().concurrency):
+        box.add("run", [n])
+    await asyncio.sleep(0)
+    (got,) = await _frames(sink.data)
+    assert len(got["run"]) == ActorSettings().concurrency  # type: ignore[arg-type]
 
 
 async def test_a_frame_over_the_limit_is_split_never_an_item() -> None:
