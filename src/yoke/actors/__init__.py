@@ -30,8 +30,8 @@ _LAZY = {
     "Backoff": "yoke.actors.definitions",
     "Event": "yoke.actors.definitions",
     "Queue": "yoke.actors.definitions",
-    "DrainConfig": "yoke.actors.drain",
-    "DrainStats": "yoke.actors.drain",
+    "DrainConfig": "yoke.actors.drain_parts",
+    "DrainStats": "yoke.actors.drain_parts",
     "QueueDrainScheduler": "yoke.actors.drain",
     "ActorInspector": "yoke.actors.inspection",
     "InstanceView": "yoke.actors.inspection",
@@ -84,7 +84,8 @@ __all__ = [
 if TYPE_CHECKING:
     from yoke.actors.ctx import ActorCtx, Fenced, StateHandle
     from yoke.actors.definitions import ActorDef, ActorRegistry, Backoff, Event, Queue
-    from yoke.actors.drain import DrainConfig, DrainStats, QueueDrainScheduler
+    from yoke.actors.drain import QueueDrainScheduler
+    from yoke.actors.drain_parts import DrainConfig, DrainStats
     from yoke.actors.inspection import ActorInspector, InstanceView, WorkerStatus
     from yoke.actors.lifecycle.service import RuntimeLifecycleService
     from yoke.actors.metrics import ActorMetrics

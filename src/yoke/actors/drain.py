@@ -39,18 +39,27 @@ import contextlib
 import functools
 import heapq
 import itertools
-import json
 import logging
 from collections import Counter, OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from yoke.actors.claims import ClaimWindows
 from yoke.actors.completions import CompletionWriter
 from yoke.actors.ctx import CtxHost, Fenced, InstanceStateCell
 from yoke.actors.custom_pick import CustomPicker, pickable
-from yoke.actors.definitions import ActorDef, ActorRegistry, Event
+from yoke.actors.definitions import ActorRegistry
+from yoke.actors.drain_parts import (
+    Chore,
+    DrainConfig,
+    DrainStats,
+    HeldInstance,
+    Job,
+    event_of,
+    forget_one,
+    items_of,
+    next_attempt,
+    queued_items,
+    waiting_by_tenant,
+)
 from yoke.actors.failure_log import FailureLog
 from yoke.actors.fairness import FairnessView, TenantTelemetry
 from yoke.actors.metrics import ActorMetrics
@@ -60,107 +69,11 @@ from yoke.actors.runner import ExecutorLost, InlineRunner, Runner, describe
 from yoke.actors.tenant_rules import TenantRules
 from yoke.clock import Clock
 from yoke.errors import YokeError
-from yoke.kernel import Item, ItemState, Kernel
-from yoke.retry import Backoff, RetryPolicy, until_done
-from yoke.store.actor_records import ClaimedEvent, Completion, InstanceRef, PendingEvent
+from yoke.kernel import ItemState, Kernel
+from yoke.retry import Backoff, until_done
+from yoke.store.actor_records import ClaimedEvent, Completion, InstanceRef
 
 log = logging.getLogger("yoke.actors.drain")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DrainConfig:
-    concurrency: int = 64  # worker-wide cap on concurrent process() calls
-    batch_size: int = 1000  # rows per claim and per completion statement, at most
-    prefetch: int = 2048  # claim="first-come": claimed rows held beyond the running ones
-    # "fair": each tenant holds at most its weighted share of concurrency * (1 + claim_depth)
-    # rows (claims.py); "first-come": up to `prefetch` rows, claimed again when half a batch of
-    # room is free (the baseline the benchmark compares with).
-    claim: str = "fair"
-    claim_depth: int = 16
-    # Tenant settings (weights, max_running) are read from the store this often; a worker's
-    # counters of capped calls lapse when its heartbeat is older than `stale_after`.
-    settings_poll: float = 2.0
-    stale_after: float = 60.0
-    cap_retry: float = 0.05  # a call refused by its tenant's fleet-wide cap asks again after
-    poll_interval: float = 15.0  # backup poll for a missed NOTIFY (YOKE_NOTIFY_POLL_BACKUP_SECS)
-    # How a write or a claim waits out an unavailable store.
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    idle_instances: int = 10_000  # instances holding nothing whose state stays cached here
-    select_window: int = 100  # custom mode: a group's first events (by arrival) select sees
-    crash_attempts: int = 3  # an event its executor died running alone this often is dead
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DrainStats:
-    held: int  # claimed rows held by this worker (queued here, running or waiting to retry)
-    running: int  # process() calls in progress
-    retrying: int  # failed events waiting for their backoff
-    processed: int
-    errors: int
-    dead: int
-    fenced: int
-    completing: int  # completions not yet written
-    given_up: int  # writes a stopping drain gave up (their rows stay claimed until stop_worker)
-    instances: int  # instances known here (holding events, or resting with cached state)
-    released: int  # rows put back to pending at no cost: their executor was not running
-    crashed: int  # crash attempts counted: the executor died running the event alone
-
-
-class _Instance:
-    __slots__ = (
-        "actor",
-        "backlog",
-        "backoff",
-        "cap",
-        "cell",
-        "custom",
-        "groups",
-        "kernel",
-        "lost",
-        "picking",
-        "ref",
-        "repick",
-    )
-
-    def __init__(self, actor: ActorDef, cell: InstanceStateCell) -> None:
-        self.actor = actor
-        self.ref = cell.ref
-        self.cell = cell
-        self.cap = actor.queue.concurrency
-        self.custom = actor.queue.mode == "custom"
-        self.kernel = Kernel(policy="fifo")
-        # Events held here per group; a group's lane cap is set while it holds any, so the
-        # kernel forgets idle groups (memory stays O(live groups)).
-        self.groups: dict[str, int] = {}
-        self.lost = False
-        # Custom mode (`custom_pick.CustomInstance`): one pick at a time per instance
-        # (`repick`: look again when it ends); `backlog`: groups whose last listing left events
-        # pending in the store.
-        self.picking = False
-        self.repick = False
-        self.backlog: set[str] = set()
-        self.backoff: Backoff | None = None  # made when a pick first fails for want of the store
-
-    def __repr__(self) -> str:
-        k = self.kernel
-        return (
-            f"_Instance({self.ref.actor}/{self.ref.instance_id}, epoch={self.cell.epoch}, "
-            f"queued={k.queued}, running={k.running}, lost={self.lost}, picking={self.picking})"
-        )
-
-
-class _Job:
-    __slots__ = ("event", "failures", "inst", "row")
-
-    def __init__(self, row: ClaimedEvent, inst: _Instance, event: Event) -> None:
-        self.row = row
-        self.inst = inst
-        self.event = event
-        self.failures = 0
-
-    @property
-    def completion(self) -> Completion:
-        return Completion(queue_id=self.row.queue_id, epoch=self.row.epoch)
 
 
 class QueueDrainScheduler:
@@ -188,15 +101,15 @@ class QueueDrainScheduler:
         self._cfg = config or DrainConfig()
         self._metrics = metrics or ActorMetrics(None)
         self._wk = Kernel(policy="sfq", global_cap=self._cfg.concurrency)
-        self._instances: dict[InstanceRef, _Instance] = {}
+        self._instances: dict[InstanceRef, HeldInstance] = {}
         self._resting: OrderedDict[InstanceRef, None] = OrderedDict()
-        self._jobs: dict[int, _Job] = {}
-        self._dirty: dict[_Instance, None] = {}
-        self._ready: asyncio.Queue[_Job | _Callback] = asyncio.Queue()
-        self._retries: list[tuple[float, int, _Job]] = []
+        self._jobs: dict[int, Job] = {}
+        self._dirty: dict[HeldInstance, None] = {}
+        self._ready: asyncio.Queue[Job | Chore] = asyncio.Queue()
+        self._retries: list[tuple[float, int, Job]] = []
         self._retry_wake = asyncio.Event()
         self._wake = asyncio.Event()
-        self._completions: CompletionWriter[_Instance] = CompletionWriter(
+        self._completions: CompletionWriter[HeldInstance] = CompletionWriter(
             store,
             worker_id,
             batch_size=self._cfg.batch_size,
@@ -242,7 +155,7 @@ class QueueDrainScheduler:
         self._running = 0
         self._counts = {"processed": 0, "errors": 0, "dead": 0, "fenced": 0, "given_up": 0}
         self._tie = itertools.count()
-        self._picker: CustomPicker[_Instance, _Job] = CustomPicker(
+        self._picker: CustomPicker[HeldInstance, Job] = CustomPicker(
             store=store,
             worker_id=worker_id,
             clock=clock,
@@ -251,7 +164,7 @@ class QueueDrainScheduler:
             stopping=self._stopping,
             hold=self._hold_here,
             start=self._start,
-            decode=_next_attempt,
+            decode=next_attempt,
         )
 
     def __repr__(self) -> str:
@@ -283,18 +196,7 @@ class QueueDrainScheduler:
     def fairness(self, *, top: int = 10, visible: str | None = None) -> FairnessView:
         """Per-tenant fairness figures of this worker (`fairness.py`): the `top` tenants by
         backlog and `_other`, or `visible` alone."""
-        backlog: Counter[str] = Counter()
-        oldest: dict[str, float] = {}
-        now = self._clock.wall()
-        for qid, job in self._jobs.items():
-            it = self._wk.get(qid)
-            if it is not None and it.state is ItemState.RUNNING:
-                continue
-            t = job.row.tenant
-            backlog[t] += 1
-            age = now - job.row.appended_at
-            if age > oldest.get(t, -1.0):
-                oldest[t] = age
+        backlog, oldest = waiting_by_tenant(self._jobs, self._wk, self._clock.wall())
         return self._telemetry.view(
             backlog=backlog,
             oldest=oldest,
@@ -393,7 +295,7 @@ class QueueDrainScheduler:
     def _stopping(self) -> bool:
         return self._closing
 
-    def _refused(self, owners: list[_Instance]) -> None:
+    def _refused(self, owners: list[HeldInstance]) -> None:
         """The store refused these completions: their instances belong to another worker
         now. What this worker holds of them and has not started is dropped (the new owner runs
         it); left alone it would run here too, its effects (emit, schedule) made twice."""
@@ -492,10 +394,10 @@ class QueueDrainScheduler:
             return None
         return [t for t in ready if not self._releases.busy(t)]
 
-    def _accept(self, rows: list[ClaimedEvent]) -> list[_Instance]:
+    def _accept(self, rows: list[ClaimedEvent]) -> list[HeldInstance]:
         """Hold the claimed rows here. Returns the instances new here: their events wait (not
         dirty yet) until `_load_states` has read their states."""
-        fresh: dict[_Instance, None] = {}
+        fresh: dict[HeldInstance, None] = {}
         for row in rows:
             if row.ref in self._paused:
                 continue  # being handed over: the hand-over puts the row back to pending
@@ -518,9 +420,9 @@ class QueueDrainScheduler:
                 fresh[inst] = None
         return list(fresh)
 
-    def _hold_here(self, inst: _Instance, row: ClaimedEvent) -> _Job:
+    def _hold_here(self, inst: HeldInstance, row: ClaimedEvent) -> Job:
         """A claimed row joins its group in the instance's kernel (queued there)."""
-        job = _Job(row, inst, _next_attempt(row))
+        job = Job(row, inst, next_attempt(row))
         self._jobs[row.queue_id] = job
         self._windows.held(row.tenant)
         k, g = inst.kernel, row.group_id
@@ -531,7 +433,7 @@ class QueueDrainScheduler:
         k.push(row.queue_id, g, seq=row.queue_id, payload=job)
         return job
 
-    async def _load_states(self, fresh: list[_Instance]) -> None:
+    async def _load_states(self, fresh: list[HeldInstance]) -> None:
         """One read for the states of the instances a claim met first, instead of one per
         instance from the runners: a burst of new instances would otherwise queue that many
         reads in the store's pool ahead of everything else (the timer loop's firings too)."""
@@ -547,7 +449,7 @@ class QueueDrainScheduler:
             if not inst.lost:
                 self._dirty[inst] = None
 
-    def _instance_for(self, row: ClaimedEvent) -> _Instance | None:
+    def _instance_for(self, row: ClaimedEvent) -> HeldInstance | None:
         ref = row.ref
         inst = self._instances.get(ref)
         if inst is not None and not inst.lost and inst.cell.epoch == row.epoch:
@@ -563,7 +465,7 @@ class QueueDrainScheduler:
         if inst is not None:
             self._drop_queued(inst)  # an older epoch: what it still holds is fenced
         cell = InstanceStateCell(self._store, ref, worker_id=self._worker_id, epoch=row.epoch)
-        inst = _Instance(actor, cell)
+        inst = HeldInstance(actor, cell)
         self._instances[ref] = inst
         return inst
 
@@ -582,7 +484,7 @@ class QueueDrainScheduler:
                 log=log,
             )
 
-        self._ready.put_nowait(_Callback(put_back))
+        self._ready.put_nowait(Chore(put_back))
 
     # -- the pick ----------------------------------------------------------------------------
     def _pump(self) -> None:
@@ -599,7 +501,7 @@ class QueueDrainScheduler:
             else:
                 k = inst.kernel
                 while (it := k.pop_next()) is not None:
-                    job: _Job = it.payload  # type: ignore[assignment]
+                    job: Job = it.payload  # type: ignore[assignment]
                     wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
         if self._closing:
             return
@@ -608,15 +510,15 @@ class QueueDrainScheduler:
             self._ready.put_nowait(it.payload)  # type: ignore[arg-type]
 
     # -- custom mode ---------------------------------------------------------------------------
-    def _want_pick(self, inst: _Instance) -> None:
+    def _want_pick(self, inst: HeldInstance) -> None:
         """A custom-mode instance may start more: pick in a runner, as the pick reads the store."""
         if inst.picking:
             inst.repick = True
         elif not (self._closing or inst.lost) and self._may_run(inst.ref.tenant) and pickable(inst):
             inst.picking = True
-            self._ready.put_nowait(_Callback(functools.partial(self._pick, inst)))
+            self._ready.put_nowait(Chore(functools.partial(self._pick, inst)))
 
-    async def _pick(self, inst: _Instance) -> None:
+    async def _pick(self, inst: HeldInstance) -> None:
         """One pick, in a runner; a failed pick returns its pause and the timer is set here."""
         try:
             pause = await self._picker.pick(inst)
@@ -627,12 +529,12 @@ class QueueDrainScheduler:
         if pause is not None:  # the store is down: look again after a pause
             asyncio.get_running_loop().call_later(pause, self._look_again, inst)
 
-    def _look_again(self, inst: _Instance) -> None:
+    def _look_again(self, inst: HeldInstance) -> None:
         if not inst.lost:
             self._dirty[inst] = None
             self._pump()
 
-    def _start(self, job: _Job) -> None:
+    def _start(self, job: Job) -> None:
         """A picked job, claimed in its instance's kernel, waits for a worker slot."""
         self._wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
         self._pump()
@@ -641,7 +543,7 @@ class QueueDrainScheduler:
     async def _runner(self) -> None:
         while True:
             job = await self._ready.get()
-            if isinstance(job, _Callback):
+            if isinstance(job, Chore):
                 await job.fn()
                 continue
             await self.dispatch_process(job)
@@ -649,7 +551,7 @@ class QueueDrainScheduler:
     def _may_run(self, tenant: str) -> bool:
         return not self._releases.busy(tenant) and self._calls.ready(tenant)
 
-    async def dispatch_process(self, job: _Job) -> None:
+    async def dispatch_process(self, job: Job) -> None:
         """The actors specification's `dispatch_process`: run `process(ctx, event)` for one
         claimed event."""
         inst = job.inst
@@ -708,7 +610,7 @@ class QueueDrainScheduler:
         else:
             await self._failed(job, error)
 
-    async def _failed(self, job: _Job, error: BaseException) -> None:
+    async def _failed(self, job: Job, error: BaseException) -> None:
         inst = job.inst
         self._counts["errors"] += 1
         self._metrics.failed(inst.actor.name)
@@ -760,22 +662,22 @@ class QueueDrainScheduler:
             self._lost(inst, Fenced("requeue refused"))
             self._end(job)
             return
-        job.event = _event(job.row, attempt=failures + 1)
+        job.event = event_of(job.row, attempt=failures + 1)
         self._hold(job, delay)
 
-    def _release(self, job: _Job) -> None:
+    def _release(self, job: Job) -> None:
         """No running executor: the row goes back to pending at no cost, then the rest of its
         group in turn (the tenant is busy meanwhile), in order, before any is claimed again."""
         self._releases.release(job.completion, job.row.tenant)
         self._end(job)
 
-    async def _crashed(self, job: _Job, reason: str) -> None:
+    async def _crashed(self, job: Job, reason: str) -> None:
         """Its executor died running it alone (or past its deadline): a crash attempt counts."""
         what = f"actor {job.inst.actor.name!r} event {job.row.queue_id}"
         await self._releases.charge(job.completion, job.row.tenant, reason, what=what)
         self._end(job)
 
-    def _hold(self, job: _Job, delay: float) -> None:
+    def _hold(self, job: Job, delay: float) -> None:
         """Run `job` again after `delay`: it keeps its group slot (its place, so nothing of its
         group overtakes it) and gives the worker slot back meanwhile."""
         self._running -= 1
@@ -784,7 +686,7 @@ class QueueDrainScheduler:
         self._retry_wake.set()
         self._after_stop()
 
-    def _end(self, job: _Job) -> None:
+    def _end(self, job: Job) -> None:
         """The job is over here (done, dead or fenced): free both of its slots."""
         self._running -= 1
         qid = job.row.queue_id
@@ -798,7 +700,7 @@ class QueueDrainScheduler:
         it = k.get(qid)
         if it is not None and it.state is ItemState.RUNNING:
             k.release(qid)
-            _forget(inst, job.row.group_id)
+            forget_one(inst, job.row.group_id)
         if not inst.lost:
             self._dirty[inst] = None
             if not inst.groups:
@@ -817,7 +719,7 @@ class QueueDrainScheduler:
         if not self._claiming:
             self._wake.set()
 
-    def _again(self, job: _Job) -> None:
+    def _again(self, job: Job) -> None:
         """A job ended fenced, but its row was claimed here again under a newer epoch while it
         was held (`_accept`): hold the row afresh, for the instance of that epoch. Left alone,
         it would stay claimed by this worker, which claims pending rows only: in flight for
@@ -829,7 +731,7 @@ class QueueDrainScheduler:
             self._dirty[inst] = None  # not loaded yet: its runner loads the state
         self._after_stop()
 
-    def _rest(self, inst: _Instance) -> None:
+    def _rest(self, inst: HeldInstance) -> None:
         """An instance that holds nothing here keeps its cached state for a while; the
         least recently used ones beyond `idle_instances` are forgotten (memory stays bounded)."""
         resting = self._resting
@@ -871,87 +773,35 @@ class QueueDrainScheduler:
                 self._wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
             self._pump()
 
-    def _release_group(self, job: _Job) -> None:
+    def _release_group(self, job: Job) -> None:
         qid = job.row.queue_id
         self._unhold(qid)
         k = job.inst.kernel
         it = k.get(qid)
         if it is not None and it.state is ItemState.RUNNING:
             k.release(qid)
-            _forget(job.inst, job.row.group_id)
+            forget_one(job.inst, job.row.group_id)
 
     # -- ownership lost --------------------------------------------------------------------
-    def _lost(self, inst: _Instance, exc: BaseException) -> None:
+    def _lost(self, inst: HeldInstance, exc: BaseException) -> None:
         if not inst.lost:
             log.warning("lost instance %s/%s: %s", inst.ref.actor, inst.ref.instance_id, exc)
             self._counts["fenced"] += 1
         self._drop_queued(inst)
 
-    def _drop_queued(self, inst: _Instance) -> None:
+    def _drop_queued(self, inst: HeldInstance) -> None:
         """Forget what an instance holds here but has not started: its new owner runs it."""
         inst.lost = True
         self._dirty.pop(inst, None)
-        for it in _queued_items(inst.kernel):
+        for it in queued_items(inst.kernel):
             inst.kernel.cancel(it.id)
             self._unhold(it.id)  # type: ignore[arg-type]
-            _forget(inst, it.lane)  # type: ignore[arg-type]
-        for it in list(_items_of(self._wk, inst)):
+            forget_one(inst, it.lane)  # type: ignore[arg-type]
+        for it in list(items_of(self._wk, inst)):
             if it.state is ItemState.QUEUED:
                 self._wk.cancel(it.id)
                 self._unhold(it.id)  # type: ignore[arg-type]
                 k = inst.kernel
                 if k.get(it.id) is not None:
                     k.release(it.id)
-                    _forget(inst, it.payload.row.group_id)  # type: ignore[attr-defined]
-
-
-class _Callback:
-    """A small store chore run by a runner, so it is awaited inside the drain's TaskGroup."""
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self.fn = fn
-
-
-def _forget(inst: _Instance, group: str) -> None:
-    """One event of `group` is gone from this instance; an idle group drops its lane cap."""
-    held = inst.groups[group] - 1
-    if held:
-        inst.groups[group] = held
-    else:
-        del inst.groups[group]
-        inst.kernel.set_lane_cap(group, None)  # lets the kernel forget the idle group
-
-
-def _event(row: ClaimedEvent | PendingEvent, *, attempt: int) -> Event:
-    return Event(
-        id=row.queue_id,
-        event_id=row.event_id,
-        stream=row.stream,
-        tenant=row.tenant,
-        data=json.loads(row.data),
-        group_id=row.group_id,
-        attempt=attempt,
-        appended_at=row.appended_at,
-    )
-
-
-def _next_attempt(row: PendingEvent) -> Event:
-    """A row not yet run here, as its next attempt sees it."""
-    return _event(row, attempt=row.attempts + 1)
-
-
-def _queued_items(k: Kernel) -> list[Item]:
-    out: list[Item] = []
-    for lane in list(k.stats().lanes):
-        out.extend(k.pending(lane))
-    return out
-
-
-def _items_of(wk: Kernel, inst: _Instance) -> list[Item]:
-    return [
-        it
-        for it in wk.pending(inst.ref.tenant)
-        if isinstance(it.payload, _Job) and it.payload.inst is inst
-    ]
+                    forget_one(inst, it.payload.row.group_id)  # type: ignore[attr-defined]

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from yoke.actors.ctx import fire_time
 from yoke.actors.definitions import ActorRegistry, Backoff, Process, Queue, encode
-from yoke.actors.drain import DrainConfig, DrainStats, QueueDrainScheduler
+from yoke.actors.drain import QueueDrainScheduler
+from yoke.actors.drain_parts import DrainConfig, DrainStats
 from yoke.actors.executor.settings import ExecutorSettings
 from yoke.actors.fleet import Fleet, LiveWorkers, Placer
 from yoke.actors.inspection import DEAD_LETTERS_SHOWN, ActorInspector, InstanceView

@@ -1,0 +1,186 @@
+"""The drain's records and small pure helpers: its settings and counts, an instance held by this
+worker (its FIFO kernel, its groups), a claimed event on its way to `process()`, and the
+conversions from a stored row to the `Event` that `process()` sees.
+
+Split out of `drain.py`, which holds the loops that use them. This module must never do I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from yoke.actors.ctx import InstanceStateCell
+from yoke.actors.definitions import ActorDef, Event
+from yoke.kernel import Item, ItemState, Kernel
+from yoke.retry import Backoff, RetryPolicy
+from yoke.store.actor_records import ClaimedEvent, Completion, PendingEvent
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DrainConfig:
+    concurrency: int = 64  # worker-wide cap on concurrent process() calls
+    batch_size: int = 1000  # rows per claim and per completion statement, at most
+    prefetch: int = 2048  # claim="first-come": claimed rows held beyond the running ones
+    # "fair": each tenant holds at most its weighted share of concurrency * (1 + claim_depth)
+    # rows (claims.py); "first-come": up to `prefetch` rows, claimed again when half a batch of
+    # room is free (the baseline the benchmark compares with).
+    claim: str = "fair"
+    claim_depth: int = 16
+    # Tenant settings (weights, max_running) are read from the store this often; a worker's
+    # counters of capped calls lapse when its heartbeat is older than `stale_after`.
+    settings_poll: float = 2.0
+    stale_after: float = 60.0
+    cap_retry: float = 0.05  # a call refused by its tenant's fleet-wide cap asks again after
+    poll_interval: float = 15.0  # backup poll for a missed NOTIFY (YOKE_NOTIFY_POLL_BACKUP_SECS)
+    # How a write or a claim waits out an unavailable store.
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    idle_instances: int = 10_000  # instances holding nothing whose state stays cached here
+    select_window: int = 100  # custom mode: a group's first events (by arrival) select sees
+    crash_attempts: int = 3  # an event its executor died running alone this often is dead
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DrainStats:
+    held: int  # claimed rows held by this worker (queued here, running or waiting to retry)
+    running: int  # process() calls in progress
+    retrying: int  # failed events waiting for their backoff
+    processed: int
+    errors: int
+    dead: int
+    fenced: int
+    completing: int  # completions not yet written
+    given_up: int  # writes a stopping drain gave up (their rows stay claimed until stop_worker)
+    instances: int  # instances known here (holding events, or resting with cached state)
+    released: int  # rows put back to pending at no cost: their executor was not running
+    crashed: int  # crash attempts counted: the executor died running the event alone
+
+
+class HeldInstance:
+    __slots__ = (
+        "actor",
+        "backlog",
+        "backoff",
+        "cap",
+        "cell",
+        "custom",
+        "groups",
+        "kernel",
+        "lost",
+        "picking",
+        "ref",
+        "repick",
+    )
+
+    def __init__(self, actor: ActorDef, cell: InstanceStateCell) -> None:
+        self.actor = actor
+        self.ref = cell.ref
+        self.cell = cell
+        self.cap = actor.queue.concurrency
+        self.custom = actor.queue.mode == "custom"
+        self.kernel = Kernel(policy="fifo")
+        # Events held here per group; a group's lane cap is set while it holds any, so the
+        # kernel forgets idle groups (memory stays O(live groups)).
+        self.groups: dict[str, int] = {}
+        self.lost = False
+        # Custom mode (`custom_pick.CustomInstance`): one pick at a time per instance
+        # (`repick`: look again when it ends); `backlog`: groups whose last listing left events
+        # pending in the store.
+        self.picking = False
+        self.repick = False
+        self.backlog: set[str] = set()
+        self.backoff: Backoff | None = None  # made when a pick first fails for want of the store
+
+    def __repr__(self) -> str:
+        k = self.kernel
+        return (
+            f"HeldInstance({self.ref.actor}/{self.ref.instance_id}, epoch={self.cell.epoch}, "
+            f"queued={k.queued}, running={k.running}, lost={self.lost}, picking={self.picking})"
+        )
+
+
+class Job:
+    __slots__ = ("event", "failures", "inst", "row")
+
+    def __init__(self, row: ClaimedEvent, inst: HeldInstance, event: Event) -> None:
+        self.row = row
+        self.inst = inst
+        self.event = event
+        self.failures = 0
+
+    @property
+    def completion(self) -> Completion:
+        return Completion(queue_id=self.row.queue_id, epoch=self.row.epoch)
+
+
+class Chore:
+    """A small store chore run by a runner, so it is awaited inside the drain's TaskGroup."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+
+def forget_one(inst: HeldInstance, group: str) -> None:
+    """One event of `group` is gone from this instance; an idle group drops its lane cap."""
+    held = inst.groups[group] - 1
+    if held:
+        inst.groups[group] = held
+    else:
+        del inst.groups[group]
+        inst.kernel.set_lane_cap(group, None)  # lets the kernel forget the idle group
+
+
+def event_of(row: ClaimedEvent | PendingEvent, *, attempt: int) -> Event:
+    return Event(
+        id=row.queue_id,
+        event_id=row.event_id,
+        stream=row.stream,
+        tenant=row.tenant,
+        data=json.loads(row.data),
+        group_id=row.group_id,
+        attempt=attempt,
+        appended_at=row.appended_at,
+    )
+
+
+def next_attempt(row: PendingEvent) -> Event:
+    """A row not yet run here, as its next attempt sees it."""
+    return event_of(row, attempt=row.attempts + 1)
+
+
+def queued_items(k: Kernel) -> list[Item]:
+    out: list[Item] = []
+    for lane in list(k.stats().lanes):
+        out.extend(k.pending(lane))
+    return out
+
+
+def items_of(wk: Kernel, inst: HeldInstance) -> list[Item]:
+    return [
+        it
+        for it in wk.pending(inst.ref.tenant)
+        if isinstance(it.payload, Job) and it.payload.inst is inst
+    ]
+
+
+def waiting_by_tenant(
+    jobs: Mapping[int, Job], wk: Kernel, now: float
+) -> tuple[Counter[str], dict[str, float]]:
+    """Per tenant, the rows held here that are not running, and the age of its oldest one."""
+    backlog: Counter[str] = Counter()
+    oldest: dict[str, float] = {}
+    for qid, job in jobs.items():
+        it = wk.get(qid)
+        if it is not None and it.state is ItemState.RUNNING:
+            continue
+        t = job.row.tenant
+        backlog[t] += 1
+        age = now - job.row.appended_at
+        if age > oldest.get(t, -1.0):
+            oldest[t] = age
+    return backlog, oldest
