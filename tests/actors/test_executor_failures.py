@@ -223,9 +223,11 @@ async def test_an_app_that_cannot_be_imported_fails_its_boots_with_backoff(app_u
 
 async def test_a_boot_waiting_for_its_slot_is_not_past_its_deadline(app_url: str) -> None:
     """Boots wait for one of `boot_concurrency` slots; the boot deadline runs from the spawn,
-    so tenants queued behind slow boots are not killed for the wait."""
-    async with running(app_url, boot_concurrency=1, boot_timeout=1.0) as (rt, store):
-        tenants = [f"t{i}" for i in range(12)]
+    so tenants queued behind slow boots are not killed for the wait. 32 boots one at a time
+    take ~4 s here on a quiet machine (more under load), past the 2.5 s deadline, while a
+    boot alone stays well under it even on a loaded machine (a 1 s deadline was not)."""
+    async with running(app_url, boot_concurrency=1, boot_timeout=2.5) as (rt, store):
+        tenants = [f"t{i}" for i in range(32)]
         for tenant in tenants:
             await rt.append("jobs", {"k": "0", "g": 0, "n": 0}, tenant=tenant)
 
@@ -235,5 +237,5 @@ async def test_a_boot_waiting_for_its_slot_is_not_past_its_deadline(app_url: str
 
         await until(all_done, seconds=60)
         views = rt.executor_views()
-    assert len(views) == 12 and all(v.crashes == 0 for v in views)
-    assert max(v.boot_ms or 0 for v in views) < 1000  # each boot alone is quick
+    assert len(views) == 32 and all(v.crashes == 0 for v in views)
+    assert max(v.boot_ms or 0 for v in views) < 2500  # each boot alone is quick
