@@ -12,9 +12,11 @@ write that slipped past the core's refusal could not commit. When it takes the l
    only while this term is the lease's (the fence and the takeover share an advisory lock,
    so no write of the former leader can commit after this takeover did);
 2. every QUEUED start in the store is adopted (moved to this instance, fenced like any other
-   write) and its steps to re-use found, then, in one turn of the loop, the core leads and
-   queues them first, in their arrival order with their priorities; with `requeue` false
-   they are recorded ABORTED instead, as a single server's crash leaves them;
+   write) and its steps to re-use found, the newest limits in the control log are applied
+   (read after that fenced write, so no change of the former leader is missed), then, in one
+   turn of the loop, the core leads and queues them first, in their arrival order with their
+   priorities; with `requeue` false they are recorded ABORTED instead, as a single server's
+   crash leaves them;
 3. instances whose heartbeat is stale are recovered: their RUNNING executions ABORTED, their
    slots freed. (A former leader that is alive keeps running what it granted; its slots stay
    taken until each end is recorded, which is not fenced.)
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -43,6 +46,7 @@ from typing import Protocol
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.executions.core import Role
+from yoke.executions.model import Limits
 from yoke.executions.service import Executions
 from yoke.leases import Elector, LeaseStore
 from yoke.store import Store
@@ -279,10 +283,20 @@ class Leadership:
                     now=self._clock.wall(),
                 )
                 copies = await self.executions.copies_of(rows)
+                # Read after the fenced adoption committed: a limits change of the former
+                # leader is fenced too, so it either committed before (and is read here) or
+                # can never commit. A standby only follows the log at its heartbeat, so
+                # without this a change made just before the failover would not be in force.
+                recorded = await self.store.latest_limits()
                 break
             except YokeError as exc:
                 log.warning("adopting the queue failed (retrying): %s", exc)
                 await asyncio.sleep(0.5)  # a pause between tries, not a synchronisation
+        if recorded is not None:
+            limits = Limits.from_json(json.loads(recorded))
+            if limits != self.executions.current_limits:
+                log.warning("applying the limits last recorded before the takeover: %s", limits)
+                self.executions.apply_limits(limits)
         # One turn of the loop: no start arriving now can overtake the adopted ones.
         self.executions.lead(list(zip(rows, copies, strict=True)))
         self._changed.set()
