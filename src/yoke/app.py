@@ -38,6 +38,7 @@ from yoke.executions.model import Limits
 from yoke.executions.service import Executions, Reviewer
 from yoke.executions.tenants import Tenants
 from yoke.store import Store
+from yoke.store.actor_records import EventKey
 from yoke.store.leaseverbs import ha_session_name
 
 log = logging.getLogger("yoke.app")
@@ -217,6 +218,10 @@ class App:
     async def append(self, stream: str, data: Any, *, tenant: str = "default") -> int:
         """Append an event to `stream` and fan it out to the subscribed actor instances."""
         return await self.actors.append(stream, data, tenant=tenant)
+
+    async def append_once(self, stream: str, data: Any, *, tenant: str, key: EventKey) -> int:
+        """`append` once per Idempotency-Key: a retry gets the first append's event id."""
+        return await self.actors.append_once(stream, data, tenant=tenant, key=key)
 
     async def append_many(
         self, stream: str, items: list[Any], *, tenant: str = "default"

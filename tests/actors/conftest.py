@@ -25,6 +25,7 @@ ACTOR_TABLES = (
     "yoke_leases",
     "tenant_settings",
     "tenant_running",
+    "yoke_event_keys",
 )
 
 

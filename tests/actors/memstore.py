@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from yoke.errors import IdempotencyConflict
 from yoke.store import NewControl
 from yoke.store.actor_records import (
     ActorCounts,
@@ -20,6 +21,7 @@ from yoke.store.actor_records import (
     CrashCharge,
     DeadLetter,
     DueTimer,
+    EventKey,
     ExecutorRow,
     FleetCounts,
     InstanceInfo,
@@ -84,6 +86,8 @@ class MemoryActorStore:
     clock: Callable[[], float] = time.time  # the "database's" clock of the leases
     tenants: dict[str, TenantRow] = field(default_factory=dict)
     tenant_running: dict[tuple[str, str], int] = field(default_factory=dict)
+    event_keys: dict[tuple[str, str], tuple[EventKey, int]] = field(default_factory=dict)
+    event_keys_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def _count(self, verb: str) -> None:
         self.calls[verb] = self.calls.get(verb, 0) + 1
@@ -105,6 +109,20 @@ class MemoryActorStore:
                 qid = next(self.ids)
                 self.rows[qid] = _Row(qid, eid, ref, t.group_id, e.stream, e.data, now)
         return out
+
+    async def append_event_once(
+        self, event: NewEvent, *, key: EventKey, owner: str | None, now: float
+    ) -> tuple[int, bool]:
+        slot = (key.principal, key.key)
+        async with self.event_keys_lock:  # the claim and the append are one step
+            kept = self.event_keys.get(slot)
+            if kept is not None and kept[0].expires_at > now:
+                if kept[0].fingerprint != key.fingerprint:
+                    raise IdempotencyConflict(f"Idempotency-Key {key.key!r} was used before")
+                return kept[1], False
+            (eid,) = await self.append_events([event], owner=owner, now=now)
+            self.event_keys[slot] = (key, eid)
+            return eid, True
 
     def _ours(self, r: _Row, worker_id: str) -> _Instance | None:
         inst = self.instances[r.ref]

@@ -4,9 +4,9 @@ failover), is appended twice.
 
 The replayer (yoke/server/idempotency.py) looks the key up, runs the append, then keeps the
 answer, each in its own transaction; inside one process a per-key lock serialises retries, but
-two servers both find no answer and both append. Starts are safe (the starts service keeps
-one start per key in the start row itself); appends have no such row. Strict xfail: it fails
-as soon as an append is made once per key, and then the mark must go.
+two servers both found no answer and both appended. As starts keep one start per key in the
+start row itself, an append now claims its key in its own transaction (`append_event_once`,
+table yoke_event_keys): the second claim waits for the first and answers with its event.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 KEYS = 20
 
 
-@pytest.mark.xfail(strict=True, reason="an append's Idempotency-Key is not kept with the event")
 async def test_one_key_sent_to_two_servers_at_once_appends_one_event(
     pg_databases: Callable[[], str], tmp_path: Path
 ) -> None:

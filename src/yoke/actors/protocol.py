@@ -28,6 +28,7 @@ from yoke.store.actor_records import (
     CrashCharge,
     DeadLetter,
     DueTimer,
+    EventKey,
     ExecutorRow,
     FleetCounts,
     InstanceInfo,
@@ -56,6 +57,14 @@ class ActorStore(LeaseStore, Protocol):
         """Write the events and one `actor_queues` row per target, in one transaction; create
         missing instances owned by `owner` (a worker, none, or a rule naming one per
         instance). Returns the event ids, in order."""
+        ...
+
+    async def append_event_once(
+        self, event: NewEvent, *, key: EventKey, owner: str | None, now: float
+    ) -> tuple[int, bool]:
+        """Append `event` unless `key` (live, same principal) appended one already, in one
+        transaction with the key's claim: (the event id, whether it was appended now). The
+        key used with another request (`fingerprint`) is `IdempotencyConflict`."""
         ...
 
     # -- queue drain ---------------------------------------------------------------------------

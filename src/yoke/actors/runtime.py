@@ -39,7 +39,7 @@ from yoke.actors.workers import WorkerHeartbeat
 from yoke.clock import Clock, SystemClock
 from yoke.errors import BadType, NotRunning, YokeError
 from yoke.retry import RetryPolicy
-from yoke.store.actor_records import NewTimer, WorkerRow
+from yoke.store.actor_records import EventKey, NewTimer, WorkerRow
 
 if TYPE_CHECKING:
     from yoke.actors.executor.pool import ExecutorPool, ExecutorView
@@ -178,6 +178,21 @@ class ActorRuntime:
         """Append one event to `stream` and fan it out; returns its event id."""
         ids = await self.append_many(stream, [data], tenant=tenant)
         return ids[0]
+
+    async def append_once(self, stream: str, data: Any, *, tenant: str, key: EventKey) -> int:
+        """`append`, once per Idempotency-Key `key`: a retry (even one racing the first on
+        another server) gets the first append's event id, and appends nothing."""
+        store = self._require()
+        (event,) = self.registry.new_events(stream, [data], tenant=tenant)
+        owner = self.worker_id if self._drain is not None else None
+        event_id, appended = await store.append_event_once(
+            event, key=key, owner=owner, now=self._clock.wall()
+        )
+        if appended and self._drain is not None:
+            self._drain.wake()
+        if appended and self._lifecycle is not None:
+            self._lifecycle.wake(tenant)
+        return event_id
 
     async def append_many(
         self, stream: str, items: Iterable[Any], *, tenant: str = "default"

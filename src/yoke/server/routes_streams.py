@@ -2,7 +2,9 @@
 
 The body is the event (a JSON object); it is appended to the stream in the caller's tenant and
 fanned out to the subscribed actor instances by `app.append`. It answers 202: the event is
-stored, its processing happens later. Idempotency-Key works as on every creating POST.
+stored, its processing happens later. Idempotency-Key works as on every creating POST, and is
+also kept with the event in the append's transaction (`append_event_once`): the replayer keeps
+answers after the fact, so without it two servers given the same key at once both appended.
 
 Nesting is bounded as for a start's input, so no event is too deep to encode, store or decode
 later. What the event routes by (its instance ids and groups) is checked by the runtime's
@@ -20,7 +22,9 @@ from starlette.responses import Response
 
 from yoke.errors import BadValue
 from yoke.server.auth import home_tenant, principal_of
+from yoke.server.idempotency import fingerprint
 from yoke.server.state import BadRequest, ServerState, json_response, read_body
+from yoke.store.actor_records import EventKey
 from yoke.store.text import check_text
 
 MAX_DEPTH = 200  # levels of arrays and objects, as pydantic allows in a start's input
@@ -36,7 +40,18 @@ class StreamsRoutes:
             stream = check_text(request.path_params["stream"], "stream")
             data = parse_event(await read_body(request))
             tenant = home_tenant(p)
-            event_id = await self.s.app.append(stream, data, tenant=tenant)
+            key = request.headers.get("idempotency-key")
+            if key is None:
+                event_id = await self.s.app.append(stream, data, tenant=tenant)
+            else:  # kept with the event too: the replayer alone cannot stop a second append
+                raw = await read_body(request)
+                once = EventKey(
+                    principal=p.name,
+                    key=key,
+                    fingerprint=fingerprint(request.method, request.url.path, raw),
+                    expires_at=self.s.app.clock.wall() + self.s.replayer.retention,
+                )
+                event_id = await self.s.app.append_once(stream, data, tenant=tenant, key=once)
             return json_response({"stream": stream, "tenant": tenant, "event_id": event_id}, 202)
 
         response, _ = await self.s.idempotent(request, answer)

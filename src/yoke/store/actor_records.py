@@ -50,6 +50,17 @@ class NewEvent:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class EventKey:
+    """The Idempotency-Key an event is appended under (`append_event_once`): one event per
+    (principal, key) until `expires_at`; `fingerprint` tells a retry from another request."""
+
+    principal: str
+    key: str
+    fingerprint: str
+    expires_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PendingEvent:
     """A queue row waiting for its owner's claim: what a custom-mode `select` chooses among
     (list pending, select, claim the chosen one)."""

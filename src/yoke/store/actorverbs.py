@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from yoke.errors import Conflict
+from yoke.errors import Conflict, IdempotencyConflict
 from yoke.store.actor_records import (
     ActorCounts,
     ClaimedEvent,
@@ -34,6 +34,7 @@ from yoke.store.actor_records import (
     CrashCharge,
     DeadLetter,
     DueTimer,
+    EventKey,
     ExecutorRow,
     FleetCounts,
     InstanceInfo,
@@ -125,6 +126,27 @@ class ActorVerbs:
             return []
         ids, _ = await self._append(events, (), owner=owner, now=now)
         return ids
+
+    async def append_event_once(
+        self, event: NewEvent, *, key: EventKey, owner: str | None, now: float
+    ) -> tuple[int, bool]:
+        """Append `event` unless `key` already appended one: (its event id, appended now).
+        The key's row is claimed in the append's transaction, so a concurrent append with
+        the same key (another server) waits for this one and then answers with its event."""
+        params = {"principal": key.principal, "idem_key": key.key}
+        async with self._t.write() as tx:
+            claim = {**params, "fingerprint": key.fingerprint, "expires_at": key.expires_at}
+            if await tx.one("claim_event_key", {**claim, "now": now}) is None:
+                kept = await tx.one("event_key", params)
+                assert kept is not None  # a live row, or the claim would have taken it
+                if kept["fingerprint"] != key.fingerprint or kept["event_id"] is None:
+                    raise IdempotencyConflict(
+                        f"Idempotency-Key {key.key!r} was used for another request"
+                    )
+                return int(kept["event_id"]), False
+            ids, _ = await self._append_steps(tx, [event], (), owner=owner, now=now)
+            await tx.run("set_event_key", {**params, "event_id": ids[0]})
+        return ids[0], True
 
     async def _append(
         self,

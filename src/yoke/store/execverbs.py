@@ -625,7 +625,8 @@ class ExecutionVerbs:
         return answer_row(row)
 
     async def forget_answers(self, *, now: float) -> int:
-        async with self._t.single() as tx:
+        async with self._t.write() as tx:
+            await tx.run("forget_event_keys", {"now": now})  # appended events' keys expire alike
             return await tx.run("forget_answers", {"now": now})
 
     async def ledger(self) -> dict[str, int]:

@@ -249,3 +249,17 @@ $$;
 ALTER TABLE actor_instances ADD COLUMN moving_to TEXT;
 ALTER TABLE actor_instances ADD COLUMN moving_since DOUBLE PRECISION;
 CREATE INDEX actor_instances_moving ON actor_instances (moving_to);
+
+
+-- 0012: Idempotency-Keys of appended events (claimed in the append's transaction).
+
+CREATE TABLE yoke_event_keys (
+    principal TEXT NOT NULL,
+    idem_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    event_id BIGINT,
+    expires_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (principal, idem_key)
+);
+
+CREATE INDEX yoke_event_keys_expiry ON yoke_event_keys (expires_at);

@@ -784,3 +784,25 @@ WHERE q.status = 'pending' AND q.worker_id = :worker_id AND i.moving_to IS NULL
 GROUP BY q.tenant, q.actor, q.instance_id
 ORDER BY n DESC, q.tenant, q.actor, q.instance_id
 LIMIT :limit;
+
+-- ===================================================================================
+-- Idempotency-Keys of appended events, in the append's transaction (append_event_once).
+
+-- name: claim_event_key
+-- The key's row, unless a live one is kept: a concurrent claim of the same key waits for the
+-- first one's transaction, then returns nothing (an expired row is taken over).
+INSERT INTO yoke_event_keys (principal, idem_key, fingerprint, event_id, expires_at)
+VALUES (:principal, :idem_key, :fingerprint, NULL, :expires_at)
+ON CONFLICT (principal, idem_key) DO UPDATE
+SET fingerprint = excluded.fingerprint, event_id = NULL, expires_at = excluded.expires_at
+WHERE yoke_event_keys.expires_at <= :now
+RETURNING idem_key;
+
+-- name: event_key
+SELECT fingerprint, event_id FROM yoke_event_keys WHERE principal = :principal AND idem_key = :idem_key;
+
+-- name: set_event_key
+UPDATE yoke_event_keys SET event_id = :event_id WHERE principal = :principal AND idem_key = :idem_key;
+
+-- name: forget_event_keys
+DELETE FROM yoke_event_keys WHERE expires_at <= :now;

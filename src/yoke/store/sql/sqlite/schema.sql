@@ -233,3 +233,17 @@ CREATE TABLE tenant_running (
 ALTER TABLE actor_instances ADD COLUMN moving_to TEXT;
 ALTER TABLE actor_instances ADD COLUMN moving_since REAL;
 CREATE INDEX actor_instances_moving ON actor_instances (moving_to);
+
+
+-- 0012: Idempotency-Keys of appended events (claimed in the append's transaction).
+
+CREATE TABLE yoke_event_keys (
+    principal TEXT NOT NULL,
+    idem_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    event_id INTEGER,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (principal, idem_key)
+);
+
+CREATE INDEX yoke_event_keys_expiry ON yoke_event_keys (expires_at);
