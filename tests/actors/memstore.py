@@ -111,7 +111,7 @@ class MemoryActorStore:
         return out
 
     async def append_event_once(
-        self, event: NewEvent, *, key: EventKey, owner: str | None, now: float
+        self, event: NewEvent, *, key: EventKey, owner: Owner, now: float
     ) -> tuple[int, bool]:
         slot = (key.principal, key.key)
         async with self.event_keys_lock:  # the claim and the append are one step

@@ -60,7 +60,7 @@ class ActorStore(LeaseStore, Protocol):
         ...
 
     async def append_event_once(
-        self, event: NewEvent, *, key: EventKey, owner: str | None, now: float
+        self, event: NewEvent, *, key: EventKey, owner: Owner, now: float
     ) -> tuple[int, bool]:
         """Append `event` unless `key` (live, same principal) appended one already, in one
         transaction with the key's claim: (the event id, whether it was appended now). The

@@ -184,7 +184,7 @@ class ActorRuntime:
         another server) gets the first append's event id, and appends nothing."""
         store = self._require()
         (event,) = self.registry.new_events(stream, [data], tenant=tenant)
-        owner = self.worker_id if self._drain is not None else None
+        owner = None if self._placer is None else await self._placer.rule()  # as append_many
         event_id, appended = await store.append_event_once(
             event, key=key, owner=owner, now=self._clock.wall()
         )

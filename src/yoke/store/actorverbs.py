@@ -128,7 +128,7 @@ class ActorVerbs:
         return ids
 
     async def append_event_once(
-        self, event: NewEvent, *, key: EventKey, owner: str | None, now: float
+        self, event: NewEvent, *, key: EventKey, owner: Owner, now: float
     ) -> tuple[int, bool]:
         """Append `event` unless `key` already appended one: (its event id, appended now).
         The key's row is claimed in the append's transaction, so a concurrent append with
