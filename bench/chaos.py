@@ -201,12 +201,11 @@ def section(raw: dict[str, Any], argv: str) -> str:
         "",
         f"Also seen, allowed: {not_run} acknowledged starts refused or aborted before running; "
         f"{unheld} grants committed after their leader resigned and before the takeover (the "
-        "takeover waits for them). Two counts are known defects, each pinned by a strict "
-        "xfail: `overshoot`, a new leader admitting under the limits it last followed at its "
-        "heartbeat, not the newest recorded (each round sets the limits, then its first "
-        "failover can come within one heartbeat: tests/ha/test_limits_failover.py); "
-        "`events_appended_twice`, an append retried on the other server while the first is in "
-        "flight (tests/ha/test_append_retries.py).",
+        "takeover waits for them). Two counts found defects in the first long run, since "
+        "fixed and pinned by tests: `overshoot`, a new leader admitting under the limits it "
+        "last followed at its heartbeat, not the newest recorded "
+        "(tests/ha/test_limits_failover.py); `events_appended_twice`, an append retried on "
+        "the other server while the first was in flight (tests/ha/test_append_retries.py).",
     ]
     if raw.get("unexpected"):
         lines += [
