@@ -136,6 +136,7 @@ async def test_the_store_unavailable_is_503_on_every_actor_route(
         raise StoreUnavailable("PostgreSQL unavailable: connection refused")
 
     monkeypatch.setattr(server.app, "append", down)
+    monkeypatch.setattr(server.app, "append_once", down)  # the route with an Idempotency-Key
     for name in ("actors", "instances", "instance", "workers"):
         monkeypatch.setattr(server.app.actors.inspect, name, down)
     for method, path in [
