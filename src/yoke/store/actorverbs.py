@@ -247,25 +247,20 @@ class ActorVerbs:
             chosen = found[:limit]
             if not chosen:
                 return []
-            if quota is None:
-                params = {
-                    "worker_id": worker_id,
-                    "now": now,
-                    "tenants": json.dumps(chosen),
-                    "quota": -(-limit // len(chosen)),
-                }
-                marked = [int(r["queue_id"]) for r in await tx.all("claim_mark", params)]
+            if quota is None:  # first-come: an even split of `limit` among the chosen
+                even = -(-limit // len(chosen))
+                shares = dict.fromkeys(chosen, even)
             else:
                 shares = {t: n for t in chosen if (n := quota(t)) > 0}
                 if not shares:
                     return []
-                params = {
-                    "worker_id": worker_id,
-                    "now": now,
-                    "most": max(shares.values()),
-                    "quotas": json.dumps([{"tenant": t, "quota": n} for t, n in shares.items()]),
-                }
-                marked = [int(r["queue_id"]) for r in await tx.all("claim_quotas", params)]
+            params = {
+                "worker_id": worker_id,
+                "now": now,
+                "most": max(shares.values()),
+                "quotas": json.dumps([{"tenant": t, "quota": n} for t, n in shares.items()]),
+            }
+            marked = [int(r["queue_id"]) for r in await tx.all("claim_quotas", params)]
             if not marked:
                 return []
             # RETURNING cannot join the events on SQLite: read the claimed rows with them.

@@ -309,35 +309,11 @@ WITH RECURSIVE t(tenant) AS (
 )
 SELECT tenant FROM t WHERE tenant IS NOT NULL LIMIT %(limit)s;
 
--- name: claim_mark
--- Up to `quota` oldest due rows of each tenant in `tenants`, so one tenant's backlog never
--- fills a claim while another tenant waits. A row waits while an earlier row of its group was
--- put back during its backoff and is not due yet (FIFO per group across a hand-over; such
--- rows are few, found in actor_queues_backoff).
-UPDATE actor_queues q
-SET status = 'claimed', claimed_by = %(worker_id)s, claim_epoch = q.owner_epoch
-WHERE q.queue_id = ANY(ARRAY(
-    SELECT x.queue_id
-    FROM json_array_elements_text(%(tenants)s::json) AS t(tenant)
-    CROSS JOIN LATERAL (
-        SELECT p.queue_id FROM actor_queues p
-        WHERE p.status = 'pending' AND p.worker_id = %(worker_id)s
-            AND p.tenant = t.tenant AND p.available_at <= %(now)s
-            AND NOT EXISTS (
-                SELECT 1 FROM actor_queues h
-                WHERE h.status = 'pending' AND h.attempts > 0 AND h.tenant = p.tenant
-                    AND h.actor = p.actor AND h.instance_id = p.instance_id
-                    AND h.group_id = p.group_id AND h.queue_id < p.queue_id
-                    AND h.available_at > %(now)s)
-        ORDER BY p.queue_id
-        LIMIT %(quota)s
-        FOR UPDATE SKIP LOCKED) x))
-RETURNING q.queue_id;
-
 -- name: claim_quotas
 -- The fair claim: up to its own quota of oldest due rows for each tenant in `quotas` (a JSON
 -- array of {"tenant", "quota"}), the quotas being what each tenant's window at the worker has
--- room for. Same rows and the same FIFO-behind-backoff rule as claim_mark.
+-- room for. Oldest due rows first, never a row of a group behind an earlier one waiting out its backoff
+-- (FIFO per group); the first-come claim uses it too, with an even split.
 UPDATE actor_queues q
 SET status = 'claimed', claimed_by = %(worker_id)s, claim_epoch = q.owner_epoch
 WHERE q.queue_id = ANY(ARRAY(

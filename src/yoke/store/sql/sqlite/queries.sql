@@ -242,28 +242,6 @@ WITH RECURSIVE t(tenant) AS (
 )
 SELECT tenant FROM t WHERE tenant IS NOT NULL LIMIT :limit;
 
--- name: claim_mark
--- Up to :quota oldest due rows of each tenant in :tenants; a row waits behind an earlier row
--- of its group put back during its backoff and not due yet (FIFO across a hand-over).
-UPDATE actor_queues
-SET status = 'claimed', claimed_by = :worker_id, claim_epoch = owner_epoch
-WHERE queue_id IN (
-    SELECT p.queue_id
-    FROM json_each(:tenants) t
-    JOIN actor_queues p ON p.queue_id IN (
-        SELECT x.queue_id FROM actor_queues x
-        WHERE x.status = 'pending' AND x.worker_id = :worker_id AND x.tenant = t.value
-            AND x.available_at <= :now
-            AND NOT EXISTS (
-                SELECT 1 FROM actor_queues h
-                WHERE h.status = 'pending' AND h.attempts > 0 AND h.tenant = x.tenant
-                    AND h.actor = x.actor AND h.instance_id = x.instance_id
-                    AND h.group_id = x.group_id AND h.queue_id < x.queue_id
-                    AND h.available_at > :now)
-        ORDER BY x.queue_id
-        LIMIT :quota))
-RETURNING queue_id;
-
 -- name: claim_quotas
 -- The fair claim: up to its own quota of oldest due rows for each tenant in :quotas (a JSON
 -- array of {"tenant", "quota"}); :most is the largest quota (a LIMIT here cannot read the
