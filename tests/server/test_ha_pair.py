@@ -43,6 +43,12 @@ def test_the_standby_refuses_every_write_with_503_and_serves_reads(db: str, tmp_
         who = ha(leader)
         assert who["enabled"] and who["epoch"] >= 1 and who["leader"]["holder"] == who["holder"]
         assert ha(standby)["leader"]["holder"] == who["holder"]
+        # The dashboard says which part each server plays, and the leader's term.
+        over = httpx.get(leader.url + "/v1/overview", timeout=10).json()
+        assert (over["ha_role"], over["ha_epoch"]) == ("leader", who["epoch"])
+        card = httpx.get(leader.url + "/ui/f/overview", timeout=10).text
+        assert f'id="ha-role">leader, term {who["epoch"]}<' in card
+        assert httpx.get(standby.url + "/v1/overview", timeout=10).json()["ha_role"] == "standby"
         done = post_start(leader, "echo", {"x": 1}, params={"wait": 5})
         assert done.status_code == 201, done.text
         start_id, execution_id = done.json()["start_id"], done.json()["execution_id"]

@@ -37,11 +37,15 @@ def main() -> None:
             time.sleep(0.2)
         time.sleep(6)  # let the flood build a queue
         # A low-priority start waits behind the flood's: the Why page has something to say.
-        low = httpx.post(
-            f"{url}/v1/starts",
+        http = httpx.Client(base_url=url, timeout=30)  # the demo's flood slows every answer
+        low = http.post(
+            "/v1/starts",
             json={"workflow": "order", "input": {}, "session": "ada", "priority": -5},
         ).json()
-        done = httpx.get(f"{url}/v1/executions", params={"status": "SUCCEEDED", "limit": 1})
+        # Fleet-wide weights for the Actors page's table (the flood's events count for less).
+        http.put("/v1/tenants/flood", json={"weight": 0.5, "max_running": 2})
+        http.put("/v1/tenants/ada", json={"weight": 2.0})
+        done = http.get("/v1/executions", params={"status": "SUCCEEDED", "limit": 1})
         pages = {
             "overview": "/ui/",
             "admission": "/ui/admission",

@@ -1,7 +1,8 @@
 """The dashboard's record views, in process on both stores: an actor's instances and one
 instance (queue depth, in flight, dead letters, owner worker) with its JSON twin and a tenant
 kept to its own; the Workers view lists executors and the executor mode; an execution links to
-its children and to the runs restarted or resumed from it, and they back to it."""
+its children and to the runs restarted or resumed from it, and they back to it; the Actors page
+lists the tenants' weights and fleet-wide caps, a tenant only its own."""
 
 from __future__ import annotations
 
@@ -59,6 +60,22 @@ async def test_the_workers_view_lists_executors_and_the_mode(start: Start) -> No
     assert over["executor_mode"] == "inline" and over["executors_live"] == 1
     refused = (await client("acme").get("/ui/workers")).text
     assert "lacks role" in refused and "4242" not in refused
+
+
+async def test_the_actors_page_shows_tenant_weights_each_tenant_only_its_own(
+    start: Start,
+) -> None:
+    server, client = await start()
+    admin, ops = client("admin"), client("operator")
+    for tenant, body in (("acme", {"weight": 3.0}), ("globex", {"max_running": 2})):
+        assert (await admin.put(f"/v1/tenants/{tenant}", json=body)).status_code == 200
+    server.dashboard.hub.bump()  # a new version: the Actors region is rendered again
+    page = (await ops.get("/ui/actors")).text
+    assert '<table id="tenant-settings">' in page
+    assert "<td>acme</td><td>3.0</td><td>∞</td><td>root</td>" in page
+    assert "<td>globex</td><td>1.0</td><td>2</td><td>root</td>" in page
+    mine = (await client("acme").get("/ui/actors")).text
+    assert "<td>acme</td><td>3.0</td>" in mine and "globex" not in mine
 
 
 @pytest.fixture

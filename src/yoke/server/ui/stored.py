@@ -33,6 +33,7 @@ from yoke.store.records import ExecutionRow
 STATUSES = tuple(s.value for s in ExecutionStatus)
 INSTANCES_PAGE = 50
 EXECUTORS_SHOWN = 200
+TENANTS_SHOWN = 200  # tenants with stored settings listed on the actors page
 LINKS_SHOWN = 50  # children, and restarts or resumes, shown of one execution
 STEPS_PAGE = 100  # steps per page by default
 MAX_STEPS_PAGE = 500  # an execution may record any number of steps: a page is bounded
@@ -135,7 +136,23 @@ def _link(row: ExecutionRow) -> dict[str, Any]:
 async def actors(s: ServerState, p: Principal) -> dict[str, Any]:
     tenant = None if privileged(p) else home_tenant(p)
     views = await s.app.actors.inspect.actors(tenant=tenant)
-    return {"tenant": tenant, "items": [actor_json(v) for v in views]}
+    # The fleet-wide weights and caps the fair claim drains by (PUT /v1/tenants): a plain
+    # tenant sees its own row only, as on GET /v1/tenants.
+    settings = await s.app.tenants.list(principal=p, limit=TENANTS_SHOWN)
+    return {
+        "tenant": tenant,
+        "items": [actor_json(v) for v in views],
+        "tenants": [
+            {
+                "tenant": t.tenant,
+                "weight": t.weight,
+                "max_running": t.max_running,
+                "updated_by": t.updated_by,
+                "updated_at": t.updated_at,
+            }
+            for t in settings
+        ],
+    }
 
 
 async def actor_instances(

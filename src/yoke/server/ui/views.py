@@ -90,6 +90,7 @@ async def overview(s: ServerState, p: Principal) -> dict[str, Any]:
         except YokeError:
             workers_live = None
     refused = s.recorder.totals(60)[1] if privileged(p) else None
+    lead = s.app.leadership
     return {
         "principal": p.name,
         "tenant": p.tenant,
@@ -105,6 +106,10 @@ async def overview(s: ServerState, p: Principal) -> dict[str, Any]:
         "executor_mode": str(s.app.actors.executor_settings.mode),
         "oldest_wait_seconds": None if oldest_age is None else round(oldest_age, 3),
         "shutting_down": ex.closing,
+        # This server's part in an HA pair ("solo" without one) and the term it leads under;
+        # the lease's holder names a process, which only operators see (on /v1/ha).
+        "ha_role": "solo" if lead is None else lead.role.value,
+        "ha_epoch": None if lead is None or not lead.is_leader else lead.epoch,
     }
 
 
