@@ -696,7 +696,10 @@ class MemoryActorStore:
         return sorted(self.workers.values(), key=lambda w: w.worker_id)
 
     async def listen_actor_wakeups(
-        self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
+        self,
+        on_queue: Callable[[], None],
+        on_schedule: Callable[[], None],
+        on_tenants: Callable[[], None],
     ) -> None:
         return None
 

@@ -152,3 +152,31 @@ async def test_two_changes_decided_on_the_same_row_never_both_land(app_url: str)
     # The stored row is the winner's alone (not a blend of both), and one entry is audited.
     assert (stored.weight, stored.max_running) == (landed[0].weight, landed[0].max_running)
     assert len(audit) == 1
+
+
+@pytest.mark.postgres
+async def test_a_change_made_elsewhere_reaches_a_worker_at_once(pg_url: str) -> None:
+    """On PostgreSQL a change is pushed (NOTIFY yoke_tenant_settings): a worker whose backup
+    poll is ten minutes away applies a weight and a cap set through another process's app."""
+    from tests.actors.conftest import truncate_actor_tables
+
+    truncate_actor_tables(pg_url)
+    worker = app_for(pg_url, tenant_settings_poll=600.0)
+
+    @worker.actor(subscribe=["s"], key="k")
+    async def work(ctx: yoke.ActorCtx, event: Event) -> None:
+        return None
+
+    elsewhere = yoke.App(settings=Settings(database_url=pg_url))
+    async with worker.running(), elsewhere.running():
+        drain = worker.actors._drain
+        assert drain is not None
+        rules = drain._rules
+        await rules.ready.wait()
+        assert rules.weights == {} and rules.caps == {}
+        await elsewhere.tenants.set_weight("a", 3.0, principal=ADMIN)
+        await elsewhere.tenants.set_max_running("b", 2, principal=ADMIN)
+        deadline = time.monotonic() + 5
+        while (rules.weights, rules.caps) != ({"a": 3.0}, {"b": 2}):
+            assert time.monotonic() < deadline, (rules.weights, rules.caps)
+            await asyncio.sleep(0.02)  # the worker's listener runs on this loop

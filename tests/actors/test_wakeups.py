@@ -196,7 +196,7 @@ async def listening(store: PostgresStore, on_queue: Callable[[], None]) -> Async
     logger.addHandler(lines)
     old_level = logger.level
     logger.setLevel(logging.INFO)
-    task = asyncio.create_task(store.listen_actor_wakeups(on_queue, lambda: None))
+    task = asyncio.create_task(store.listen_actor_wakeups(on_queue, lambda: None, lambda: None))
     try:
         yield lines
     finally:

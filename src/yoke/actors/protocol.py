@@ -249,10 +249,14 @@ class ActorStore(LeaseStore, Protocol):
         ...
 
     async def listen_actor_wakeups(
-        self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
+        self,
+        on_queue: Callable[[], None],
+        on_schedule: Callable[[], None],
+        on_tenants: Callable[[], None],
     ) -> None:
-        """Run until cancelled, calling back on NOTIFY (PostgreSQL). Returns at once on a
-        backend without push notifications; callers keep a backup poll either way."""
+        """Run until cancelled, calling back on NOTIFY (PostgreSQL): rows for the drain, a
+        timer scheduled, a tenant's settings changed. Returns at once on a backend without push
+        notifications; callers keep a backup poll either way."""
         ...
 
     # -- executor lifecycle ----------------------------------------------------------------------

@@ -386,7 +386,8 @@ class ActorRuntime:
                     tg.create_task(heartbeat.run(), name="yoke-worker-heartbeat"),
                     tg.create_task(fleet.run(), name="yoke-fleet"),
                     tg.create_task(
-                        st.listen_actor_wakeups(on_rows, timers.wake), name="yoke-actor-listen"
+                        st.listen_actor_wakeups(on_rows, timers.wake, drain.refresh_settings),
+                        name="yoke-actor-listen",
                     ),
                 ]
                 if pool is not None and lifecycle is not None:

@@ -68,7 +68,9 @@ class ActorSettings:
         16, "with the fair claim: rows held per slot beyond the running ones, shared by tenants"
     )
     tenant_settings_poll: float = setting(
-        2.0, "seconds between a worker's reads of the tenants' weights and caps (`/v1/tenants`)"
+        2.0,
+        "seconds between a worker's reads of the tenants' weights and caps (`/v1/tenants`); "
+        "on PostgreSQL a backup, as a change is announced at once",
     )
     shutdown_timeout: float = setting(10.0, "seconds running `process()` calls get at shutdown")
     placement: str = setting(

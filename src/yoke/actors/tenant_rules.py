@@ -1,5 +1,6 @@
 """A drain's view of the tenants' stored settings (`app.tenants`): it reads them every
-`poll` seconds (and at once when `refresh()` is called, after a change made here), gives the
+`poll` seconds and at once when `refresh()` is called (a change made here, or announced by the
+store: NOTIFY yoke_tenant_settings on PostgreSQL), gives the
 weights to the worker kernel (`sfq` shares of the slots) and to the claim windows, and the
 `max_running` caps to the kernel as lane caps (this worker alone never starts more) and to
 `take`/`free`, which count each call in the store so that the cap holds across the fleet.

@@ -3,7 +3,8 @@ slots and claimed rows, and its cap on concurrent `process()` calls across the f
 
 A change needs role ADMIN, passes the app's reviewers (which may veto) like a change of limits,
 and is written together with its control-log entry (kind "tenant"). Every worker's drain reads
-the stored settings within `YOKE_TENANT_SETTINGS_POLL_SECS` (this process's at once). A plain
+the stored settings at once on PostgreSQL (NOTIFY yoke_tenant_settings), else within
+`YOKE_TENANT_SETTINGS_POLL_SECS` (this process's at once). A plain
 tenant's principal reads only its own row. This module decides no start and runs no event.
 """
 

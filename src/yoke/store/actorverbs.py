@@ -683,9 +683,12 @@ class ActorVerbs:
         return MoveResult.MOVED if live else MoveResult.CANCELLED
 
     async def listen_actor_wakeups(
-        self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
+        self,
+        on_queue: Callable[[], None],
+        on_schedule: Callable[[], None],
+        on_tenants: Callable[[], None],
     ) -> None:
-        await self._t.listen_actor_wakeups(on_queue, on_schedule)
+        await self._t.listen_actor_wakeups(on_queue, on_schedule, on_tenants)
 
     # -- inspection (the HTTP API) -------------------------------------------------------------
     async def actor_counts(self, *, tenant: str | None) -> list[ActorCounts]:

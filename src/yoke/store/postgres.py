@@ -70,6 +70,7 @@ CHANNEL = "yoke_slot_freed"
 ACTOR_QUEUE_CHANNEL = "yoke_actor_queue"
 SCHEDULE_CHANNEL = "yoke_schedule_change"
 LEASE_CHANNEL = "yoke_lease"
+TENANTS_CHANNEL = "yoke_tenant_settings"
 _MIGRATION_LOCK = 0x796F6B65  # "yoke"
 FENCED = "YK001"  # raised by yoke_fence(): the writer's term is over
 _MIGRATIONS_TABLE = (
@@ -372,20 +373,26 @@ class PostgresStore:
         await tx.run("notify_slot_freed", {})
 
     async def listen_actor_wakeups(
-        self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
+        self,
+        on_queue: Callable[[], None],
+        on_schedule: Callable[[], None],
+        on_tenants: Callable[[], None],
     ) -> None:
-        """Actors: NOTIFY yoke_actor_queue (rows appended or handed over) and
-        yoke_schedule_change (a timer scheduled); reconnects with backoff, never fatal."""
+        """Actors: NOTIFY yoke_actor_queue (rows appended or handed over),
+        yoke_schedule_change (a timer scheduled) and yoke_tenant_settings (a tenant's weight or
+        cap changed); reconnects with backoff, never fatal."""
+        by_channel = {
+            ACTOR_QUEUE_CHANNEL: on_queue,
+            SCHEDULE_CHANNEL: on_schedule,
+            TENANTS_CHANNEL: on_tenants,
+        }
 
         def on_connect() -> None:  # whatever was announced while we were not listening
-            on_queue()
-            on_schedule()
-
-        def on_notify(channel: str) -> None:
-            (on_queue if channel == ACTOR_QUEUE_CHANNEL else on_schedule)()
+            for call in by_channel.values():
+                call()
 
         await self._listen(
-            "actor wake-ups", (ACTOR_QUEUE_CHANNEL, SCHEDULE_CHANNEL), on_connect, on_notify
+            "actor wake-ups", tuple(by_channel), on_connect, lambda c: by_channel[c]()
         )
 
     def liveness(self, holder: str) -> LivenessLock:

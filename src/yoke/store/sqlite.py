@@ -331,7 +331,10 @@ class SQLiteStore:
         return None
 
     async def listen_actor_wakeups(
-        self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
+        self,
+        on_queue: Callable[[], None],
+        on_schedule: Callable[[], None],
+        on_tenants: Callable[[], None],
     ) -> None:
         return None
 

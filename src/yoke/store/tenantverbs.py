@@ -72,6 +72,7 @@ class TenantVerbs:
             if row is None:  # changed since `expect`: nothing is written, no audit either
                 return None
             await tx.one("append_control", control_params(audit))
+            await tx.one("notify_tenant_settings", {})
         return _tenant(row)
 
     async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:

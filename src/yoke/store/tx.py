@@ -90,8 +90,12 @@ class Transactions(Protocol):
         ...
 
     async def listen_actor_wakeups(
-        self, on_queue: Callable[[], None], on_schedule: Callable[[], None]
+        self,
+        on_queue: Callable[[], None],
+        on_schedule: Callable[[], None],
+        on_tenants: Callable[[], None],
     ) -> None:
-        """Call `on_queue` on new actor rows and `on_schedule` on new timers, until cancelled;
-        a backend with no push notification returns at once."""
+        """Call `on_queue` on new actor rows, `on_schedule` on new timers and `on_tenants` on
+        changed tenant settings, until cancelled; a backend with no push notification returns
+        at once."""
         ...

@@ -852,6 +852,10 @@ ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight,
 WHERE tenant_settings.version = %(expect)s
 RETURNING tenant, weight, max_running, updated_by, updated_at, version;
 
+-- name: notify_tenant_settings
+-- Workers read the tenants' settings again at once (their poll is the backup).
+SELECT pg_notify('yoke_tenant_settings', '');
+
 -- name: lock_tenant_cap
 -- The settings row is locked first: takers of one tenant queue here, and the count that
 -- follows (a new statement, so a new snapshot under READ COMMITTED) sees every earlier

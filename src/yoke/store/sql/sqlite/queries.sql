@@ -634,6 +634,9 @@ ORDER BY tenant LIMIT :limit;
 SELECT tenant, weight, max_running, updated_by, updated_at, version FROM tenant_settings
 WHERE tenant = :tenant;
 
+-- name: notify_tenant_settings
+SELECT 1;
+
 -- name: put_tenant_settings
 -- A compare-and-set: an existing row changes only if it is still at the version the change was
 -- decided on (0: there was none), so two changes decided on the same row never both land.
