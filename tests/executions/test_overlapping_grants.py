@@ -198,3 +198,13 @@ async def test_grants_run_in_the_kernels_order_when_the_store_answers_out_of_ord
         await _settled(app)
     assert seen.most == 2
     assert began == sorted(priorities, reverse=True)
+
+
+async def test_the_overlap_is_the_stores_choice_unless_it_is_set(database_url: str) -> None:
+    chosen = 2 if database_url.startswith("sqlite") else 1
+    app = make_app(database_url)
+    async with app.running():
+        assert app.executions.batch_overlap == chosen
+    app = make_app(database_url, batch_overlap=3)
+    async with app.running():
+        assert app.executions.batch_overlap == 3

@@ -63,17 +63,15 @@ class Batcher(Generic[Req, Res]):
         max_batch: int = 256,
         overlap: int = 1,
     ) -> None:
-        if overlap < 1:
-            raise ValueError("overlap must be at least 1")
         self._send = send
         self._apply = apply
         self._max_batch = max_batch
-        self._overlap = overlap
         self._waiting: list[Req] = []
         self._flights: deque[_Flight[Req, Res]] = deque()  # in the store, in formed order
         self._tasks: set[asyncio.Task[None]] = set()
         self._flying = 0  # tasks made and not yet done with their batch
         self._forming = False  # a task is made that has not taken its batch yet
+        self.overlap = overlap
 
     def __repr__(self) -> str:
         return (
@@ -84,6 +82,18 @@ class Batcher(Generic[Req, Res]):
     @property
     def waiting(self) -> int:
         return len(self._waiting)
+
+    @property
+    def overlap(self) -> int:
+        return self._overlap
+
+    @overlap.setter
+    def overlap(self, overlap: int) -> None:
+        """Takes effect for the next batch formed (those in the store stay)."""
+        if overlap < 1:
+            raise ValueError("overlap must be at least 1")
+        self._overlap = overlap
+        self._go()
 
     @property
     def in_store(self) -> int:
@@ -160,6 +170,14 @@ class GroupCommit(Generic[Req, Res]):
 
     def __repr__(self) -> str:
         return repr(self._batches).replace("Batcher", "GroupCommit", 1)
+
+    @property
+    def overlap(self) -> int:
+        return self._batches.overlap
+
+    @overlap.setter
+    def overlap(self, overlap: int) -> None:
+        self._batches.overlap = overlap
 
     @property
     def waiting(self) -> int:

@@ -96,7 +96,7 @@ class Executions:
         reviewers: list[Reviewer],
         slot_poll_interval: float = 1.0,
         retry: RetryPolicy | None = None,
-        batch_overlap: int = 2,
+        batch_overlap: int | None = None,
     ) -> None:
         self._s = s = Shared(
             registry=registry,
@@ -113,16 +113,16 @@ class Executions:
         self._grant_listeners: list[Callable[[Start], None]] = []
         self._cleanups: set[asyncio.Future[None]] = set()
         # Logs go one batch at a time, so the store numbers queued starts in arrival order;
-        # grants and finishes overlap (`batching`: a batch commits while the next one goes).
+        # grants and finishes may overlap (`batching`: the next batch goes while one commits),
+        # as many as `batch_overlap` or, unset, as the store finds worth it (`attach`).
+        self._batch_overlap = batch_overlap
         self._logger: Batcher[Log, builtins.list[tuple[StartRow, bool]]] = Batcher(
             self._send_logs, self._logs_done
         )
         self._granter: Batcher[Grant, builtins.list[GrantResult]] = Batcher(
-            self._send_grants, self._grants_done, overlap=batch_overlap
+            self._send_grants, self._grants_done
         )
-        self._finisher: GroupCommit[Finish, bool] = GroupCommit(
-            self._flush_finishes, overlap=batch_overlap
-        )
+        self._finisher: GroupCommit[Finish, bool] = GroupCommit(self._flush_finishes)
 
     def __repr__(self) -> str:
         s = self._s
@@ -145,6 +145,11 @@ class Executions:
         scheduler view). Read it; never change it: the admission core keeps it in step with
         the store."""
         return self._s.core.kernel
+
+    @property
+    def batch_overlap(self) -> int:
+        """How many grant (and finish) batches may be in the store at once."""
+        return self._granter.overlap
 
     @property
     def current_limits(self) -> Limits:
@@ -228,6 +233,8 @@ class Executions:
     def attach(self, store: Store, *, instance_id: str, spawn: Spawn, limits: Limits) -> None:
         s = self._s
         s.store, s.instance_id, self._spawn = store, instance_id, spawn
+        overlap = self._batch_overlap or store.batch_overlap
+        self._granter.overlap = self._finisher.overlap = overlap
         s.core = s.new_core(limits)
         s.runs = {}
         s.wake_event = asyncio.Event()
