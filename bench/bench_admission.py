@@ -25,6 +25,7 @@ import asyncio
 import cProfile
 import io
 import json
+import os
 import platform
 import pstats
 import sqlite3
@@ -336,13 +337,16 @@ async def main() -> None:
         "backends": {},
     }
     profiles: dict[str, cProfile.Profile] = {}
+    loads = [os.getloadavg()[0]]  # the machine is shared: how busy it was is part of a figure
     for backend in ("sqlite",) if args.no_pg else ("sqlite", "postgres"):
         profile = cProfile.Profile() if args.profile else None
         async with fresh_databases(backend) as urls:
             results = [await one_run(backend, urls, n, profile) for _ in range(runs)]
         doc["backends"][backend] = summarize(results)
+        loads.append(os.getloadavg()[0])
         if profile is not None:
             profiles[backend] = profile
+    doc["load_average"] = loads
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
     if profiles:
@@ -389,6 +393,14 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{s['half_rate']['median']:,.0f} | {s['half_p50_ms']['median']:.1f} / "
             f"{f(s['half_p99_ms'], 1)} |"
         )
+    loads = doc.get("load_average")
+    if loads:
+        lines += [
+            "",
+            "1-minute load average at the start and after each store: "
+            + ", ".join(f"{x:.1f}" for x in loads)
+            + " (2 cores, shared with other work).",
+        ]
     return "\n".join(lines)
 
 
