@@ -154,6 +154,7 @@ class App:
             reviewers=self._reviewers,
             slot_poll_interval=self.settings.slot_poll_interval,
             retry=self.settings.retry(),
+            batch_overlap=self.settings.batch_overlap,
         )
         # Actors: definitions, appends, and inside `running()` this process's worker
         # (drain, timers, heartbeat) when any actor is defined and `actor_worker` is true.

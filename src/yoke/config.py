@@ -44,6 +44,12 @@ class Settings:
     slot_poll_interval: float = setting(
         1.0, "backup poll for slots freed by other processes (PostgreSQL also wakes on NOTIFY)"
     )
+    batch_overlap: int | None = setting(
+        None,
+        "grant (and finish) batches in the store at once: the next one goes while one commits "
+        "(`1`: each waits for the answer to the one before; unset: the store's choice, 2 on "
+        "SQLite, 1 on PostgreSQL)",
+    )
     sqlite_busy_timeout: float = setting(5.0, "seconds SQLite waits for a lock")
     pg_pool_min: int = setting(1, "PostgreSQL connections kept open")
     pg_pool_max: int = setting(10, "PostgreSQL connections at most")
@@ -120,6 +126,9 @@ class Settings:
             _check_seconds(name, getattr(self, name))
         if not (isinstance(self.ha_lease_ttl_secs, int | float) and self.ha_lease_ttl_secs > 0):
             raise BadValue(f"ha_lease_ttl_secs must be > 0, got {self.ha_lease_ttl_secs!r}")
+        _check_count("batch_overlap", self.batch_overlap)
+        if self.batch_overlap is not None and not 1 <= self.batch_overlap <= 8:
+            raise BadValue(f"batch_overlap must be 1 to 8, got {self.batch_overlap}")
         if self.ha_poll_secs <= 0:
             raise BadValue("ha_poll_secs must be > 0")
         for name in ("max_body_bytes", "max_header_line_bytes", "max_header_bytes"):

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.conftest import _truncate
@@ -132,6 +133,58 @@ async def test_four_processes_racing_for_one_slot_get_one_grant(
         for p in procs:
             assert await asyncio.wait_for(p.wait(), 30) == 0
     finally:
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+                await p.wait()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_three_processes_with_overlapping_batches_share_a_cap_exactly(pg_url: str) -> None:
+    """Three processes, each with two grant batches in the store at once, 40 short starts each
+    under a global cap of 3: every start runs once and succeeds, the ledger never shows more
+    than 3 running (sampled throughout), and it is back to 0 at the end."""
+    _truncate(pg_url)
+    procs = [await spawn("worker_race", "overlap", pg_url, "40") for _ in range(3)]
+    samples: list[int] = []
+    stop = asyncio.Event()
+
+    async def sample() -> None:
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            while not stop.is_set():
+                cur = await conn.execute("SELECT running FROM yoke_ledger WHERE key = 'global'")
+                row = await cur.fetchone()
+                samples.append(int(row[0]) if row else 0)
+                await asyncio.sleep(0.001)
+
+    sampler = asyncio.ensure_future(sample())
+    try:
+        for p in procs:
+            await line(p, "READY")
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(b"go\n")
+        counts: dict[str, int] = {}
+        for p in procs:
+            seen = await lines(p, "MOST", "DONE", timeout=120)
+            assert 1 <= int(seen["MOST"][0]) <= 3
+            for status, n in json.loads(seen["DONE"][0]).items():
+                counts[status] = counts.get(status, 0) + n
+        assert counts == {"SUCCEEDED": 120}
+        stop.set()
+        await sampler
+        assert len(samples) > 10 and max(samples) <= 3, max(samples)
+        assert count_rows(pg_url, "yoke_executions") == 120
+        assert count_rows(pg_url, "yoke_ledger", "running <> 0") == 0
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(b"exit\n")
+        for p in procs:
+            assert await asyncio.wait_for(p.wait(), 30) == 0
+    finally:
+        stop.set()
+        await asyncio.gather(sampler, return_exceptions=True)
         for p in procs:
             if p.returncode is None:
                 p.kill()

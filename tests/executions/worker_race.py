@@ -2,7 +2,9 @@
 
 Mode `app`: N `app.executions.start` calls (the kernel queues what this process cannot run, so
 each process sends one contender at a time to the ledger). Mode `store`: N raw `grant_start`
-calls at once, so N x processes transactions race for the ledger row."""
+calls at once, so N x processes transactions race for the ledger row. Mode `overlap`: N short
+starts under a global cap of 3, two grant batches in the store at once, each execution waiting
+until it is seen running; it prints the most this process saw running and waits for all."""
 
 from __future__ import annotations
 
@@ -42,6 +44,37 @@ async def app_mode(url: str, n: int) -> None:
         done(Counter(s.status.name for s in starts))
         await asyncio.to_thread(sys.stdin.readline)
         await app.shutdown(timeout=0)
+
+
+async def overlap_mode(url: str, n: int) -> None:
+    app = App(
+        settings=fast_settings(url, pg_pool_max=10, batch_overlap=2, slot_poll_interval=0.02),
+        limits=Limits(max_running=3),
+    )
+    running = most = 0
+
+    @app.workflow("short")
+    async def short(ctx: Context, input: Any) -> Any:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.002 * (input % 4))
+        running -= 1
+
+    async with app.running():
+        await go()
+        starts = await asyncio.gather(*[app.executions.start(short, i) for i in range(n)])
+        for s in starts:
+            await app.executions.wait_granted(s.start_id, timeout=60)
+        ended = [
+            await app.executions.wait(
+                (await app.executions.get(s.start_id)).execution_id or "", timeout=60
+            )
+            for s in starts
+        ]
+        print("MOST", most, flush=True)
+        done(Counter(e.status.name for e in ended))
+        await asyncio.to_thread(sys.stdin.readline)
 
 
 async def store_mode(url: str, n: int) -> None:
@@ -103,4 +136,5 @@ async def store_mode(url: str, n: int) -> None:
 
 if __name__ == "__main__":
     mode, url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    asyncio.run(app_mode(url, n) if mode == "app" else store_mode(url, n))
+    modes = {"app": app_mode, "store": store_mode, "overlap": overlap_mode}
+    asyncio.run(modes[mode](url, n))

@@ -59,6 +59,10 @@ async def test_sqlite_busy_timeout_then_store_unavailable(lite: SQLiteStore) -> 
     assert created
 
 
+async def test_sqlite_lets_a_second_batch_go_while_one_commits(lite: SQLiteStore) -> None:
+    assert lite.executions.batch_overlap == 2
+
+
 async def test_sqlite_write_transactions_take_the_write_lock_at_begin(lite: SQLiteStore) -> None:
     other = sqlite3.connect(lite.path, isolation_level=None, timeout=0)
     async with lite.write() as tx:
@@ -227,6 +231,11 @@ async def pg(pg_url: str) -> AsyncIterator[PostgresStore]:
     await s.open()
     yield s
     await s.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_sends_one_batch_at_a_time(pg: PostgresStore) -> None:
+    assert pg.executions.batch_overlap == 1
 
 
 @pytest.mark.postgres

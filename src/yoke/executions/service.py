@@ -72,6 +72,7 @@ from yoke.store import (
     ExecutionRow,
     ExecutionStatus,
     Finish,
+    GrantResult,
     NewStart,
     StartKind,
     StartRow,
@@ -95,6 +96,7 @@ class Executions:
         reviewers: list[Reviewer],
         slot_poll_interval: float = 1.0,
         retry: RetryPolicy | None = None,
+        batch_overlap: int | None = None,
     ) -> None:
         self._s = s = Shared(
             registry=registry,
@@ -110,8 +112,16 @@ class Executions:
         self._aborting = False
         self._grant_listeners: list[Callable[[Start], None]] = []
         self._cleanups: set[asyncio.Future[None]] = set()
-        self._logger: Batcher[Log] = Batcher(self._flush_logs)
-        self._granter: Batcher[Grant] = Batcher(self._flush_grants)
+        # Logs go one batch at a time, so the store numbers queued starts in arrival order;
+        # grants and finishes may overlap (`batching`: the next batch goes while one commits),
+        # as many as `batch_overlap` or, unset, as the store finds worth it (`attach`).
+        self._batch_overlap = batch_overlap
+        self._logger: Batcher[Log, builtins.list[tuple[StartRow, bool]]] = Batcher(
+            self._send_logs, self._logs_done
+        )
+        self._granter: Batcher[Grant, builtins.list[GrantResult]] = Batcher(
+            self._send_grants, self._grants_done
+        )
         self._finisher: GroupCommit[Finish, bool] = GroupCommit(self._flush_finishes)
 
     def __repr__(self) -> str:
@@ -135,6 +145,11 @@ class Executions:
         scheduler view). Read it; never change it: the admission core keeps it in step with
         the store."""
         return self._s.core.kernel
+
+    @property
+    def batch_overlap(self) -> int:
+        """How many grant (and finish) batches may be in the store at once."""
+        return self._granter.overlap
 
     @property
     def current_limits(self) -> Limits:
@@ -218,6 +233,8 @@ class Executions:
     def attach(self, store: Store, *, instance_id: str, spawn: Spawn, limits: Limits) -> None:
         s = self._s
         s.store, s.instance_id, self._spawn = store, instance_id, spawn
+        overlap = self._batch_overlap or store.batch_overlap
+        self._granter.overlap = self._finisher.overlap = overlap
         s.core = s.new_core(limits)
         s.runs = {}
         s.wake_event = asyncio.Event()
@@ -439,40 +456,63 @@ class Executions:
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
 
-    async def _flush_logs(self, logs: Sequence[Log]) -> None:
+    async def _send_logs(self, logs: Sequence[Log]) -> builtins.list[tuple[StartRow, bool]]:
+        return await self._s.require().log_starts([a.start for a in logs])
+
+    def _logs_done(
+        self,
+        logs: Sequence[Log],
+        results: Sequence[tuple[StartRow, bool]] | None,
+        error: BaseException | None,
+    ) -> None:
         s = self._s
-        try:
-            results = await s.require().log_starts([a.start for a in logs])
-        except BaseException as exc:
+        if error is not None:
             for a in logs:
-                self._perform(s.core.log_failed(a.ticket, exc))
-            raise
+                self._perform(s.core.log_failed(a.ticket, error))
+            if isinstance(error, YokeError):
+                log.warning("logging starts failed: %s", error)
+            elif not isinstance(error, asyncio.CancelledError):
+                log.error("logging starts failed", exc_info=error)
+            return
+        assert results is not None
         now = s.clock.wall()
         for a, (row, created) in zip(logs, results, strict=True):
             self._perform(s.core.logged(a.ticket, row, created, now=now))
 
-    async def _flush_grants(self, grants: Sequence[Grant]) -> None:
-        """One batch of grants; its results go to the core, which says what follows."""
+    async def _send_grants(self, grants: Sequence[Grant]) -> builtins.list[GrantResult]:
+        """One batch of grants to the store's ledger. A lost answer is not always a lost
+        commit: what did commit is read back, and is the batch's answer."""
         s = self._s
         store = s.require()
         requests = [g.request for g in grants]
         try:
-            results = await store.grant_starts(requests, now=s.clock.wall())
-        except BaseException as exc:
-            # A lost answer is not always a lost commit: what did commit is applied.
-            found = (
-                await read_back(store, requests, policy=s.retry, stopping=lambda: s.core.closing)
-                if isinstance(exc, YokeError)
-                else None
+            return await store.grant_starts(requests, now=s.clock.wall())
+        except YokeError as exc:
+            found = await read_back(
+                store, requests, policy=s.retry, stopping=lambda: s.core.closing
             )
             if found is None:
-                self._perform(s.core.grants_failed(grants, exc, now=s.clock.wall()))
-                if isinstance(exc, YokeError):  # the store is down: the next poll retries
-                    log.warning("granting starts failed: %s", exc)
-                    return
                 raise
             log.warning("a grant batch's answer was lost after it committed: %s", exc)
-            results = found
+            return found
+
+    def _grants_done(
+        self,
+        grants: Sequence[Grant],
+        results: Sequence[GrantResult] | None,
+        error: BaseException | None,
+    ) -> None:
+        """A batch of grants answered (in the order the batches formed): the core says what
+        follows. A failed batch committed nothing: its starts give their slots back."""
+        s = self._s
+        if error is not None:
+            self._perform(s.core.grants_failed(grants, error, now=s.clock.wall()))
+            if isinstance(error, YokeError):  # the store is down: the next poll retries
+                log.warning("granting starts failed: %s", error)
+            elif not isinstance(error, asyncio.CancelledError):
+                log.error("granting starts failed", exc_info=error)
+            return
+        assert results is not None
         self._perform(s.core.granted(grants, results, now=s.clock.wall()))
 
     # -- cancelling --------------------------------------------------------------------------

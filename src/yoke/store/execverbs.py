@@ -73,6 +73,11 @@ class ExecutionVerbs:
     def __repr__(self) -> str:
         return f"ExecutionVerbs({self._t!r}, fence={self._fence})"
 
+    @property
+    def batch_overlap(self) -> int:
+        """How many grant or finish batches are worth having in the store at once."""
+        return self._t.batch_overlap
+
     # -- fencing -----------------------------------------------------------------------------
     def set_fence(self, fence: Fence | None) -> None:
         self._fence = fence

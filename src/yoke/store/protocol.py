@@ -44,6 +44,12 @@ class Store(Protocol):
     """The execution verbs; a backend exposes them as its `executions` (and the actor verbs,
     `yoke.actors.ActorStore`, as its `actors`)."""
 
+    @property
+    def batch_overlap(self) -> int:
+        """How many grant or finish batches are worth having in the store at once (the
+        backend's dialect knows; `Transactions.batch_overlap`)."""
+        ...
+
     # -- processes -------------------------------------------------------------------------
     async def register_instance(self, instance_id: str, *, now: float) -> None: ...
 

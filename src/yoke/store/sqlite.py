@@ -17,7 +17,10 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
 - Group commit: the writes that arrive together share one BEGIN IMMEDIATE ... COMMIT, each in
   its own SAVEPOINT (a failed write rolls back only itself), so one fsync makes a whole batch
   durable. A write returns only after that COMMIT; a read first commits an open batch, so it
-  never sees a write that could still be lost.
+  never sees a write that could still be lost. So a grant (or finish) batch sent while another
+  one commits costs no extra transaction: it joins the open one or begins right after the
+  COMMIT (`batch_overlap = 2`: the next batch goes without waiting for the answer of the
+  last).
 - One connection per store, used under an asyncio.Lock. BEGIN IMMEDIATE (which can wait for
   another process) and COMMIT (which fsyncs) run on the store's own thread, off the event loop;
   the statements inside a write run inline, since the batch holds the write lock and they
@@ -219,6 +222,7 @@ class SQLiteStore:
 
     dialect = "sqlite"
     one_statement_batches = False  # a SQLite statement writes one table only
+    batch_overlap = 2  # a batch sent while one commits joins the next group commit at once
 
     def __init__(self, url_or_path: str, *, busy_timeout: float = 5.0) -> None:
         self.path = path_from_url(url_or_path) if url_or_path.startswith("sqlite:") else url_or_path

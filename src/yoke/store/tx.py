@@ -58,6 +58,14 @@ class Transactions(Protocol):
         CTEs: an actor append, a batch of finishes); else step by step in one transaction."""
         ...
 
+    @property
+    def batch_overlap(self) -> int:
+        """How many grant (or finish) batches are worth having in the store at once: more
+        than one where a batch that goes while another commits shares its commit or begins
+        right after it (SQLite's group commit), one where it would commit on its own after
+        waiting for the ledger rows' lock (PostgreSQL: measured slower)."""
+        ...
+
     def read(self) -> AbstractAsyncContextManager[Tx]:
         """Reads that see only committed writes."""
         ...
