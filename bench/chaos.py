@@ -3,7 +3,8 @@
 Each round is a fresh database with two `yoke serve --ha` (each through its own fault proxy),
 two `yoke worker`s and the keyed load of tests/ha/harness.py, and every fault once, on the
 leader: SIGTERM, kill -9, SIGSTOP for 2.5 TTL, a blackhole of its PostgreSQL link
-(`--blackhole-secs`, 30), `pg_terminate_backend` of its sessions; then the checker. Rounds
+(`--blackhole-secs`, 30), `pg_terminate_backend` of its sessions (`--faults stop,blackhole`:
+only those); then the checker. Rounds
 repeat until there are `--runs` of each fault and `--minutes` have passed. Then `--runs`
 kill -9 rounds without the liveness lock (failover by the lease's expiry alone).
 
@@ -111,15 +112,29 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             print(f"round {rounds}", file=sys.stderr, flush=True)
             with tempfile.TemporaryDirectory() as tmp:
                 report = await round_(
-                    FAULTS, profile, await fresh(), Path(tmp), records, unexpected
+                    args.faults, profile, await fresh(), Path(tmp), records, unexpected
                 )
             keep(report, reports, failed)
+        if "kill" not in args.faults:
+            return result(profile, began, records, no_lock, reports, failed, unexpected)
         unlocked = dataclasses.replace(profile, liveness_lock=False)
         print("kill -9 without the liveness lock", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             kills = ("kill",) * args.runs
             report = await round_(kills, unlocked, await fresh(), Path(tmp), no_lock, unexpected)
         keep(report, reports, failed)
+    return result(profile, began, records, no_lock, reports, failed, unexpected)
+
+
+def result(
+    profile: Profile,
+    began: float,
+    records: list[FaultRecord],
+    no_lock: list[FaultRecord],
+    reports: list[Report],
+    failed: list[str],
+    unexpected: list[str],
+) -> dict[str, Any]:
     return {
         "profile": dataclasses.asdict(profile),
         "minutes": (time.monotonic() - began) / 60,
@@ -238,6 +253,14 @@ def write(section_text: str, output: Path, argv: str) -> None:
     output.write_text(HEADER + kept_notes(output) + body)
 
 
+def faults_arg(text: str) -> tuple[Fault, ...]:
+    known: dict[str, Fault] = {f: f for f in FAULTS}
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or any(n not in known for n in names):
+        raise argparse.ArgumentTypeError(f"faults are some of {','.join(FAULTS)}: got {text!r}")
+    return tuple(known[n] for n in names)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5, help="each fault at least this often")
@@ -247,6 +270,12 @@ def main() -> None:
     parser.add_argument("--blackhole-secs", type=float, default=30.0)
     parser.add_argument("--start-rate", type=float, default=10.0)
     parser.add_argument("--event-rate", type=float, default=5.0)
+    parser.add_argument(
+        "--faults",
+        type=faults_arg,
+        default=FAULTS,
+        help=f"comma-separated, in this order each round (default: {','.join(FAULTS)})",
+    )
     parser.add_argument("--output", default="docs/BENCHMARKS.md")
     parser.add_argument(
         "--rewrite", action="store_true", help="only write the section again from chaos.json"

@@ -108,6 +108,22 @@ SELECT count(*) FILTER (WHERE lease_epoch <> grant_epoch),
 FROM chaos_slot_log WHERE delta = 1
 """
 
+# Who holds or waits for what: every session of the test database with its advisory locks
+# and the locks it waits for.
+STUCK_SNAPSHOT = """
+SELECT a.pid, a.application_name, a.state, a.wait_event_type, a.wait_event,
+    round(extract(epoch FROM clock_timestamp() - a.xact_start)::numeric, 1) AS xact_secs,
+    l.locktype, l.mode, l.granted, l.classid, l.objid, left(a.query, 100) AS query
+FROM pg_stat_activity a LEFT JOIN pg_locks l
+    ON l.pid = a.pid AND (l.locktype = 'advisory' OR NOT l.granted)
+WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+ORDER BY a.application_name, a.pid
+"""
+LEASE_NOW = """
+SELECT holder, epoch, round((expires_at - extract(epoch FROM clock_timestamp()))::numeric, 1)
+FROM yoke_leases WHERE name = 'admission'
+"""
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -581,6 +597,7 @@ class Cluster:
         victim = self.servers[await self.leader()]
         survivor = self.servers[1 - victim.index]
         at = time.monotonic()
+        watch = asyncio.create_task(self._snapshot_if_stuck(fault, survivor, at))
         if fault == "sigterm":
             victim.proc.signal(signal.SIGTERM)
             await self._first_ack(survivor, at)
@@ -618,9 +635,29 @@ class Cluster:
                 and 200 <= a.status < 300
                 and a.is_start
             )
+        watch.cancel()
         record = FaultRecord(fault, victim.index, at, healed, failover, served, old)
         self.faults.append(record)
         return record
+
+    async def _snapshot_if_stuck(self, fault: Fault, survivor: Server, at: float) -> None:
+        """If the survivor has acknowledged no start TTL + 3 s after the fault (a failover past
+        its target), write who holds and waits for which lock to `stuck-<fault>-<at>.txt` in
+        the round's directory (and stderr): the evidence a hung takeover leaves."""
+        late = self.profile.ttl + 3
+        if await self._first_ack(survivor, at, timeout=late) is not None:
+            return
+        async with await psycopg.AsyncConnection.connect(
+            self.database_url, autocommit=True
+        ) as conn:
+            cur = await conn.execute(STUCK_SNAPSHOT)
+            rows = await cur.fetchall()
+            lease = await (await conn.execute(LEASE_NOW)).fetchone()
+        text = f"{fault} at {at:.1f}: no failover after {late:g} s; lease {lease}\n" + "".join(
+            " | ".join(str(v) for v in row) + "\n" for row in rows
+        )
+        (self.tmp / f"stuck-{fault}-{at:.0f}.txt").write_text(text)
+        print(text, file=sys.stderr, flush=True)
 
     async def _first_ack(
         self, server: Server | None, since: float, timeout: float = 60.0
