@@ -8,17 +8,26 @@ A lease is taken only when free or expired (or `force`d: its holder is known to 
 renewal and a release name the term (holder and epoch), so a holder that lost its term can
 neither extend nor end its successor's. A take first holds the lease's gate exclusively (on
 PostgreSQL an advisory lock that every fenced write, `check_fence`, holds shared), so a take
-never interleaves with a write fenced by the term it ends; a release announces itself (NOTIFY
-yoke_lease) so a standby need not wait for its next poll.
+never interleaves with a write fenced by the term it ends. Before the gate, a take ends every
+database session of a holder whose term is over (or `force`d), found by its name
+(`ha_session_name`): such a holder may be frozen, or cut off, inside a fenced write, which then
+holds the gate for as long as that process stays frozen; ending its sessions is the only way to
+free the gate that does not wait on the process. A release announces itself (NOTIFY yoke_lease)
+so a standby need not wait for its next poll.
 `yoke.leases.Elector` is the loop built on these verbs. This module must never decide who
 should hold a lease.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from yoke.store.tx import Row, Transactions
+
+log = logging.getLogger("yoke.leases")
+
+HA_SESSION_PREFIX = "yoke-ha:"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -38,7 +47,7 @@ class Lease:
 
 def ha_session_name(instance_id: str) -> str:
     """The application_name of the database sessions of a server of an HA pair."""
-    return f"yoke-ha:{instance_id}"[:63]
+    return f"{HA_SESSION_PREFIX}{instance_id}"[:63]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -64,8 +73,21 @@ class LeaseVerbs:
         """Take `name` for `holder` for `ttl` seconds if it is free or expired, or with `force`
         whatever its state (a new term, a new epoch); None if another holder's term is
         running."""
-        params = {"name": name, "holder": holder, "ttl": ttl, "force": force}
+        params = {
+            "name": name,
+            "holder": holder,
+            "ttl": ttl,
+            "force": force,
+            "session_prefix": HA_SESSION_PREFIX,
+        }
         async with self._t.write() as tx:
+            ended = await tx.one("end_lapsed_holder", params)
+            if ended is not None and ended["ended"]:
+                log.warning(
+                    "lease %r: ended %d database sessions of its former holder, whose term is over",
+                    name,
+                    ended["ended"],
+                )
             await tx.one("gate_lease", params)
             row = await tx.one("acquire_lease", params)
         return None if row is None else _lease(row)
