@@ -13,7 +13,11 @@ database session of a holder whose term is over (or `force`d), found by its name
 (`ha_session_name`): such a holder may be frozen, or cut off, inside a fenced write, which then
 holds the gate for as long as that process stays frozen; ending its sessions is the only way to
 free the gate that does not wait on the process. A release announces itself (NOTIFY yoke_lease)
-so a standby need not wait for its next poll.
+so a standby need not wait for its next poll. A take, a renewal and a release may run on
+transactions of their own (`terms`; on PostgreSQL a pool of their own), so that they never wait
+for a connection behind the store's other work; a read of the lease (`get_lease`, which any
+client can cause through `GET /v1/ha`) uses the store's main transactions, so no flood of reads
+can delay a renewal either.
 `yoke.leases.Elector` is the loop built on these verbs. This module must never decide who
 should hold a lease.
 """
@@ -21,9 +25,11 @@ should hold a lease.
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from typing import Protocol
 
-from yoke.store.tx import Row, Transactions
+from yoke.store.tx import Row, Tx
 
 log = logging.getLogger("yoke.leases")
 
@@ -58,11 +64,20 @@ class Fence:
     epoch: int
 
 
+class Link(Protocol):
+    """What the lease verbs need of a backend: reads and write transactions."""
+
+    def read(self) -> AbstractAsyncContextManager[Tx]: ...
+
+    def write(self) -> AbstractAsyncContextManager[Tx]: ...
+
+
 class LeaseVerbs:
     """The lease verbs over one backend's transactions (part of its `actors`)."""
 
-    def __init__(self, transactions: Transactions) -> None:
-        self._t = transactions
+    def __init__(self, transactions: Link, *, terms: Link | None = None) -> None:
+        self._reads = transactions
+        self._t = terms or transactions  # takes, renewals and releases
 
     def __repr__(self) -> str:
         return f"LeaseVerbs({self._t!r})"
@@ -110,7 +125,7 @@ class LeaseVerbs:
         return released
 
     async def get_lease(self, name: str) -> Lease | None:
-        async with self._t.read() as tx:
+        async with self._reads.read() as tx:
             row = await tx.one("get_lease", {"name": name})
         return None if row is None else _lease(row)
 
