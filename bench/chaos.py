@@ -191,13 +191,17 @@ def section(raw: dict[str, Any], argv: str) -> str:
         "client retries with a pause growing from 50 ms to 0.5 s, which the figures include). "
         f"{round(raw['minutes'], 1):g} minutes in all.",
         "",
-        "| fault | runs | failover: median (min-max) | target | deposed leader's acks after |",
-        "| --- | --- | --- | --- | --- |",
+        "| fault | runs | failover: median (min-max) | target | deposed leader's acks after "
+        "| its replays after |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for label, fault, recs, target in rows:
         values = [r["served_after"] if fault == "terminate" else r["failover_after"] for r in recs]
         old = sum(r["old_acks_after_takeover"] for r in recs)
-        lines.append(f"| {label} | {len(recs)} | {seconds(values)} | {target} | {old} |")
+        replays = sum(r.get("old_replays_after_takeover", 0) for r in recs)
+        lines.append(
+            f"| {label} | {len(recs)} | {seconds(values)} | {target} | {old} | {replays} |"
+        )
     sums = {
         k: sum(r[k] or 0 for r in raw["reports"]) for k in (*SUMMED, "acked_starts", "acked_events")
     }
@@ -206,7 +210,10 @@ def section(raw: dict[str, Any], argv: str) -> str:
     lines += [
         "",
         "`pg_terminate_backend`'s figure is the time until any server acknowledged a start "
-        "again (the leader may keep its lease). Over every round, the checker's counts "
+        "again (the leader may keep its lease). The deposed leader's acks count the starts it "
+        "acknowledged of those sent after the failover; its replays, apart, are retries it "
+        "answered with the answer kept for their Idempotency-Key (marked "
+        "`Idempotent-Replayed`): a read, not a decision. Over every round, the checker's counts "
         f"({sums['acked_starts']} acknowledged starts, {sums['acked_events']} acknowledged "
         "events):",
         "",

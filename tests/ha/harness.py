@@ -171,7 +171,10 @@ class FaultRecord:
     (201 or 202) of those sent after the fault; None if it acknowledged none (no failover: a
     `terminate` may leave the leader leading). `served_after`: the same from any server.
     `old_acks_after_takeover`: starts the faulted server acknowledged of those sent after the
-    failover, until the end of the fault's phase (with --ha it must stay a standby).
+    failover, until the end of the fault's phase (with --ha it must stay a standby), not
+    counting `old_replays_after_takeover`: those it answered with the answer kept in the store
+    for their Idempotency-Key (a retry of a start the new leader had already answered, which
+    a standby serves as a read).
     """
 
     fault: Fault
@@ -181,6 +184,7 @@ class FaultRecord:
     failover_after: float | None
     served_after: float | None
     old_acks_after_takeover: int
+    old_replays_after_takeover: int = 0
 
 
 class ProxyProcess:
@@ -544,7 +548,8 @@ class Cluster:
                 status = r.status_code
             except httpx.HTTPError:
                 r = None
-            log.answers.append(Answer(s.index, key, status, sent, time.monotonic()))
+            replayed = r is not None and r.headers.get("idempotent-replayed") == "true"
+            log.answers.append(Answer(s.index, key, status, sent, time.monotonic(), replayed))
             if r is not None and 200 <= status < 300:
                 return s.index, r
             if r is not None and 400 <= status < 500 and status not in (409, 429):
@@ -625,18 +630,19 @@ class Cluster:
         served = await self._first_ack(None, at)
         failover = await self._first_ack(survivor, at, timeout=0 if fault == "terminate" else 60)
         await asyncio.sleep(p.warmup)  # the old leader's chance to misbehave
-        old = 0
+        old = replays = 0
         if failover is not None:
-            old = sum(
-                1
-                for a in self.load_log.answers
-                if a.server == victim.index
-                and a.sent_at >= at + failover
-                and 200 <= a.status < 300
-                and a.is_start
-            )
+            for a in self.load_log.answers:
+                if (
+                    a.server == victim.index
+                    and a.sent_at >= at + failover
+                    and 200 <= a.status < 300
+                    and a.is_start
+                ):
+                    replays += a.replayed
+                    old += not a.replayed
         watch.cancel()
-        record = FaultRecord(fault, victim.index, at, healed, failover, served, old)
+        record = FaultRecord(fault, victim.index, at, healed, failover, served, old, replays)
         self.faults.append(record)
         return record
 
