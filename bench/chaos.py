@@ -31,7 +31,9 @@ from typing import Any
 
 import uvloop
 from tests.ha.checker import Report
-from tests.ha.harness import FAULTS, Cluster, Fault, FaultRecord, Profile
+from tests.ha.faults import FAULTS, Fault, FaultRecord
+from tests.ha.harness import Cluster
+from tests.ha.profile import Profile
 
 from bench.common import Figure, fresh_databases, machine
 from bench.run import HEADER, ORDER, kept_notes, kept_sections
