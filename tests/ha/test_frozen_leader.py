@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,8 +28,9 @@ from tests.ha.frozen_holder import TTL
 from yoke.app import upgrade
 from yoke.errors import YokeError
 from yoke.executions.leadership import ADMISSION
-from yoke.store.leaseverbs import Lease
+from yoke.store.leaseverbs import HA_SESSION_PREFIX, Lease
 from yoke.store.postgres import PostgresStore
+from yoke.store.sqlfiles import queries
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,3 +106,46 @@ async def test_a_standby_takes_over_from_a_leader_frozen_inside_a_fenced_write(
             assert process.stdout.readline().startswith("refused"), "a stale write committed"
     finally:
         await standby.close()
+
+
+@pytest.mark.timeout(60)
+async def test_a_take_by_another_role_leaves_the_sessions_it_may_not_end(
+    pg_databases: Callable[[], str],
+) -> None:
+    """Servers of a pair that log in as two roles: a take does not fail on a permission error
+    for the former holder's sessions; it leaves them (and waits at the gate as before)."""
+    url = pg_databases()
+    await upgrade(url)
+    suffix = uuid.uuid4().hex[:8]
+    old_role, new_role = f"yoke_test_old_{suffix}", f"yoke_test_new_{suffix}"
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+        for role in (old_role, new_role):
+            await admin.execute(f'CREATE ROLE "{role}" LOGIN'.encode())
+            await admin.execute(f'GRANT SELECT ON yoke_leases TO "{role}"'.encode())
+        await admin.execute(
+            "INSERT INTO yoke_leases (name, holder, epoch, expires_at, acquired_at)"
+            " VALUES (%s, 'old', 1, 0, 0)",
+            (ADMISSION,),
+        )
+    try:
+        old = await psycopg.AsyncConnection.connect(
+            url, user=old_role, application_name="yoke-ha:old", autocommit=True
+        )
+        async with (
+            old,
+            await psycopg.AsyncConnection.connect(url, user=new_role, autocommit=True) as new,
+        ):
+            params = {
+                "name": ADMISSION,
+                "holder": "new",
+                "force": False,
+                "session_prefix": HA_SESSION_PREFIX,
+            }
+            cur = await new.execute(queries("postgres")["end_lapsed_holder"], params)
+            assert await cur.fetchone() == (0,)
+            await old.execute("SELECT 1")  # still there
+    finally:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+            for role in (old_role, new_role):
+                await admin.execute(f'DROP OWNED BY "{role}"'.encode())
+                await admin.execute(f'DROP ROLE "{role}"'.encode())

@@ -885,13 +885,16 @@ DELETE FROM tenant_running WHERE worker_id = %(worker_id)s;
 -- a fenced write: a backend waiting in mid-pipeline for the COMMIT is `active` (ClientRead),
 -- which idle_in_transaction_session_timeout never ends, and one blocked writing to a client
 -- that no longer reads (ClientWrite) neither. Only its end frees the gate. A holder's sessions
--- are named `session_prefix` + holder (`leaseverbs.ha_session_name`).
+-- are named `session_prefix` + holder (`leaseverbs.ha_session_name`). Only sessions this role
+-- may end are asked (its own role's, or all for a superuser): a pair run as two roles keeps the
+-- wait it had, rather than a take that fails on a permission error.
 SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid)) AS ended
 FROM yoke_leases l JOIN pg_stat_activity a
     ON a.application_name = left(%(session_prefix)s || l.holder, 63)
 WHERE l.name = %(name)s AND l.holder IS NOT NULL AND l.holder <> %(holder)s
     AND (l.expires_at < extract(epoch FROM clock_timestamp()) OR %(force)s)
-    AND a.datname = current_database() AND a.pid <> pg_backend_pid();
+    AND a.datname = current_database() AND a.pid <> pg_backend_pid()
+    AND pg_has_role(a.usesysid, 'USAGE');
 
 -- name: gate_lease
 -- The takeover's side of the fence: the lease's advisory lock, EXCLUSIVE, before its epoch is
