@@ -109,6 +109,34 @@ async def test_a_standby_takes_over_from_a_leader_frozen_inside_a_fenced_write(
 
 
 @pytest.mark.timeout(60)
+async def test_a_standby_poll_never_waits_at_the_gate_for_a_running_term(
+    pg_databases: Callable[[], str],
+) -> None:
+    """A take while another term runs would fail: it returns at once instead of queueing an
+    exclusive lock behind the leader's fenced write in flight (and ahead of its next ones),
+    and instead of failing after the gate's lock timeout."""
+    url = pg_databases()
+    await upgrade(url)
+    leader = PostgresStore(url, max_size=2, application_name="yoke-ha:leader")
+    standby = PostgresStore(url, max_size=2, application_name="yoke-ha:standby")
+    await leader.open()
+    await standby.open()
+    try:
+        lease = await leader.actors.acquire_lease(ADMISSION, holder="leader", ttl=10)
+        assert lease is not None
+        async with leader.fenced() as tx:  # a fenced write in flight: the gate held SHARED
+            await tx.run("check_fence", {"name": ADMISSION, "epoch": lease.epoch})
+            began = time.monotonic()
+            taken = await standby.actors.acquire_lease(ADMISSION, holder="standby", ttl=10)
+            waited = time.monotonic() - began
+        assert taken is None
+        assert waited < 1.0, waited  # the gate's lock timeout is 2 s
+    finally:
+        await standby.close()
+        await leader.close()
+
+
+@pytest.mark.timeout(60)
 async def test_a_take_by_another_role_leaves_the_sessions_it_may_not_end(
     pg_databases: Callable[[], str],
 ) -> None:

@@ -8,7 +8,9 @@ A lease is taken only when free or expired (or `force`d: its holder is known to 
 renewal and a release name the term (holder and epoch), so a holder that lost its term can
 neither extend nor end its successor's. A take first holds the lease's gate exclusively (on
 PostgreSQL an advisory lock that every fenced write, `check_fence`, holds shared), so a take
-never interleaves with a write fenced by the term it ends. Before the gate, a take ends every
+never interleaves with a write fenced by the term it ends; a take that would fail (another term
+runs) returns before the gate, so a standby's polls never wait for, nor hold back, the leader's
+fenced writes. Before the gate, a take ends every
 database session of a holder whose term is over (or `force`d), found by its name
 (`ha_session_name`): such a holder may be frozen, or cut off, inside a fenced write, which then
 holds the gate for as long as that process stays frozen; ending its sessions is the only way to
@@ -96,6 +98,8 @@ class LeaseVerbs:
             "session_prefix": HA_SESSION_PREFIX,
         }
         async with self._t.write() as tx:
+            if not force and await tx.one("lease_running", params) is not None:
+                return None  # never waits at the gate for a term that runs
             ended = await tx.one("end_lapsed_holder", params)
             if ended is not None and ended["ended"]:
                 log.warning(

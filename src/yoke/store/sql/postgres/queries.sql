@@ -879,6 +879,14 @@ WHERE tenant = %(tenant)s AND worker_id = %(worker_id)s AND running > 0;
 -- name: clear_tenant_slots
 DELETE FROM tenant_running WHERE worker_id = %(worker_id)s;
 
+-- name: lease_running
+-- A term of some holder runs now (on this clock): a take would fail, so it does not wait at
+-- the gate for it. A standby polls here every second; its poll must neither wait for the
+-- leader's fenced writes nor queue an exclusive lock ahead of them.
+SELECT holder FROM yoke_leases
+WHERE name = %(name)s AND holder IS NOT NULL
+    AND expires_at >= extract(epoch FROM clock_timestamp());
+
 -- name: end_lapsed_holder
 -- Before a take: end every session of a holder whose term is over on this clock (or `force`d:
 -- known to be gone). A frozen or cut-off process can hold the gate SHARED for good from inside

@@ -669,6 +669,11 @@ WHERE tenant = :tenant AND worker_id = :worker_id AND running > 0;
 -- name: clear_tenant_slots
 DELETE FROM tenant_running WHERE worker_id = :worker_id;
 
+-- name: lease_running
+SELECT holder FROM yoke_leases
+WHERE name = :name AND holder IS NOT NULL
+    AND expires_at >= (julianday('now') - 2440587.5) * 86400.0;
+
 -- name: end_lapsed_holder
 -- One process holds a SQLite file's write lock at a time: no session of a former holder can
 -- hold a take back.
