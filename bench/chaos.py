@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import datetime
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -107,6 +108,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     failed: list[str] = []
     unexpected: list[str] = []  # 4xx answers to the load
     began = time.monotonic()
+    load = [os.getloadavg()[0]]
     async with fresh_databases("postgres") as fresh:
         rounds = 0
         while rounds < args.runs or time.monotonic() - began < args.minutes * 60:
@@ -118,14 +120,14 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 )
             keep(report, reports, failed)
         if "kill" not in args.faults:
-            return result(profile, began, records, no_lock, reports, failed, unexpected)
+            return result(profile, began, records, no_lock, reports, failed, unexpected, load)
         unlocked = dataclasses.replace(profile, liveness_lock=False)
         print("kill -9 without the liveness lock", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             kills = ("kill",) * args.runs
             report = await round_(kills, unlocked, await fresh(), Path(tmp), no_lock, unexpected)
         keep(report, reports, failed)
-    return result(profile, began, records, no_lock, reports, failed, unexpected)
+    return result(profile, began, records, no_lock, reports, failed, unexpected, load)
 
 
 def result(
@@ -136,8 +138,10 @@ def result(
     reports: list[Report],
     failed: list[str],
     unexpected: list[str],
+    load: list[float],
 ) -> dict[str, Any]:
     return {
+        "load_average": [*load, os.getloadavg()[0]],  # 1-minute, before and after
         "profile": dataclasses.asdict(profile),
         "minutes": (time.monotonic() - began) / 60,
         "records": [dataclasses.asdict(r) for r in records],
@@ -191,7 +195,12 @@ def section(raw: dict[str, Any], argv: str) -> str:
         "other server; each fault hits the leader. Failover: from the fault to the first "
         "start the other server acknowledged (201/202) of those sent after the fault (the "
         "client retries with a pause growing from 50 ms to 0.5 s, which the figures include). "
-        f"{round(raw['minutes'], 1):g} minutes in all.",
+        f"{round(raw['minutes'], 1):g} minutes in all"
+        + (
+            ", load average {:.1f} before and {:.1f} after.".format(*raw["load_average"])
+            if raw.get("load_average")
+            else "."
+        ),
         "",
         "| fault | runs | failover: median (min-max) | target | deposed leader's acks after "
         "| its replays after |",
@@ -229,7 +238,16 @@ def section(raw: dict[str, Any], argv: str) -> str:
         "fixed and pinned by tests: `overshoot`, a new leader admitting under the limits it "
         "last followed at its heartbeat, not the newest recorded "
         "(tests/ha/test_limits_failover.py); `events_appended_twice`, an append retried on "
-        "the other server while the first was in flight (tests/ha/test_append_retries.py).",
+        "the other server while the first was in flight (tests/ha/test_append_retries.py). "
+        "A takeover that came only when the fault ended (a leader SIGSTOPped or blackholed "
+        "in the middle of a fenced write kept the gate's lock for the whole fault, past the "
+        "2 s idle-in-transaction timeout, which never applies in mid-pipeline) is fixed "
+        "too: a take first ends the "
+        "sessions of a holder whose term is over, and a poll of a running lease no longer waits "
+        "at that lock, so the poll after the expiry takes it (tests/ha/test_frozen_leader.py). "
+        "When a "
+        "failover passes TTL + 3 s the harness writes who holds and waits for which lock "
+        "(`stuck-<fault>-<t>.txt` in the round's directory, and stderr).",
     ]
     if raw.get("unexpected"):
         lines += [
