@@ -3,7 +3,8 @@
 Each round is a fresh database with two `yoke serve --ha` (each through its own fault proxy),
 two `yoke worker`s and the keyed load of tests/ha/harness.py, and every fault once, on the
 leader: SIGTERM, kill -9, SIGSTOP for 2.5 TTL, a blackhole of its PostgreSQL link
-(`--blackhole-secs`, 30), `pg_terminate_backend` of its sessions; then the checker. Rounds
+(`--blackhole-secs`, 30), `pg_terminate_backend` of its sessions (`--faults stop,blackhole`:
+only those); then the checker. Rounds
 repeat until there are `--runs` of each fault and `--minutes` have passed. Then `--runs`
 kill -9 rounds without the liveness lock (failover by the lease's expiry alone).
 
@@ -19,6 +20,7 @@ import asyncio
 import dataclasses
 import datetime
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -30,7 +32,9 @@ from typing import Any
 
 import uvloop
 from tests.ha.checker import Report
-from tests.ha.harness import FAULTS, Cluster, Fault, FaultRecord, Profile
+from tests.ha.faults import FAULTS, Fault, FaultRecord
+from tests.ha.harness import Cluster
+from tests.ha.profile import Profile
 
 from bench.common import Figure, fresh_databases, machine
 from bench.run import HEADER, ORDER, kept_notes, kept_sections
@@ -104,6 +108,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     failed: list[str] = []
     unexpected: list[str] = []  # 4xx answers to the load
     began = time.monotonic()
+    load = [os.getloadavg()[0]]
     async with fresh_databases("postgres") as fresh:
         rounds = 0
         while rounds < args.runs or time.monotonic() - began < args.minutes * 60:
@@ -111,16 +116,32 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             print(f"round {rounds}", file=sys.stderr, flush=True)
             with tempfile.TemporaryDirectory() as tmp:
                 report = await round_(
-                    FAULTS, profile, await fresh(), Path(tmp), records, unexpected
+                    args.faults, profile, await fresh(), Path(tmp), records, unexpected
                 )
             keep(report, reports, failed)
+        if "kill" not in args.faults:
+            return result(profile, began, records, no_lock, reports, failed, unexpected, load)
         unlocked = dataclasses.replace(profile, liveness_lock=False)
         print("kill -9 without the liveness lock", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             kills = ("kill",) * args.runs
             report = await round_(kills, unlocked, await fresh(), Path(tmp), no_lock, unexpected)
         keep(report, reports, failed)
+    return result(profile, began, records, no_lock, reports, failed, unexpected, load)
+
+
+def result(
+    profile: Profile,
+    began: float,
+    records: list[FaultRecord],
+    no_lock: list[FaultRecord],
+    reports: list[Report],
+    failed: list[str],
+    unexpected: list[str],
+    load: list[float],
+) -> dict[str, Any]:
     return {
+        "load_average": [*load, os.getloadavg()[0]],  # 1-minute, before and after
         "profile": dataclasses.asdict(profile),
         "minutes": (time.monotonic() - began) / 60,
         "records": [dataclasses.asdict(r) for r in records],
@@ -174,15 +195,24 @@ def section(raw: dict[str, Any], argv: str) -> str:
         "other server; each fault hits the leader. Failover: from the fault to the first "
         "start the other server acknowledged (201/202) of those sent after the fault (the "
         "client retries with a pause growing from 50 ms to 0.5 s, which the figures include). "
-        f"{round(raw['minutes'], 1):g} minutes in all.",
+        f"{round(raw['minutes'], 1):g} minutes in all"
+        + (
+            ", load average {:.1f} before and {:.1f} after.".format(*raw["load_average"])
+            if raw.get("load_average")
+            else "."
+        ),
         "",
-        "| fault | runs | failover: median (min-max) | target | deposed leader's acks after |",
-        "| --- | --- | --- | --- | --- |",
+        "| fault | runs | failover: median (min-max) | target | deposed leader's acks after "
+        "| its replays after |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for label, fault, recs, target in rows:
         values = [r["served_after"] if fault == "terminate" else r["failover_after"] for r in recs]
         old = sum(r["old_acks_after_takeover"] for r in recs)
-        lines.append(f"| {label} | {len(recs)} | {seconds(values)} | {target} | {old} |")
+        replays = sum(r.get("old_replays_after_takeover", 0) for r in recs)
+        lines.append(
+            f"| {label} | {len(recs)} | {seconds(values)} | {target} | {old} | {replays} |"
+        )
     sums = {
         k: sum(r[k] or 0 for r in raw["reports"]) for k in (*SUMMED, "acked_starts", "acked_events")
     }
@@ -191,7 +221,10 @@ def section(raw: dict[str, Any], argv: str) -> str:
     lines += [
         "",
         "`pg_terminate_backend`'s figure is the time until any server acknowledged a start "
-        "again (the leader may keep its lease). Over every round, the checker's counts "
+        "again (the leader may keep its lease). The deposed leader's acks count the starts it "
+        "acknowledged of those sent after the failover; its replays, apart, are retries it "
+        "answered with the answer kept for their Idempotency-Key (marked "
+        "`Idempotent-Replayed`): a read, not a decision. Over every round, the checker's counts "
         f"({sums['acked_starts']} acknowledged starts, {sums['acked_events']} acknowledged "
         "events):",
         "",
@@ -205,7 +238,16 @@ def section(raw: dict[str, Any], argv: str) -> str:
         "fixed and pinned by tests: `overshoot`, a new leader admitting under the limits it "
         "last followed at its heartbeat, not the newest recorded "
         "(tests/ha/test_limits_failover.py); `events_appended_twice`, an append retried on "
-        "the other server while the first was in flight (tests/ha/test_append_retries.py).",
+        "the other server while the first was in flight (tests/ha/test_append_retries.py). "
+        "A takeover that came only when the fault ended (a leader SIGSTOPped or blackholed "
+        "in the middle of a fenced write kept the gate's lock for the whole fault, past the "
+        "2 s idle-in-transaction timeout, which never applies in mid-pipeline) is fixed "
+        "too: a take first ends the "
+        "sessions of a holder whose term is over, and a poll of a running lease no longer waits "
+        "at that lock, so the poll after the expiry takes it (tests/ha/test_frozen_leader.py). "
+        "When a "
+        "failover passes TTL + 3 s the harness writes who holds and waits for which lock "
+        "(`stuck-<fault>-<t>.txt` in the round's directory, and stderr).",
     ]
     if raw.get("unexpected"):
         lines += [
@@ -238,6 +280,14 @@ def write(section_text: str, output: Path, argv: str) -> None:
     output.write_text(HEADER + kept_notes(output) + body)
 
 
+def faults_arg(text: str) -> tuple[Fault, ...]:
+    known: dict[str, Fault] = {f: f for f in FAULTS}
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or any(n not in known for n in names):
+        raise argparse.ArgumentTypeError(f"faults are some of {','.join(FAULTS)}: got {text!r}")
+    return tuple(known[n] for n in names)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5, help="each fault at least this often")
@@ -247,6 +297,12 @@ def main() -> None:
     parser.add_argument("--blackhole-secs", type=float, default=30.0)
     parser.add_argument("--start-rate", type=float, default=10.0)
     parser.add_argument("--event-rate", type=float, default=5.0)
+    parser.add_argument(
+        "--faults",
+        type=faults_arg,
+        default=FAULTS,
+        help=f"comma-separated, in this order each round (default: {','.join(FAULTS)})",
+    )
     parser.add_argument("--output", default="docs/BENCHMARKS.md")
     parser.add_argument(
         "--rewrite", action="store_true", help="only write the section again from chaos.json"

@@ -44,6 +44,7 @@ class Answer:
     status: int
     sent_at: float  # monotonic, the harness's clock
     answered_at: float
+    replayed: bool = False  # the answer kept for its Idempotency-Key (Idempotent-Replayed)
 
     @property
     def is_start(self) -> bool:

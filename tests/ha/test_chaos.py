@@ -25,7 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.ha.harness import Cluster, Fault, FaultRecord, Profile
+from tests.ha.faults import Fault, FaultRecord
+from tests.ha.harness import Cluster
+from tests.ha.profile import Profile
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

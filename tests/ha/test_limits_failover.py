@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ha.harness import Cluster, Profile
+from tests.ha.harness import Cluster
+from tests.ha.profile import Profile
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import psycopg
 import pytest
 
-from tests.ha.harness import GRANTS_BY_TERM, SLOT_LOG
+from tests.ha.records import GRANTS_BY_TERM, SLOT_LOG
 from yoke.app import upgrade
 
 pytestmark = pytest.mark.postgres

@@ -52,7 +52,7 @@ from yoke.store.actor_records import (
     owner_of,
 )
 from yoke.store.executorverbs import ExecutorVerbs
-from yoke.store.leaseverbs import Lease, LeaseVerbs
+from yoke.store.leaseverbs import Lease, LeaseVerbs, Link
 from yoke.store.records import NewControl
 from yoke.store.tenantverbs import TenantRow, TenantVerbs
 from yoke.store.tx import Row, Transactions, Tx
@@ -107,12 +107,13 @@ def _opt_float(v: Any) -> float | None:
 class ActorVerbs:
     """The `ActorStore` verbs over one backend's transactions."""
 
-    def __init__(self, transactions: Transactions) -> None:
+    def __init__(self, transactions: Transactions, *, leases: Link | None = None) -> None:
         self._t = transactions
         # Parts of the same protocol (`ActorStore`), held by reference; their verbs are
-        # forwarded at the end of this class.
+        # forwarded at the end of this class. Takes, renewals and releases of leases may have
+        # transactions of their own (`leases`: on PostgreSQL a pool other work never drains).
         self.executors = ExecutorVerbs(transactions)
-        self.leases = LeaseVerbs(transactions)
+        self.leases = LeaseVerbs(transactions, terms=leases)
         self.tenants = TenantVerbs(transactions)
 
     def __repr__(self) -> str:

@@ -37,7 +37,9 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
   fenced one-statement grant: 16 arrays and values, and its fence's name and epoch).
 - Connections come from a psycopg_pool AsyncConnectionPool in autocommit mode: a verb of one
   statement runs as its own transaction (one round trip); a verb of several opens an explicit
-  transaction.
+  transaction. Takes, renewals and releases of leases have a pool of their own
+  (`LEASE_POOL_SIZE` connections, same session settings), so a renewal never waits for a
+  connection behind grant batches, claims or reads, however busy the main pool is.
 - One grant (and one finish) batch in the store at a time (`batch_overlap = 1`): a second
   batch sent while one commits waits for the ledger rows' lock and then commits on its own, so
   the same starts cost more commits (measured: fewer starts/s in process and over HTTP).
@@ -167,6 +169,27 @@ class _Tx:
         return {r[key]: int(r["seq"]) for r in rows}
 
 
+# Connections of the lease verbs' own pool: two, so that a take waiting at its gate (up to the
+# gate's lock timeout) never holds back a renewal of another lease held by the same process.
+LEASE_POOL_SIZE = 2
+
+
+class _LeaseLink:
+    """Transactions on the store's lease pool (`leaseverbs.Link`): takes, renewals, releases."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    def __repr__(self) -> str:
+        return f"_LeaseLink({self._store!r})"
+
+    def read(self) -> AbstractAsyncContextManager[Tx]:
+        return self._store._tx(write=False, leases=True)
+
+    def write(self) -> AbstractAsyncContextManager[Tx]:
+        return self._store._tx(write=True, leases=True)
+
+
 LIVENESS_KEY = 2035382118  # pg_advisory_lock(LIVENESS_KEY, 0): the admission leader's liveness
 _OWNER = """
 SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
@@ -286,48 +309,60 @@ class PostgresStore:
         self.connect_timeout = connect_timeout
         self.retry = retry or RetryPolicy()  # how a lost LISTEN connection is made again
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._lease_pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._version = 0
         self.executions = ExecutionVerbs(self)
-        self.actors = ActorVerbs(self)
+        self.actors = ActorVerbs(self, leases=_LeaseLink(self))
 
     def __repr__(self) -> str:
         return f"PostgresStore(open={self._pool is not None}, max_size={self.max_size})"
 
-    async def open(self) -> None:
-        pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+    def _new_pool(
+        self, min_size: int, max_size: int
+    ) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
+        return AsyncConnectionPool(
             self.url,
-            min_size=self.min_size,
-            max_size=self.max_size,
+            min_size=min_size,
+            max_size=max_size,
             open=False,
             kwargs={"autocommit": True, **self._session},
             timeout=self.connect_timeout,
         )
+
+    async def open(self) -> None:
+        pool = self._new_pool(self.min_size, self.max_size)
+        leases = self._new_pool(1, LEASE_POOL_SIZE)
         try:
             await pool.open(wait=True, timeout=self.connect_timeout)
             async with pool.connection() as conn:
                 self._version = await migrate(conn)
+            await leases.open(wait=True, timeout=self.connect_timeout)
         except (psycopg.Error, PoolTimeout) as exc:
-            await pool.close()
+            await asyncio.gather(pool.close(), leases.close())
             raise translate(exc) from exc
         except BaseException:
-            await pool.close()
+            await asyncio.gather(pool.close(), leases.close())
             raise
-        self._pool = pool
+        self._pool, self._lease_pool = pool, leases
 
     async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
+        pools = [p for p in (self._pool, self._lease_pool) if p is not None]
+        self._pool = self._lease_pool = None
+        for pool in pools:
             await pool.close()
 
     async def schema_version(self) -> int:
         return self._version
 
     @asynccontextmanager
-    async def _tx(self, *, write: bool, pipeline: bool = False) -> AsyncIterator[_Tx]:
-        if self._pool is None:
+    async def _tx(
+        self, *, write: bool, pipeline: bool = False, leases: bool = False
+    ) -> AsyncIterator[_Tx]:
+        pool = self._lease_pool if leases else self._pool
+        if pool is None:
             raise StoreUnavailable("the PostgreSQL store is not open")
         try:
-            async with self._connection(self._pool) as conn:
+            async with self._connection(pool) as conn:
                 if pipeline:
                     async with conn.pipeline(), conn.transaction():
                         yield _Tx(conn)

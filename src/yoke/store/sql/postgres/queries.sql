@@ -883,6 +883,31 @@ WHERE tenant = %(tenant)s AND worker_id = %(worker_id)s AND running > 0;
 -- name: clear_tenant_slots
 DELETE FROM tenant_running WHERE worker_id = %(worker_id)s;
 
+-- name: lease_running
+-- A term of some holder runs now (on this clock): a take would fail, so it does not wait at
+-- the gate for it. A standby polls here every second; its poll must neither wait for the
+-- leader's fenced writes nor queue an exclusive lock ahead of them.
+SELECT holder FROM yoke_leases
+WHERE name = %(name)s AND holder IS NOT NULL
+    AND expires_at >= extract(epoch FROM clock_timestamp());
+
+-- name: end_lapsed_holder
+-- Before a take: end every session of a holder whose term is over on this clock (or `force`d:
+-- known to be gone). A frozen or cut-off process can hold the gate SHARED for good from inside
+-- a fenced write: a backend waiting in mid-pipeline for the COMMIT is `active` (ClientRead),
+-- which idle_in_transaction_session_timeout never ends, and one blocked writing to a client
+-- that no longer reads (ClientWrite) neither. Only its end frees the gate. A holder's sessions
+-- are named `session_prefix` + holder (`leaseverbs.ha_session_name`). Only sessions this role
+-- may end are asked (its own role's, or all for a superuser): a pair run as two roles keeps the
+-- wait it had, rather than a take that fails on a permission error.
+SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid)) AS ended
+FROM yoke_leases l JOIN pg_stat_activity a
+    ON a.application_name = left(%(session_prefix)s || l.holder, 63)
+WHERE l.name = %(name)s AND l.holder IS NOT NULL AND l.holder <> %(holder)s
+    AND (l.expires_at < extract(epoch FROM clock_timestamp()) OR %(force)s)
+    AND a.datname = current_database() AND a.pid <> pg_backend_pid()
+    AND pg_has_role(a.usesysid, 'USAGE');
+
 -- name: gate_lease
 -- The takeover's side of the fence: the lease's advisory lock, EXCLUSIVE, before its epoch is
 -- bumped; it waits for every fenced write in flight (each holds it SHARED) to end.

@@ -672,6 +672,16 @@ WHERE tenant = :tenant AND worker_id = :worker_id AND running > 0;
 -- name: clear_tenant_slots
 DELETE FROM tenant_running WHERE worker_id = :worker_id;
 
+-- name: lease_running
+SELECT holder FROM yoke_leases
+WHERE name = :name AND holder IS NOT NULL
+    AND expires_at >= (julianday('now') - 2440587.5) * 86400.0;
+
+-- name: end_lapsed_holder
+-- One process holds a SQLite file's write lock at a time: no session of a former holder can
+-- hold a take back.
+SELECT 0 AS ended;
+
 -- name: gate_lease
 -- The takeover's side of the fence: the lease's advisory lock, EXCLUSIVE, before its epoch is
 -- bumped; it waits for every fenced write in flight (each holds it SHARED) to end.
