@@ -115,6 +115,9 @@ class QueueDrainScheduler:
             batch_size=self._cfg.batch_size,
             retry=self._cfg.retry,
             on_fenced=self._refused,
+            gather=self._cfg.complete_gather,
+            linger=self._cfg.complete_linger,
+            busy=lambda: bool(self._jobs),  # more will end: rows are held here
         )
         self._releases = Releases(  # rows whose executor is not running go back (releases.py)
             store,
@@ -712,6 +715,8 @@ class QueueDrainScheduler:
     def _unhold(self, qid: int) -> None:
         """The row is no longer held here; its tenant's window may want a claim now."""
         job = self._jobs.pop(qid, None)
+        if not self._jobs:
+            self._completions.nudge()  # nothing more will end soon: write what ended
         if job is None or not self._windows.released(job.row.tenant) or not self._fair:
             return
         # During a claim, the claim itself looks again when it ends (`hungry`): a wake per

@@ -24,6 +24,10 @@ from yoke.store.actor_records import ClaimedEvent, Completion, PendingEvent
 class DrainConfig:
     concurrency: int = 64  # worker-wide cap on concurrent process() calls
     batch_size: int = 1000  # rows per claim and per completion statement, at most
+    # While calls run, a completion statement waits for this many rows, at most this long
+    # (completions.py): results that come back a frame at a time share a statement.
+    complete_gather: int = 256
+    complete_linger: float = 0.02
     prefetch: int = 2048  # claim="first-come": claimed rows held beyond the running ones
     # "fair": each tenant holds at most its weighted share of concurrency * (1 + claim_depth)
     # rows (claims.py); "first-come": up to `prefetch` rows, claimed again when half a batch of
