@@ -88,6 +88,9 @@ def preload_of(app: str) -> tuple[str, ...]:
     top-level code is the app's and may look at either."""
     module_name, _, attr = app.partition(":")
     module = sys.modules.get(module_name)
+    main = sys.modules.get("__main__")
+    if module is None and getattr(getattr(main, "__spec__", None), "name", None) == module_name:
+        module = main  # the app's module is the worker's `python -m` module
     if module is None:
         return ()
     values = list(vars(module).values())

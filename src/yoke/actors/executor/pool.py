@@ -38,7 +38,7 @@ from yoke.actors.runner import ExecutorLost
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.fair import create_fair_scheduler
-from yoke.store.actor_records import ExecutorRow
+from yoke.store.actor_records import ExecutorRow, SpareRow
 
 log = logging.getLogger("yoke.executor")
 
@@ -127,6 +127,8 @@ class ExecutorPool:
         # of its own, charged to no tenant.
         self._spare_target = spares
         self._spares: list[ExecutorProcess] = []  # unbound, warming or warm
+        self._slots: dict[ExecutorProcess, int] = {}  # its row in `GET /v1/executors`
+        self._dirty_spares: dict[int, SpareRow] = {}
         self._spare_failures = 0
         self._spare_backoff_until = 0.0
         self._spare_retry: asyncio.TimerHandle | None = None
@@ -269,7 +271,6 @@ class ExecutorPool:
         t.current, t.first_done, t.busy_at = ex, False, now
         if spare is not None:
             self._spawn(self._bind(spare, now))
-            self._fill_spares()
         else:
             self._spawn(self._boot(t, ex, now))
         self._changed(tenant)
@@ -291,6 +292,7 @@ class ExecutorPool:
         for ex in self._spares:
             if ex.bindable:
                 self._spares.remove(ex)
+                self._spare_row(ex, self._slots.pop(ex), "STOPPED", "bound to a tenant")
                 return ex
         return None
 
@@ -306,6 +308,8 @@ class ExecutorPool:
         while len(self._spares) < self._spare_target:
             ex = self._new_executor("")
             self._spares.append(ex)
+            self._slots[ex] = min(set(range(self._spare_target)) - set(self._slots.values()))
+            self._spare_row(ex, self._slots[ex])
             self._spawn(self._warm(ex, now))
         self._spares_changed()
 
@@ -320,13 +324,16 @@ class ExecutorPool:
         try:
             await self._boots.schedule(warm, tenant=SPARE_LANE)
         except BootFailed as exc:
-            log.warning("a warm spare failed to boot: %s", exc.reason)
+            if not self._closing:
+                log.warning("a warm spare failed to boot: %s", exc.reason)
             return  # _exited has counted it
         if ex.state is not ExecutorState.SPARE:
             return
         for phase in ("spawn", "interpreter", "sandbox", "runtime"):
             self._metrics.executor_phase(phase, ex.phases[phase])
         self._spare_failures = 0
+        if ex in self._slots:
+            self._spare_row(ex, self._slots[ex])
         self._spares_changed()
 
     async def _bind(self, ex: ExecutorProcess, asked: float) -> None:
@@ -335,11 +342,16 @@ class ExecutorPool:
         except BootFailed as exc:
             log.warning("executor of tenant %r failed to boot: %s", ex.tenant, exc.reason)
             return  # _exited has counted it
+        finally:
+            # The next spare boots once this one is bound, not during its bind: on a busy
+            # machine the two would share the CPU, and the tenant waits for the bind.
+            self._fill_spares()
         if not self._closing and ex.state is ExecutorState.READY:
             self._became_ready(ex)
 
     def _spare_lost(self, ex: ExecutorProcess) -> None:
         self._spares.remove(ex)
+        self._spare_row(ex, self._slots.pop(ex), ex.state.value, ex.stop_reason)
         if ex.crashed and not self._closing:
             self._spare_failures += 1
             pause = min(MAX_BACKOFF, self._backoff * 2 ** (self._spare_failures - 1))
@@ -349,6 +361,22 @@ class ExecutorPool:
 
     def _spares_changed(self) -> None:
         self._metrics.set_executors({s.value: n for s, n in self.counts().items()})
+        self._record.set()
+
+    def _spare_row(
+        self, ex: ExecutorProcess, slot: int, state: str = "SPARE", reason: str | None = None
+    ) -> None:
+        self._dirty_spares[slot] = SpareRow(
+            worker_id=self.worker_id,
+            slot=slot,
+            pid=ex.pid,
+            state=state,
+            started_at=ex.started_at,
+            boot_ms=ex.spare_ms,
+            isolation=self.isolation,
+            stop_reason=reason,
+            updated_at=self._clock.wall(),
+        )
 
     def stop(self, tenant: str, reason: str, *, held: int) -> bool:
         """Stop `tenant`'s READY executor, if it has nothing to do: `held` is what the drain
@@ -507,12 +535,16 @@ class ExecutorPool:
                     updated_at=now,
                 )
             )
+        spares, self._dirty_spares = self._dirty_spares, {}
         try:
             await self._store.record_executors(rows)
+            await self._store.record_spares(list(spares.values()))
         except YokeError as exc:
-            log.warning("recording %d executors failed: %s", len(rows), exc)
+            log.warning("recording %d executors failed: %s", len(rows) + len(spares), exc)
             for name in dirty:
                 self._dirty.setdefault(name, None)
+            for slot, row in spares.items():
+                self._dirty_spares.setdefault(slot, row)
 
 
 async def _changed(t: _Tenant) -> None:
