@@ -196,12 +196,39 @@ class ExecutorProcess:
         """Start the process and wait until it is READY; `BootFailed` otherwise (then FAILED,
         its process group killed)."""
         self.phases["queue"] = queued
-        if self._dead:  # killed while it waited for a boot slot
-            raise BootFailed(self.stop_reason or "stopped before its boot")
-        try:
+
+        async def cold() -> None:
             reader = await self._start()
             async with asyncio.timeout(self._launch.boot_timeout):
                 await self._handshake(reader)
+
+        await self._booting(cold())
+
+    async def warm(self, queued: float) -> None:
+        """Start the process as a warm spare (no tenant yet) and wait for its hello: then SPARE,
+        until `bind`. `BootFailed` otherwise."""
+        self.state = ExecutorState.SPARE
+        self.phases["queue"] = queued
+
+        async def spare() -> None:
+            reader = await self._start(bound=False)
+            async with asyncio.timeout(self._launch.boot_timeout):
+                self._hello = await self._read_hello(reader)
+            received = self._clock.monotonic()
+            self._stamp_phases(self._hello.get("stamps"), received, upto="runtime")
+            self._reader = reader
+            self.spare_ms = (received - self._stamps["spawned"]) * 1000
+
+        await self._booting(spare())
+        self._spawn(self._watch_unbound())
+
+    async def _booting(self, steps: Coroutine[Any, Any, None]) -> None:
+        """Run the steps of a boot; however they fail, the boot failed (`_fail_boot`)."""
+        if self._dead:  # killed while it waited for a boot slot
+            steps.close()
+            raise BootFailed(self.stop_reason or "stopped before its boot")
+        try:
+            await steps
         except TimeoutError:
             await self._fail_boot(f"boot_timeout: not ready in {self._launch.boot_timeout:g}s")
         except asyncio.IncompleteReadError:
@@ -210,32 +237,6 @@ class ExecutorProcess:
             await self._fail_boot(f"boot_error: {type(exc).__name__}: {exc}")
         except BootFailed as exc:
             await self._fail_boot(exc.reason)
-
-    async def warm(self, queued: float) -> None:
-        """Start the process as a warm spare (no tenant yet) and wait for its hello: then SPARE,
-        until `bind`. `BootFailed` otherwise."""
-        self.state = ExecutorState.SPARE
-        self.phases["queue"] = queued
-        if self._dead:
-            raise BootFailed(self.stop_reason or "stopped before its boot")
-        try:
-            reader = await self._start(bound=False)
-            async with asyncio.timeout(self._launch.boot_timeout):
-                self._hello = await self._read_hello(reader)
-            received = self._clock.monotonic()
-            self._stamp_phases(self._hello.get("stamps"), received, upto="runtime")
-        except TimeoutError:
-            await self._fail_boot(f"boot_timeout: not ready in {self._launch.boot_timeout:g}s")
-        except asyncio.IncompleteReadError:
-            await self._fail_boot(None)
-        except (ProtocolError, ConnectionError, OSError) as exc:
-            await self._fail_boot(f"boot_error: {type(exc).__name__}: {exc}")
-        except BootFailed as exc:
-            await self._fail_boot(exc.reason)
-        self._reader = reader
-        self.spare_ms = (received - self._stamps["spawned"]) * 1000
-        self.state = ExecutorState.SPARE
-        self._spawn(self._watch_unbound())
 
     async def _watch_unbound(self) -> None:
         """A spare is read by no one until it is bound: its exit is what says it died."""
@@ -262,22 +263,16 @@ class ExecutorProcess:
         uid), imports the app and says ready; `BootFailed` otherwise. Its boot is what the
         tenant waited: `queue`, `app` and `handshake` (the spare's own phases were counted
         when it was warmed)."""
-        assert self._reader is not None
+        reader = self._reader
+        assert reader is not None
         self.phases = {"queue": queued}
         self._stamps = {"spawned": self._clock.monotonic()}
-        if self._dead:
-            raise BootFailed(self.stop_reason or "stopped before its boot")
-        try:
+
+        async def bound() -> None:
             async with asyncio.timeout(self._launch.boot_timeout):
-                await self._init(self._reader, self._hello)
-        except TimeoutError:
-            await self._fail_boot(f"boot_timeout: not ready in {self._launch.boot_timeout:g}s")
-        except asyncio.IncompleteReadError:
-            await self._fail_boot(None)
-        except (ProtocolError, ConnectionError, OSError) as exc:
-            await self._fail_boot(f"boot_error: {type(exc).__name__}: {exc}")
-        except BootFailed as exc:
-            await self._fail_boot(exc.reason)
+                await self._init(reader, self._hello)
+
+        await self._booting(bound())
 
     async def _start(self, *, bound: bool = True) -> asyncio.StreamReader:
         launch = self._launch
