@@ -78,7 +78,7 @@ def main() -> None:
     stamps = {"start": _STARTED, "sandbox": time.monotonic()}
     from yoke.actors.executor.child import run
 
-    run(stamps)
+    run(stamps, arm_parent_death)
 
 
 if __name__ == "__main__":

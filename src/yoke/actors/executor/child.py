@@ -41,11 +41,12 @@ _TRACEBACK_CHARS = 8192
 _EXIT_BOOT_FAILED = 3
 
 
-def run(stamps: dict[str, float]) -> None:
-    asyncio.run(_main(stamps))
+def run(stamps: dict[str, float], arm_parent_death: Callable[[int], None]) -> None:
+    """`arm_parent_death(worker_pid)`: the bootstrap's, set again after a change of uid."""
+    asyncio.run(_main(stamps, arm_parent_death))
 
 
-async def _main(stamps: dict[str, float]) -> None:
+async def _main(stamps: dict[str, float], arm_parent_death: Callable[[int], None]) -> None:
     fd = int(os.environ.pop("YOKE_EXECUTOR_FD"))
     preload = [m for m in os.environ.pop("YOKE_EXECUTOR_PRELOAD", "").split(",") if m]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
@@ -61,7 +62,7 @@ async def _main(stamps: dict[str, float]) -> None:
         os._exit(0)
     stamps["init"] = time.monotonic()
     try:
-        bind(init)
+        bind(init, arm_parent_death)
         registry = load_registry(str(init["app"]), [str(p) for p in init.get("path", ())])
     except BaseException:
         text = traceback.format_exc()[-_TRACEBACK_CHARS:]
@@ -80,7 +81,7 @@ async def _main(stamps: dict[str, float]) -> None:
     writer.close()
 
 
-def bind(init: dict[str, Any]) -> None:
+def bind(init: dict[str, Any], arm_parent_death: Callable[[int], None]) -> None:
     """Become the executor of `init`'s tenant, before any of the app is imported: its working
     directory, HOME and TMPDIR, and its uid (when the worker runs as root and gives one).
 
@@ -93,8 +94,6 @@ def bind(init: dict[str, Any]) -> None:
         os.environ["HOME"] = os.environ["TMPDIR"] = str(directory)
     uid = init.get("uid")
     if uid is not None and os.geteuid() != uid:
-        from yoke.executor import arm_parent_death
-
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
