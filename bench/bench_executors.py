@@ -1,16 +1,19 @@
 """Executor processes: cold boots, wake latency, drain through executors vs inline, boot storms.
 
-1. Cold boot: one tenant at a time is woken by an append on a running worker (PostgreSQL);
-   its executor boots (spawn -> READY, the executor's own `boot_ms`), and its first
-   `process()` starts. Per boot: boot_ms, each phase of `yoke_executor_boot_phase_seconds`,
-   and the wake latency (the append returned -> `process()` started, on the host's clock).
+1. Boots: one tenant at a time is woken by an append on a running worker (PostgreSQL); its
+   executor boots (the executor's own `boot_ms`), and its first `process()` starts. Per boot:
+   boot_ms, each phase of `yoke_executor_boot_phase_seconds`, and the wake latency (the append
+   returned -> `process()` started, on the host's clock). Two kinds, in alternate rounds of the
+   same run: cold (`warm_spares=0`: spawn -> READY) and bound (`warm_spares=1`: a warm spare is
+   bound to the tenant, bind -> READY; each wake waits until the spare booted after the last
+   bind is warm, so it measures wakes spaced further apart than a spare's boot).
 2. Drain: N no-op events over 100 instances of one tenant, appended beforehand; then a fresh
    worker process drains them, `inline` and `process` in the same round, each on a fresh
    PostgreSQL database. Drain = the worker's first claim can happen (its start; for
    `process`, its tenant's executor READY) -> the last durable completion.
 3. Boot storm: 200 tenants woken at once (one append each, one statement) with the default
    boot concurrency (the CPU count): time until all 200 executors are READY, and until all
-   200 events are processed.
+   200 events are processed; with one warm spare (the default) and with none, alternately.
 
 Every figure: median (min-max) of several rounds. Run: `.venv/bin/python -m bench.bench_executors
 [--quick]`; markdown on stdout, raw figures in bench/results/executors.json. PostgreSQL:
@@ -91,16 +94,24 @@ async def until(check: Any, seconds: float = 120.0) -> None:
 
 
 # -- 1. cold boots --------------------------------------------------------------------------------
-async def boot_run(url: str, boots: int) -> list[dict[str, float]]:
+async def boot_run(url: str, boots: int, spares: int = 0) -> list[dict[str, float]]:
     backend = open_store(url)
     await backend.open()
     store = backend.actors
-    rt = runtime("boot-worker", "process")
+    rt = runtime("boot-worker", "process", warm_spares=spares)
     out: list[dict[str, float]] = []
     try:
         async with rt.running(store):
+            pool = rt.pool
+            assert pool is not None
             for i in range(boots):
                 tenant = f"cold-{i}"
+
+                async def warm() -> bool:
+                    return any(ex.bindable for ex in pool.spares())
+
+                if spares:
+                    await until(warm)
                 sent = time.time()
                 await rt.append("wake", {"k": "x"}, tenant=tenant)
                 appended = time.time()
@@ -110,16 +121,16 @@ async def boot_run(url: str, boots: int) -> list[dict[str, float]]:
 
                 await until(started)
                 begun = (await state(store, tenant, "x"))["started"]
-                pool = rt.pool
-                assert pool is not None
                 ex = pool.executor(tenant)
                 assert ex is not None and ex.boot_ms is not None
-                figures = {p: ex.phases[p] * 1000 for p in PHASES}
+                assert (ex.spare_ms is not None) == bool(spares)  # bound iff spares were kept
+                figures = {p: ex.phases.get(p, 0.0) * 1000 for p in PHASES}
                 figures |= {
                     "queue": ex.phases["queue"] * 1000,
                     "boot_ms": ex.boot_ms,
                     "wake_ms": (begun - appended) * 1000,
                     "append_ms": (appended - sent) * 1000,
+                    "spare_ms": ex.spare_ms or 0.0,
                 }
                 out.append(figures)
     finally:
@@ -224,13 +235,20 @@ async def worker_main(url: str, n: int, mode: str) -> None:
 
 
 # -- 3. boot storm --------------------------------------------------------------------------------
-async def storm_run(url: str, tenants: int) -> dict[str, float]:
+async def storm_run(url: str, tenants: int, spares: int) -> dict[str, float]:
     backend = open_store(url)
     await backend.open()
     store = backend.actors
-    rt = runtime("storm-worker", "process")
+    rt = runtime("storm-worker", "process", warm_spares=spares)
     try:
         async with rt.running(store):
+            pool = rt.pool
+            assert pool is not None
+
+            async def warm() -> bool:
+                return sum(1 for ex in pool.spares() if ex.bindable) >= spares
+
+            await until(warm)
             events = [
                 e
                 for i in range(tenants)
@@ -241,8 +259,6 @@ async def storm_run(url: str, tenants: int) -> dict[str, float]:
             lifecycle = rt.lifecycle
             assert lifecycle is not None
             lifecycle.wake()
-            pool = rt.pool
-            assert pool is not None
 
             async def all_ready() -> bool:
                 return sum(1 for v in pool.views() if v.boot_ms is not None) >= tenants
@@ -319,7 +335,7 @@ def fig(values: list[float]) -> Figure:
     return Figure.of(values)
 
 
-async def main(quick: bool, drain_only: bool = False) -> None:
+async def main(quick: bool, drain_only: bool = False, boots_only: bool = False) -> None:
     logging.basicConfig(level=logging.WARNING)
     rounds = 3
     drain_rounds = 3 if quick else 5
@@ -329,28 +345,42 @@ async def main(quick: bool, drain_only: bool = False) -> None:
     figures: dict[str, Any] = {"rounds": rounds, "boots": boots, "n": n, "tenants": tenants}
     load_before = os.getloadavg()[0]
     boot_rounds: list[list[dict[str, float]]] = []
+    bound_rounds: list[list[dict[str, float]]] = []
     drains: dict[str, list[float]] = {"inline": [], "process": []}
     cpus: dict[str, list[dict[str, float]]] = {"inline": [], "process": []}
     storms: list[dict[str, float]] = []
+    cold_storms: list[dict[str, float]] = []
     async with fresh_databases("postgres", PG) as new_url:
-        for _ in range(0 if drain_only else rounds):
+        for _ in range(0 if drain_only else rounds):  # cold and bound alternately: same load
             boot_rounds.append(await boot_run(await new_url(), boots))
-        for _ in range(drain_rounds):  # interleaved, so both see the same load
+            bound_rounds.append(await boot_run(await new_url(), boots, spares=1))
+        for _ in range(0 if boots_only else drain_rounds):  # interleaved: the same load
             for mode in ("inline", "process"):
                 rate, cpu = await drain_run(await new_url(), n, mode)
                 drains[mode].append(rate)
                 cpus[mode].append(cpu)
         for _ in range(0 if drain_only else rounds):
-            storms.append(await storm_run(await new_url(), tenants))
+            storms.append(await storm_run(await new_url(), tenants, spares=1))
+            cold_storms.append(await storm_run(await new_url(), tenants, spares=0))
     load_after = os.getloadavg()[0]
-    figures |= {"boots_raw": boot_rounds, "drain_per_s": drains, "storms": storms}
+    figures |= {"boots_raw": boot_rounds, "bound_boots_raw": bound_rounds}
+    figures |= {"drain_per_s": drains, "storms": storms, "storms_without_spares": cold_storms}
     figures |= {"drain_cpu_us_per_event": cpus, "loadavg_1m": [load_before, load_after]}
     if drain_only:
         print_drain(n, drain_rounds, drains, cpus, load_before, load_after)
         return
 
-    def per_round(key: str, q: float) -> list[float]:
-        return [pct([b[key] for b in r], q) for r in boot_rounds]
+    Rounds = list[list[dict[str, float]]]
+
+    def per_round(key: str, q: float, of: Rounds = boot_rounds) -> list[float]:
+        return [pct([b[key] for b in r], q) for r in of]
+
+    def bound(key: str, q: float) -> list[float]:
+        return per_round(key, q, bound_rounds)
+
+    def ratio(key: str, q: float) -> str:
+        got = [b / c for b, c in zip(bound(key, q), per_round(key, q), strict=True)]
+        return fig(got).fmt(digits=2)
 
     print("## Executor processes: boots, wake latency, drain, boot storms\n")
     print(
@@ -359,31 +389,56 @@ async def main(quick: bool, drain_only: bool = False) -> None:
         f"(min-max) of the rounds' figures; {machine()}. The machine is shared: its 1-minute "
         f"load average was {load_before:.1f} before the run and {load_after:.1f} after it.\n"
     )
-    print(f"Cold boots, {boots} tenants woken one after another per round (spawn -> READY):\n")
-    print("| figure | p50 | p99 | target |")
-    print("| --- | --- | --- | --- |")
     print(
-        f"| boot to READY | {fig(per_round('boot_ms', 0.5)).fmt(' ms', 1)} "
-        f"| {fig(per_round('boot_ms', 0.99)).fmt(' ms', 1)} | p50 <= 150 ms, p99 <= 400 ms |"
+        f"Boots, {boots} tenants woken one after another per round; cold rounds (no warm spare: "
+        "spawn -> READY) and bound rounds (`YOKE_EXECUTOR_WARM_SPARES=1`, the default: a warm "
+        "spare bound to the tenant, bind -> READY; each wake once the spare booted after the "
+        "last bind is warm) alternate; the ratio is bound / cold, per pair of rounds:\n"
     )
+    print("| figure | cold p50 | cold p99 | bound p50 | bound p99 | bound / cold p50 | target |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for key, name, target in (
+        ("boot_ms", "boot to READY", "p50 <= 150 ms, p99 <= 400 ms"),
+        ("wake_ms", "wake: append -> `process()` starts", "p50 <= 250 ms"),
+    ):
+        print(
+            f"| {name} | {fig(per_round(key, 0.5)).fmt(' ms', 1)} "
+            f"| {fig(per_round(key, 0.99)).fmt(' ms', 1)} | {fig(bound(key, 0.5)).fmt(' ms', 1)} "
+            f"| {fig(bound(key, 0.99)).fmt(' ms', 1)} | {ratio(key, 0.5)} | {target} |"
+        )
     print(
-        f"| wake: append -> `process()` starts | {fig(per_round('wake_ms', 0.5)).fmt(' ms', 1)} "
-        f"| {fig(per_round('wake_ms', 0.99)).fmt(' ms', 1)} | p50 <= 250 ms |"
+        f"\nA spare's own boot (spawn -> its hello, off the wake's path): p50 "
+        f"{fig(bound('spare_ms', 0.5)).fmt(' ms', 1)}, "
+        f"p99 {fig(bound('spare_ms', 0.99)).fmt(' ms', 1)}."
     )
     print("\nMedian of each boot phase (`yoke_executor_boot_phase_seconds{phase}`), ms:\n")
-    print("| " + " | ".join(("queue", *PHASES)) + " |")
-    print("|" + " --- |" * (len(PHASES) + 1))
-    print("| " + " | ".join(fig(per_round(p, 0.5)).fmt("", 1) for p in ("queue", *PHASES)) + " |")
+    print("| boot | " + " | ".join(("queue", *PHASES)) + " |")
+    print("|" + " --- |" * (len(PHASES) + 2))
+    cold_cells = [fig(per_round(p, 0.5)).fmt("", 1) for p in ("queue", *PHASES)]
+    print("| cold | " + " | ".join(cold_cells) + " |")
+    kept = ("queue", "app", "handshake")  # a bound boot has no others: the spare had them
+    bound_cells = [fig(bound(p, 0.5)).fmt("", 1) if p in kept else "-" for p in ("queue", *PHASES)]
+    print("| bound | " + " | ".join(bound_cells) + " |")
     print()
-    print_drain(n, drain_rounds, drains, cpus)
+    if drains["inline"]:
+        print_drain(n, drain_rounds, drains, cpus)
     conc = int(storms[0]["concurrency"])
     print(
         f"\nBoot storm: {tenants} tenants woken at once (one append statement), boot "
-        f"concurrency {conc} (the default: CPU count): all READY after "
-        f"{fig([s['all_ready_s'] for s in storms]).fmt(' s', 1)}, all processed after "
-        f"{fig([s['all_processed_s'] for s in storms]).fmt(' s', 1)}; boot p50 in the storm "
-        f"{fig([s['boot_p50_ms'] for s in storms]).fmt(' ms', 0)} "
-        f"(each boot waits for a CPU: {tenants} x p50 / {conc} is the floor).\n"
+        f"concurrency {conc} (the default: CPU count), rounds with one warm spare (the default) "
+        "and with none alternating:\n"
+    )
+    print("| spares | all READY | all processed | boot p50 in the storm |")
+    print("| --- | --- | --- | --- |")
+    for label, runs in (("1 (default)", storms), ("0", cold_storms)):
+        print(
+            f"| {label} | {fig([s['all_ready_s'] for s in runs]).fmt(' s', 1)} "
+            f"| {fig([s['all_processed_s'] for s in runs]).fmt(' s', 1)} "
+            f"| {fig([s['boot_p50_ms'] for s in runs]).fmt(' ms', 0)} |"
+        )
+    print(
+        f"\nEach boot waits for a CPU: {tenants} x p50 / {conc} is the floor; one spare saves "
+        "one boot of the burst, then boots behind it like any tenant's (its own fair lane).\n"
     )
     out = ROOT / "bench" / "results" / "executors.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -394,10 +449,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--drain-only", action="store_true", help="only the drain figures")
+    parser.add_argument("--boots-only", action="store_true", help="boots and storms, no drain")
     parser.add_argument("--worker", nargs=3, metavar=("URL", "N", "MODE"))
     args = parser.parse_args()
     if args.worker:
         url, count, mode = args.worker
         asyncio.run(worker_main(url, int(count), mode))
     else:
-        asyncio.run(main(args.quick, args.drain_only))
+        asyncio.run(main(args.quick, args.drain_only, args.boots_only))

@@ -501,6 +501,7 @@ def env_reference_text() -> str:
             ("YOKE_EXECUTOR_FD", "the executor's end of its socketpair to the worker"),
             ("YOKE_EXECUTOR_PARENT", "the worker's pid (the executor exits if it is gone)"),
             ("YOKE_EXECUTOR_LIMITS", "the limits the executor applies to itself (JSON)"),
+            ("YOKE_EXECUTOR_PRELOAD", "yoke's modules the app uses, imported before it is bound"),
         )
     ]
     return env_reference(

@@ -7,7 +7,8 @@ no core dumps, the memory cap (RLIMIT_AS), the file and process caps, the parent
 (SIGKILL when the worker's thread that started it ends: set here, after any change of uid,
 which would clear it) and no-new-privileges. If the worker died before the signal was set, it
 exits at once. Then it imports the executor runtime (`yoke.actors.executor.child`), which says
-hello on the socket and imports the app when told which.
+hello on the socket and, when told its tenant and app, becomes that tenant's executor (its
+directory, and its uid if it was started unbound as a warm spare) and imports the app.
 
 This module must import nothing but the standard library before the limits are applied.
 """
@@ -45,7 +46,6 @@ def apply_limits(limits: dict[str, int | None]) -> None:
             resource.setrlimit(which, (cap, cap))
     if sys.platform == "linux":
         import ctypes
-        import signal
 
         # SCHED_BATCH: a wake-up of the executor (a frame from its worker) does not preempt
         # the worker on its CPU; both run, and a burst of tenant code never takes the CPU
@@ -53,8 +53,20 @@ def apply_limits(limits: dict[str, int | None]) -> None:
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def arm_parent_death(parent: int) -> None:
+    """SIGKILL when the worker dies; exit now if it is gone already (nobody to serve). Set
+    after any change of uid, which clears it."""
+    if sys.platform == "linux":
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if parent and os.getppid() != parent:
+        os._exit(_EXIT_ORPHANED)
 
 
 def main() -> None:
@@ -62,12 +74,11 @@ def main() -> None:
     limits = json.loads(env.pop("YOKE_EXECUTOR_LIMITS", "{}"))
     parent = int(env.pop("YOKE_EXECUTOR_PARENT", "0"))
     apply_limits(limits)
-    if parent and os.getppid() != parent:
-        os._exit(_EXIT_ORPHANED)  # the worker is gone already: nobody to serve
+    arm_parent_death(parent)
     stamps = {"start": _STARTED, "sandbox": time.monotonic()}
     from yoke.actors.executor.child import run
 
-    run(stamps)
+    run(stamps, arm_parent_death)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ ACTOR_TABLES = (
     "scheduled_events",
     "runtime_workers",
     "runtime_executors",
+    "runtime_spares",
     "yoke_leases",
     "tenant_settings",
     "tenant_running",

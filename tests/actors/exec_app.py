@@ -11,6 +11,25 @@ from yoke.actors import ActorCtx, ActorRegistry, Backoff, Event, Queue
 
 registry = ActorRegistry()
 SPEC = "tests.actors.exec_app:registry"
+# What an executor must never load: drivers and the server's and metrics' libraries (top-level
+# packages), and the worker's side of yoke (the store's protocol and backends, leases, the
+# server, executions).
+HEAVY = frozenset(
+    ("psycopg", "psycopg_pool", "sqlite3", "pydantic", "prometheus_client", "starlette", "uvicorn")
+)
+WORKER_ONLY = frozenset(
+    (
+        "yoke.store.protocol",
+        "yoke.store.records",
+        "yoke.store.sqlite",
+        "yoke.store.postgres",
+        "yoke.leases",
+        "yoke.server",
+        "yoke.executions",
+        "yoke.actors.protocol",
+        "yoke.actors.drain",
+    )
+)
 
 
 @registry.actor(subscribe=["counts"], key="k", queue=Queue(concurrency=100))
@@ -21,11 +40,7 @@ async def count(ctx: ActorCtx, event: Event) -> None:
 @registry.actor(subscribe=["probes"], key="k")
 async def probe(ctx: ActorCtx, event: Event) -> None:
     """What the process running process() looks like, from inside."""
-    leaked = sorted(
-        m
-        for m in sys.modules
-        if m.startswith(("yoke.store.sqlite", "yoke.store.postgres", "psycopg", "yoke.server"))
-    )
+    leaked = sorted(m for m in sys.modules if m.partition(".")[0] in HEAVY or m in WORKER_ONLY)
     try:
         peek: object = os.listdir(os.path.dirname(os.getcwd()))  # the other tenants' dirs?
     except PermissionError:

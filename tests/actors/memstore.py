@@ -35,6 +35,7 @@ from yoke.store.actor_records import (
     PendingEvent,
     QueueDepth,
     QueueStatus,
+    SpareRow,
     Takeover,
     WorkerRow,
     owner_of,
@@ -81,7 +82,8 @@ class MemoryActorStore:
     workers: dict[str, WorkerRow] = field(default_factory=dict)
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     calls: dict[str, int] = field(default_factory=dict)
-    executors: dict[tuple[str, str], ExecutorRow] = field(default_factory=dict)
+    executors: dict[tuple[str, str | None], ExecutorRow] = field(default_factory=dict)
+    spares: dict[tuple[str, int], SpareRow] = field(default_factory=dict)
     leases: dict[str, Lease] = field(default_factory=dict)
     clock: Callable[[], float] = time.time  # the "database's" clock of the leases
     tenants: dict[str, TenantRow] = field(default_factory=dict)
@@ -331,9 +333,34 @@ class MemoryActorStore:
         for r in rows:
             self.executors[(r.worker_id, r.tenant)] = r
 
+    async def record_spares(self, rows: Sequence[SpareRow]) -> None:
+        await asyncio.sleep(0)
+        for r in rows:
+            self.spares[(r.worker_id, r.slot)] = r
+
     async def list_executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRow]:
         rows = [r for r in self.executors.values() if tenant is None or r.tenant == tenant]
-        return sorted(rows, key=lambda r: (r.tenant, r.worker_id))[:limit]
+        rows.sort(key=lambda r: (r.tenant or "", r.worker_id))
+        if tenant is None:
+            spares = sorted(self.spares.values(), key=lambda r: (r.worker_id, r.pid or 0))
+            rows += [
+                ExecutorRow(
+                    worker_id=s.worker_id,
+                    tenant=None,
+                    pid=s.pid,
+                    state=s.state,
+                    started_at=s.started_at,
+                    boot_ms=s.boot_ms,
+                    dispatches=0,
+                    active_dispatch=0,
+                    crashes=0,
+                    isolation=s.isolation,
+                    stop_reason=s.stop_reason,
+                    updated_at=s.updated_at,
+                )
+                for s in spares
+            ]
+        return rows[:limit]
 
     # -- leases: the reference semantics of yoke.store.leaseverbs --------------------------------
     async def acquire_lease(

@@ -17,6 +17,7 @@ from yoke.store.actor_records import (
     InstanceRef,
     NewEvent,
     NewTimer,
+    SpareRow,
     Target,
 )
 from yoke.store.leaseverbs import Lease
@@ -150,6 +151,41 @@ async def test_executor_rows_are_upserted_per_worker_and_tenant(actor_store: Act
     assert rows[2] == stopped
     assert [r.worker_id for r in await actor_store.list_executors(tenant="a", limit=1)] == ["w1"]
     assert await actor_store.list_executors(tenant="zz", limit=10) == []
+
+
+def _spare(slot: int, pid: int | None, state: str = "SPARE", **kw: object) -> SpareRow:
+    values: dict[str, object] = {
+        "worker_id": "w1",
+        "slot": slot,
+        "pid": pid,
+        "state": state,
+        "started_at": 1.0,
+        "boot_ms": 150.0,
+        "isolation": "process",
+        "stop_reason": None,
+        "updated_at": 2.0,
+    }
+    values.update(kw)
+    return SpareRow(**values)  # type: ignore[arg-type]
+
+
+async def test_spares_are_listed_after_the_tenants_executors_with_no_tenant(
+    actor_store: ActorStore,
+) -> None:
+    await actor_store.record_executors([_row("a", "READY", pid=7)])
+    await actor_store.record_spares([_spare(0, 8), _spare(1, 9, boot_ms=None)])
+    # Slot 0's spare was bound to a tenant; the spare booted after it takes the slot.
+    await actor_store.record_spares([_spare(0, 8, "STOPPED", stop_reason="bound to a tenant")])
+    await actor_store.record_spares([_spare(0, 10)])
+    rows = await actor_store.list_executors(tenant=None, limit=10)
+    assert [(r.tenant, r.pid, r.state, r.dispatches) for r in rows] == [
+        ("a", 7, "READY", 3),
+        (None, 9, "SPARE", 0),
+        (None, 10, "SPARE", 0),
+    ]
+    assert rows[1].boot_ms is None and rows[2].boot_ms == 150.0
+    assert [r.tenant for r in await actor_store.list_executors(tenant="a", limit=10)] == ["a"]
+    assert len(await actor_store.list_executors(tenant=None, limit=2)) == 2
 
 
 async def test_a_lease_has_one_holder_per_term(actor_store: ActorStore) -> None:

@@ -58,14 +58,25 @@ async def test_executors_are_listed_per_tenant_for_operators(served: Client) -> 
     def both_recorded(body: dict[str, object]) -> bool:
         items = body["items"]
         assert isinstance(items, list)
+        items = [i for i in items if i["tenant"] is not None]
         return {(i["tenant"], i["state"]) for i in items} == {
             ("acme", "READY"),
             ("globex", "READY"),
         } and all(i["dispatches"] >= 1 for i in items)
 
-    body = await until(op, "/v1/executors", both_recorded)
+    def spare_recorded(body: dict[str, object]) -> bool:
+        items = body["items"]
+        assert isinstance(items, list)
+        spares = [i for i in items if i["tenant"] is None and i["state"] == "SPARE"]
+        return len(spares) == 1 and spares[0]["boot_ms"] is not None  # booted
+
+    await until(op, "/v1/executors", both_recorded)
+    body = await until(op, "/v1/executors", spare_recorded)
     assert body["tenant"] is None
-    for item in body["items"]:
+    (spare,) = [i for i in body["items"] if i["state"] == "SPARE"]
+    assert spare["worker_id"] == "exec-worker" and isinstance(spare["pid"], int)
+    assert spare["boot_ms"] > 0 and spare["dispatches"] == 0  # a warm spare: booted, bound to none
+    for item in [i for i in body["items"] if i["tenant"] is not None]:
         assert item["worker_id"] == "exec-worker" and item["worker_status"] == "live"
         assert isinstance(item["pid"], int) and item["boot_ms"] > 0
         assert item["isolation"].startswith("process") and item["crashes"] == 0
@@ -79,6 +90,8 @@ async def test_executors_are_listed_per_tenant_for_operators(served: Client) -> 
     text = (await served("admin").get("/metrics")).text
     ready = [line for line in text.splitlines() if line.startswith('yoke_executors{state="READY"}')]
     assert ready and float(ready[0].rsplit(" ", 1)[1]) == 2.0
+    spare = [line for line in text.splitlines() if line.startswith('yoke_executors{state="SPARE"}')]
+    assert spare and float(spare[0].rsplit(" ", 1)[1]) == 1.0  # the warm spare (the default)
     phases = {
         line.split('phase="')[1].split('"')[0]
         for line in text.splitlines()

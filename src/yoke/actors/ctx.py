@@ -14,12 +14,14 @@ import copy
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from yoke.actors.definitions import encode
-from yoke.actors.protocol import ActorStore
 from yoke.errors import BadType, BadValue, Conflict
-from yoke.store.actor_records import InstanceRef, InstanceState
+
+if TYPE_CHECKING:  # the worker's side only (`InstanceStateCell`): an executor has no store
+    from yoke.actors.protocol import ActorStore
+    from yoke.store.actor_records import InstanceRef, InstanceState
 
 
 class Fenced(Conflict):

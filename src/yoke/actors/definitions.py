@@ -15,11 +15,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from yoke.errors import BadType, BadValue
-from yoke.store.actor_records import NewEvent, Target
 from yoke.store.text import MAX_TEXT, check_text
 
 if TYPE_CHECKING:
     from yoke.actors.ctx import ActorCtx
+    from yoke.store.actor_records import NewEvent, Target
+
+# The store's records (`NewEvent`, `Target`) are imported where an append is made, in the
+# worker: an executor imports this module to find its actors and never appends, and the
+# records module (a score of dataclasses) is a good part of its boot.
 
 DEFAULT_GROUP = ""
 SINGLETON = "_"  # instance id of an actor defined with key=None
@@ -226,7 +230,9 @@ class ActorRegistry:
     def route(self, stream: str, data: Any) -> tuple[Target, ...]:
         """The queue rows an event on `stream` fans out to: one per subscriber (`BadValue` if
         the event lacks a subscriber's key)."""
-        return _route(self._by_stream.get(stream, ()), data)
+        from yoke.store.actor_records import Target
+
+        return _route(self._by_stream.get(stream, ()), data, Target)
 
     def new_event(self, stream: str, data: Any, *, tenant: str) -> NewEvent:
         (event,) = self.new_events(stream, (data,), tenant=tenant)
@@ -241,16 +247,21 @@ class ActorRegistry:
             raise BadType("tenant must be a non-empty str")
         check_text(stream, "stream")
         check_text(tenant, "tenant")
+        from yoke.store.actor_records import NewEvent, Target
+
         subscribers = self._by_stream.get(stream, ())
         return [
             NewEvent(
-                tenant=tenant, stream=stream, data=encode(data), targets=_route(subscribers, data)
+                tenant=tenant,
+                stream=stream,
+                data=encode(data),
+                targets=_route(subscribers, data, Target),
             )
             for data in items
         ]
 
 
-def _route(subscribers: Sequence[ActorDef], data: Any) -> tuple[Target, ...]:
+def _route(subscribers: Sequence[ActorDef], data: Any, target: type[Target]) -> tuple[Target, ...]:
     """The event's queue rows. An instance id or group no store could keep, or the API
     address again, refuses the whole batch (`BadValue`) before anything is written: stored,
     it would fail its batch there (PostgreSQL) or every later claim of its owner (SQLite)."""
@@ -265,7 +276,7 @@ def _route(subscribers: Sequence[ActorDef], data: Any) -> tuple[Target, ...]:
             g = d.queue.group_by
             field_name = f"event field {g!r}" if isinstance(g, str) else "group_by's answer"
             check_text(group, f"{field_name} (the group of actor {d.name!r})", empty=True)
-        out.append(Target(actor=d.name, instance_id=instance, group_id=group))
+        out.append(target(actor=d.name, instance_id=instance, group_id=group))
     return tuple(out)
 
 

@@ -41,6 +41,7 @@ from yoke.store.actor_records import (
     Owner,
     PendingEvent,
     QueueDepth,
+    SpareRow,
     Takeover,
     WorkerRow,
 )
@@ -280,8 +281,13 @@ class ActorStore(LeaseStore, Protocol):
         """Upsert the latest state of these (worker, tenant) executors."""
         ...
 
+    async def record_spares(self, rows: Sequence[SpareRow]) -> None:
+        """Upsert the latest state of these (worker, slot) warm spares."""
+        ...
+
     async def list_executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRow]:
-        """Executor rows (of `tenant`, or of all), by tenant and worker."""
+        """Executor rows (of `tenant`, or of all), by tenant and worker; with no tenant asked
+        for, the warm spares' too, after them (tenant None)."""
         ...
 
     # -- inspection (the HTTP API; reads only) -------------------------------------------------

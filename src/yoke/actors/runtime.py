@@ -444,6 +444,7 @@ class ActorRuntime:
             backoff=es.backoff,
             metrics=self.metrics,
             record_every=es.hot_interval,
+            spares=es.warm_spares,
         )
         log.info(
             "worker %s runs process() in executors of %s: %s",

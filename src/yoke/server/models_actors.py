@@ -121,12 +121,15 @@ class WorkerOut(BaseModel):
 
 
 class ExecutorOut(BaseModel):
-    tenant: str
+    tenant: str | None = Field(description="null for a worker's warm spare (bound to none)")
     worker_id: str
     pid: int | None
-    state: Literal["STARTING", "READY", "DRAINING", "STOPPED", "FAILED"]
+    state: Literal["SPARE", "STARTING", "READY", "DRAINING", "STOPPED", "FAILED"]
     started_at: float
-    boot_ms: float | None = Field(description="spawn to READY, in milliseconds")
+    boot_ms: float | None = Field(
+        description="spawn to READY, in milliseconds (for an executor that was a warm spare: "
+        "its bind to READY; for a spare: its own boot, spawn to ready to be bound)"
+    )
     dispatches: int = Field(description="process() calls sent to it")
     active_dispatch: int = Field(description="calls running in it, as last recorded")
     crashes: int = Field(description="failed executor lives of this tenant on this worker")

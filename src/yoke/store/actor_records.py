@@ -196,17 +196,35 @@ class CrashCharge(Enum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ExecutorRow:
-    """The latest life of one (worker, tenant) executor process, as its worker recorded it."""
+    """The latest life of one (worker, tenant) executor process, as its worker recorded it; or,
+    with `tenant` None, of one of a worker's warm spares (`SpareRow`)."""
 
     worker_id: str
-    tenant: str
+    tenant: str | None
     pid: int | None
-    state: str  # STARTING, READY, DRAINING, STOPPED, FAILED
+    state: str  # SPARE, STARTING, READY, DRAINING, STOPPED, FAILED
     started_at: float
     boot_ms: float | None
     dispatches: int
     active_dispatch: int
     crashes: int
+    isolation: str
+    stop_reason: str | None
+    updated_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SpareRow:
+    """The latest warm spare in one of a worker's spare slots, as its worker recorded it: SPARE
+    while it waits, STOPPED once bound to a tenant (then a tenant's `ExecutorRow`) or stopped,
+    FAILED if it died unbound."""
+
+    worker_id: str
+    slot: int
+    pid: int | None
+    state: str
+    started_at: float
+    boot_ms: float | None  # its own boot: spawn -> ready to be bound
     isolation: str
     stop_reason: str | None
     updated_at: float

@@ -47,6 +47,7 @@ from yoke.store.actor_records import (
     Owner,
     PendingEvent,
     QueueDepth,
+    SpareRow,
     Takeover,
     WorkerRow,
     owner_of,
@@ -760,6 +761,9 @@ class ActorVerbs:
 
     async def record_executors(self, rows: Sequence[ExecutorRow]) -> None:
         await self.executors.record_executors(rows)
+
+    async def record_spares(self, rows: Sequence[SpareRow]) -> None:
+        await self.executors.record_spares(rows)
 
     async def list_executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRow]:
         return await self.executors.list_executors(tenant=tenant, limit=limit)

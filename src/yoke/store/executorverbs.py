@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from yoke.store.actor_records import Completion, CrashCharge, ExecutorRow
+from yoke.store.actor_records import Completion, CrashCharge, ExecutorRow, SpareRow
 from yoke.store.tx import Row, Transactions
 
 
@@ -88,6 +88,14 @@ class ExecutorVerbs:
         async with self._t.write() as tx:
             await tx.run("record_executors", {"rows": payload})
 
+    async def record_spares(self, rows: Sequence[SpareRow]) -> None:
+        if not rows:
+            return
+        latest = {(r.worker_id, r.slot): r for r in rows}  # one upsert per row and statement
+        payload = json.dumps([asdict(r) for r in latest.values()])
+        async with self._t.write() as tx:
+            await tx.run("record_spares", {"rows": payload})
+
     async def list_executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRow]:
         async with self._t.read() as tx:
             rows = await tx.all("list_executors", {"tenant": tenant, "limit": limit})
@@ -97,7 +105,7 @@ class ExecutorVerbs:
 def _executor(r: Row) -> ExecutorRow:
     return ExecutorRow(
         worker_id=str(r["worker_id"]),
-        tenant=str(r["tenant"]),
+        tenant=None if r["tenant"] is None else str(r["tenant"]),
         pid=None if r["pid"] is None else int(r["pid"]),
         state=str(r["state"]),
         started_at=float(r["started_at"]),

@@ -41,14 +41,19 @@ _TRACEBACK_CHARS = 8192
 _EXIT_BOOT_FAILED = 3
 
 
-def run(stamps: dict[str, float]) -> None:
-    asyncio.run(_main(stamps))
+def run(stamps: dict[str, float], arm_parent_death: Callable[[int], None]) -> None:
+    """`arm_parent_death(worker_pid)`: the bootstrap's, set again after a change of uid."""
+    asyncio.run(_main(stamps, arm_parent_death))
 
 
-async def _main(stamps: dict[str, float]) -> None:
+async def _main(stamps: dict[str, float], arm_parent_death: Callable[[int], None]) -> None:
     fd = int(os.environ.pop("YOKE_EXECUTOR_FD"))
+    preload = [m for m in os.environ.pop("YOKE_EXECUTOR_PRELOAD", "").split(",") if m]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
+    for module in preload:  # yoke's own modules that the app imports (`launch.preload_of`)
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
     stamps["runtime"] = time.monotonic()
     writer.write(frame({"t": "hello", "v": PROTOCOL, "pid": os.getpid(), "stamps": stamps}))
     try:
@@ -57,6 +62,7 @@ async def _main(stamps: dict[str, float]) -> None:
         os._exit(0)
     stamps["init"] = time.monotonic()
     try:
+        bind(init, arm_parent_death)
         registry = load_registry(str(init["app"]), [str(p) for p in init.get("path", ())])
     except BaseException:
         text = traceback.format_exc()[-_TRACEBACK_CHARS:]
@@ -73,6 +79,25 @@ async def _main(stamps: dict[str, float]) -> None:
     await executor.serve(reader)
     await writer.drain()
     writer.close()
+
+
+def bind(init: dict[str, Any], arm_parent_death: Callable[[int], None]) -> None:
+    """Become the executor of `init`'s tenant, before any of the app is imported: its working
+    directory, HOME and TMPDIR, and its uid (when the worker runs as root and gives one).
+
+    A cold executor was started so already (only its checks run here); a warm spare was
+    started unbound, as the worker's user, and changes here. A change of uid clears the
+    parent-death signal, so it is set again, and if the worker died meanwhile, this exits."""
+    directory = init.get("dir")
+    if directory:
+        os.chdir(directory)
+        os.environ["HOME"] = os.environ["TMPDIR"] = str(directory)
+    uid = init.get("uid")
+    if uid is not None and os.geteuid() != uid:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        arm_parent_death(int(init.get("parent") or 0))
 
 
 def load_registry(spec: str, path: list[str]) -> ActorRegistry:

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 from yoke.actors.executor import sandbox
 from yoke.actors.executor.process import Launch
@@ -68,6 +69,7 @@ def make_launch(settings: ExecutorSettings, *, app: str, worker_id: str) -> Laun
     return Launch(
         python=python,
         app=app,
+        preload=preload_of(app),
         path=path,
         env=tuple(_env(settings.passed_env)),
         directory=_directory(settings.directory, worker_id),
@@ -76,6 +78,31 @@ def make_launch(settings: ExecutorSettings, *, app: str, worker_id: str) -> Laun
         boot_timeout=settings.boot_timeout,
         dispatch_timeout=settings.dispatch_timeout,
     )
+
+
+def preload_of(app: str) -> tuple[str, ...]:
+    """yoke's own modules that the app's module uses (the app object's, and those of the names
+    it imports), as loaded in this worker. A warm spare imports them before it is bound: they
+    are yoke's code, the same for every tenant, with no effect at import; the app's own module
+    is imported only once bound, in the tenant's directory and under its uid, because its
+    top-level code is the app's and may look at either."""
+    module_name, _, attr = app.partition(":")
+    module = sys.modules.get(module_name)
+    main = sys.modules.get("__main__")
+    if module is None and getattr(getattr(main, "__spec__", None), "name", None) == module_name:
+        module = main  # the app's module is the worker's `python -m` module
+    if module is None:
+        return ()
+    values = list(vars(module).values())
+    target = getattr(module, attr, None)
+    if target is not None:
+        values.append(type(target))
+    found: set[str] = set()
+    for value in values:
+        name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", "")
+        if isinstance(name, str) and name.startswith("yoke.") and name in sys.modules:
+            found.add(name)
+    return tuple(sorted(found))
 
 
 def _roots(app: str) -> list[str]:

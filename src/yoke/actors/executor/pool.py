@@ -6,7 +6,11 @@ tenant, the current executor, when the tenant was last busy, how often its execu
 and until when a restart waits (backoff: `YOKE_EXECUTOR_BACKOFF_SECS`, doubling to 60 s, back
 to the start after a call succeeds). Boots go through a fair scheduler with one lane per
 tenant and `YOKE_EXECUTOR_BOOT_CONCURRENCY` slots, so a burst of wakes or a tenant that cannot
-boot never holds the others' boots back. A READY executor wakes the drain: its tenant's events
+boot never holds the others' boots back. With `YOKE_EXECUTOR_WARM_SPARES` (N), N executors are
+kept booted ahead of need, bound to no tenant: a tenant that needs one gets a spare, bound at
+once (no boot slot: nothing is spawned), and a new spare boots in the spares' own boot lane. A
+spare that dies unbound is replaced after a backoff of the spares' own; no tenant is charged.
+A READY executor wakes the drain: its tenant's events
 may be claimed from then on (`claimable`). Its exit is reported to the lifecycle (`on_exit`):
 a tenant with events left is started again once its backoff passes.
 
@@ -34,11 +38,12 @@ from yoke.actors.runner import ExecutorLost
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.fair import create_fair_scheduler
-from yoke.store.actor_records import ExecutorRow
+from yoke.store.actor_records import ExecutorRow, SpareRow
 
 log = logging.getLogger("yoke.executor")
 
 MAX_BACKOFF = 60.0
+SPARE_LANE = ("spare",)  # the boot lane of warm spares (a key no tenant's name can be)
 MAX_SUSPECTS = 1024  # per tenant (a crash makes at most as many as calls were in flight)
 _RECORD_GAP = 0.2  # seconds between two writes of executor rows, at least
 
@@ -105,6 +110,7 @@ class ExecutorPool:
         backoff: float,
         metrics: ActorMetrics | None = None,
         record_every: float = 5.0,
+        spares: int = 0,
     ) -> None:
         self._launch = launch
         self._host = host
@@ -116,6 +122,16 @@ class ExecutorPool:
         self._record_every = record_every
         self._boots = create_fair_scheduler(boot_concurrency)
         self._tenants: dict[str, _Tenant] = {}
+        # Warm spares: booted ahead of need, bound to no tenant (`warm_spares`); each one taken
+        # is replaced in the background, and one that dies unbound is replaced after a backoff
+        # of its own, charged to no tenant.
+        self._spare_target = spares
+        self._spares: list[ExecutorProcess] = []  # unbound, warming or warm
+        self._slots: dict[ExecutorProcess, int] = {}  # its row in `GET /v1/executors`
+        self._dirty_spares: dict[int, SpareRow] = {}
+        self._spare_failures = 0
+        self._spare_backoff_until = 0.0
+        self._spare_retry: asyncio.TimerHandle | None = None
         self._ready: set[str] = set()
         self._dirty: dict[str, None] = {}
         self._record = asyncio.Event()
@@ -136,7 +152,12 @@ class ExecutorPool:
         for t in self._tenants.values():
             if t.current is not None:
                 out[t.current.state] += 1
+        out[ExecutorState.SPARE] += len(self._spares)
         return out
+
+    def spares(self) -> list[ExecutorProcess]:
+        """The unbound executors: warming, or warm (`spare_ms` set) and waiting for a tenant."""
+        return list(self._spares)
 
     def executor(self, tenant: str) -> ExecutorProcess | None:
         t = self._tenants.get(tenant)
@@ -243,7 +264,20 @@ class ExecutorPool:
             t = self._tenants[tenant] = _Tenant(now)
         elif (t.current is not None and t.current.live) or now < t.backoff_until:
             return False
-        ex = ExecutorProcess(
+        spare = self._take_spare()
+        if spare is not None:
+            spare.assign(tenant)
+        ex = spare or self._new_executor(tenant)
+        t.current, t.first_done, t.busy_at = ex, False, now
+        if spare is not None:
+            self._spawn(self._bind(spare, now))
+        else:
+            self._spawn(self._boot(t, ex, now))
+        self._changed(tenant)
+        return True
+
+    def _new_executor(self, tenant: str) -> ExecutorProcess:
+        return ExecutorProcess(
             tenant=tenant,
             launch=self._launch,
             host=self._host,
@@ -253,10 +287,96 @@ class ExecutorPool:
             on_done=self._done,
             on_dying=self._dying,
         )
-        t.current, t.first_done, t.busy_at = ex, False, now
-        self._changed(tenant)
-        self._spawn(self._boot(t, ex, now))
-        return True
+
+    def _take_spare(self) -> ExecutorProcess | None:
+        for ex in self._spares:
+            if ex.bindable:
+                self._spares.remove(ex)
+                self._spare_row(ex, self._slots.pop(ex), "STOPPED", "bound to a tenant")
+                return ex
+        return None
+
+    def _fill_spares(self) -> None:
+        """Start spares until there are `warm_spares` (after a spare's backoff, if one died)."""
+        if self._closing or self._tg is None or self._spare_retry is not None:
+            return
+        now = self._clock.monotonic()
+        if now < self._spare_backoff_until:
+            loop = asyncio.get_running_loop()
+            self._spare_retry = loop.call_later(self._spare_backoff_until - now, self._retry)
+            return
+        while len(self._spares) < self._spare_target:
+            ex = self._new_executor("")
+            self._spares.append(ex)
+            self._slots[ex] = min(set(range(self._spare_target)) - set(self._slots.values()))
+            self._spare_row(ex, self._slots[ex])
+            self._spawn(self._warm(ex, now))
+        self._spares_changed()
+
+    def _retry(self) -> None:
+        self._spare_retry = None
+        self._fill_spares()
+
+    async def _warm(self, ex: ExecutorProcess, asked: float) -> None:
+        async def warm() -> None:
+            await ex.warm(queued=self._clock.monotonic() - asked)
+
+        try:
+            await self._boots.schedule(warm, tenant=SPARE_LANE)
+        except BootFailed as exc:
+            if not self._closing:
+                log.warning("a warm spare failed to boot: %s", exc.reason)
+            return  # _exited has counted it
+        if ex.state is not ExecutorState.SPARE:
+            return
+        for phase in ("spawn", "interpreter", "sandbox", "runtime"):
+            self._metrics.executor_phase(phase, ex.phases[phase])
+        self._spare_failures = 0
+        if ex in self._slots:
+            self._spare_row(ex, self._slots[ex])
+        self._spares_changed()
+
+    async def _bind(self, ex: ExecutorProcess, asked: float) -> None:
+        try:
+            await ex.bind(queued=self._clock.monotonic() - asked)
+        except BootFailed as exc:
+            log.warning("executor of tenant %r failed to boot: %s", ex.tenant, exc.reason)
+            return  # _exited has counted it
+        finally:
+            # The next spare boots once this one is bound, not during its bind: on a busy
+            # machine the two would share the CPU, and the tenant waits for the bind.
+            self._fill_spares()
+        if not self._closing and ex.state is ExecutorState.READY:
+            self._became_ready(ex)
+
+    def _spare_lost(self, ex: ExecutorProcess) -> None:
+        self._spares.remove(ex)
+        self._spare_row(ex, self._slots.pop(ex), ex.state.value, ex.stop_reason)
+        if ex.crashed and not self._closing:
+            self._spare_failures += 1
+            pause = min(MAX_BACKOFF, self._backoff * 2 ** (self._spare_failures - 1))
+            self._spare_backoff_until = self._clock.monotonic() + pause
+        self._fill_spares()
+        self._spares_changed()
+
+    def _spares_changed(self) -> None:
+        self._metrics.set_executors({s.value: n for s, n in self.counts().items()})
+        self._record.set()
+
+    def _spare_row(
+        self, ex: ExecutorProcess, slot: int, state: str = "SPARE", reason: str | None = None
+    ) -> None:
+        self._dirty_spares[slot] = SpareRow(
+            worker_id=self.worker_id,
+            slot=slot,
+            pid=ex.pid,
+            state=state,
+            started_at=ex.started_at,
+            boot_ms=ex.spare_ms,
+            isolation=self.isolation,
+            stop_reason=reason,
+            updated_at=self._clock.wall(),
+        )
 
     def stop(self, tenant: str, reason: str, *, held: int) -> bool:
         """Stop `tenant`'s READY executor, if it has nothing to do: `held` is what the drain
@@ -286,16 +406,19 @@ class ExecutorPool:
         except BootFailed as exc:
             log.warning("executor of tenant %r failed to boot: %s", ex.tenant, exc.reason)
             return  # _exited has counted it
-        if self._closing or ex.state is not ExecutorState.READY:
-            return
+        if not self._closing and ex.state is ExecutorState.READY:
+            self._became_ready(ex)
+
+    def _became_ready(self, ex: ExecutorProcess) -> None:
         for phase, seconds in ex.phases.items():
             self._metrics.executor_phase(phase, seconds)
         log.info(
-            "executor of tenant %r READY in %.0f ms (pid %s, %s)",
+            "executor of tenant %r READY in %.0f ms (pid %s, %s%s)",
             ex.tenant,
             ex.boot_ms or 0.0,
             ex.pid,
             self.isolation,
+            "" if ex.spare_ms is None else f", a warm spare booted in {ex.spare_ms:.0f} ms",
         )
         self._ready.add(ex.tenant)
         self._changed(ex.tenant)
@@ -318,6 +441,9 @@ class ExecutorPool:
             self._ready.discard(ex.tenant)
 
     def _exited(self, ex: ExecutorProcess) -> None:
+        if ex in self._spares:
+            self._spare_lost(ex)
+            return
         t = self._tenants.get(ex.tenant)
         if t is None or t.current is not ex:
             return
@@ -348,9 +474,12 @@ class ExecutorPool:
         async with asyncio.TaskGroup() as tg:
             self._tg = tg
             try:
+                self._fill_spares()
                 await self._recorder()
             finally:
                 self._tg = None
+                if self._spare_retry is not None:
+                    self._spare_retry.cancel()
 
     async def shutdown(self, grace: float) -> None:
         """Stop every executor (calls in flight get `grace`), and record them STOPPED."""
@@ -359,6 +488,7 @@ class ExecutorPool:
         live = [t.current for t in self._tenants.values() if t.current and t.current.live]
         for ex in live:
             self._changed(ex.tenant)
+        live += [ex for ex in self._spares if ex.live]
         await asyncio.gather(*(ex.stop(grace=grace, reason="shutdown") for ex in live))
         await self._write_rows()
 
@@ -405,12 +535,16 @@ class ExecutorPool:
                     updated_at=now,
                 )
             )
+        spares, self._dirty_spares = self._dirty_spares, {}
         try:
             await self._store.record_executors(rows)
+            await self._store.record_spares(list(spares.values()))
         except YokeError as exc:
-            log.warning("recording %d executors failed: %s", len(rows), exc)
+            log.warning("recording %d executors failed: %s", len(rows) + len(spares), exc)
             for name in dirty:
                 self._dirty.setdefault(name, None)
+            for slot, row in spares.items():
+                self._dirty_spares.setdefault(slot, row)
 
 
 async def _changed(t: _Tenant) -> None:

@@ -1,15 +1,20 @@
 """`ExecutorProcess`: one life of one tenant's executor process, seen from its worker.
 
-States (`ExecutorState`, in `repr` and in `GET /v1/executors`): STARTING (spawned, not yet
-ready), READY (its tenant's calls are sent to it), DRAINING (asked to stop: nothing new is
-sent), STOPPED (ended as asked) and FAILED (boot failed, crashed, broke the protocol, or ran
-a call past its deadline). A life never goes back: a restart is a new `ExecutorProcess`.
+States (`ExecutorState`, in `repr` and in `GET /v1/executors`): SPARE (a warm spare: started
+ahead of need, bound to no tenant; `warm`, then `assign` and `bind` make it a tenant's),
+STARTING (spawned or being bound, not yet ready), READY (its tenant's calls are sent to it),
+DRAINING (asked to stop: nothing new is sent), STOPPED (ended as asked) and FAILED (boot
+failed, crashed, broke the protocol, or ran a call past its deadline). A life never goes
+back: a restart is a new `ExecutorProcess`.
 
 Start: `python -I -m yoke.executor` by exec (`subprocess.Popen`: no fork of the worker's
 state is kept), in a process group of its own, with one end of a socketpair, a scrubbed
 environment and the tenant's directory as working directory; the bootstrap stamps each boot
-phase on the monotonic clock, which the worker subtracts from its own stamps. The exit is
-watched through a pidfd (no thread per child), the output is logged with the tenant.
+phase on the monotonic clock, which the worker subtracts from its own stamps. A spare is
+started the same way but as the worker's user, in a directory of the worker's, and takes its
+tenant's directory and uid when bound (`child.bind`), before the app is imported; its boot as
+the tenant saw it is the bind alone (`queue`, `app`, `handshake`), its own boot is `spare_ms`.
+The exit is watched through a pidfd (no thread per child), the output is logged with the tenant.
 
 Calls: `dispatch` sends a call (batched with the others of the same loop turn) and waits for
 its `done`. The executor's own calls (state, emit, schedule) are served by `calls.py`, only
@@ -64,6 +69,7 @@ _EXIT_WAIT = 2.0
 
 
 class ExecutorState(Enum):
+    SPARE = "SPARE"  # a warm spare: booted, bound to no tenant yet
     STARTING = "STARTING"
     READY = "READY"
     DRAINING = "DRAINING"
@@ -71,7 +77,7 @@ class ExecutorState(Enum):
     FAILED = "FAILED"
 
 
-LIVE = (ExecutorState.STARTING, ExecutorState.READY, ExecutorState.DRAINING)
+LIVE = (ExecutorState.SPARE, ExecutorState.STARTING, ExecutorState.READY, ExecutorState.DRAINING)
 
 
 class BootFailed(Exception):
@@ -86,6 +92,7 @@ class Launch:
 
     python: str
     app: str  # module:attribute
+    preload: tuple[str, ...]  # yoke's modules the app imports: a spare imports them unbound
     path: tuple[str, ...]  # the worker's import path, given to the executor
     env: tuple[tuple[str, str], ...]  # the variables an executor sees (no credentials)
     directory: Path  # parent of the tenants' working directories
@@ -140,6 +147,7 @@ class ExecutorProcess:
         self.created = clock.monotonic()
         self.spawned: float | None = None  # monotonic, once its boot left the queue
         self.boot_ms: float | None = None
+        self.spare_ms: float | None = None  # a warm spare's own boot: its spawn -> its hello
         self.phases: dict[str, float] = {}
         self.dispatches = 0
         self.stop_reason: str | None = None
@@ -165,6 +173,9 @@ class ExecutorProcess:
         self._asked = "stopped"  # the reason of a stop the worker asked for
         self._dead = False
         self._cgroup: Path | None = None
+        self._stamps: dict[str, float] = {}
+        self._reader: asyncio.StreamReader | None = None  # a spare's, until it is bound
+        self._hello: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return (
@@ -185,12 +196,39 @@ class ExecutorProcess:
         """Start the process and wait until it is READY; `BootFailed` otherwise (then FAILED,
         its process group killed)."""
         self.phases["queue"] = queued
-        if self._dead:  # killed while it waited for a boot slot
-            raise BootFailed(self.stop_reason or "stopped before its boot")
-        try:
+
+        async def cold() -> None:
             reader = await self._start()
             async with asyncio.timeout(self._launch.boot_timeout):
                 await self._handshake(reader)
+
+        await self._booting(cold())
+
+    async def warm(self, queued: float) -> None:
+        """Start the process as a warm spare (no tenant yet) and wait for its hello: then SPARE,
+        until `bind`. `BootFailed` otherwise."""
+        self.state = ExecutorState.SPARE
+        self.phases["queue"] = queued
+
+        async def spare() -> None:
+            reader = await self._start(bound=False)
+            async with asyncio.timeout(self._launch.boot_timeout):
+                self._hello = await self._read_hello(reader)
+            received = self._clock.monotonic()
+            self._stamp_phases(self._hello.get("stamps"), received, upto="runtime")
+            self._reader = reader
+            self.spare_ms = (received - self._stamps["spawned"]) * 1000
+
+        await self._booting(spare())
+        self._spawn(self._watch_unbound())
+
+    async def _booting(self, steps: Coroutine[Any, Any, None]) -> None:
+        """Run the steps of a boot; however they fail, the boot failed (`_fail_boot`)."""
+        if self._dead:  # killed while it waited for a boot slot
+            steps.close()
+            raise BootFailed(self.stop_reason or "stopped before its boot")
+        try:
+            await steps
         except TimeoutError:
             await self._fail_boot(f"boot_timeout: not ready in {self._launch.boot_timeout:g}s")
         except asyncio.IncompleteReadError:
@@ -200,11 +238,49 @@ class ExecutorProcess:
         except BootFailed as exc:
             await self._fail_boot(exc.reason)
 
-    async def _start(self) -> asyncio.StreamReader:
+    async def _watch_unbound(self) -> None:
+        """A spare is read by no one until it is bound: its exit is what says it died."""
+        code = await self._exit_code()
+        if self.state is ExecutorState.SPARE and not self._dead:
+            self.crashed = True
+            await self._gone(f"spare lost: {_exit_text(code)}")
+
+    @property
+    def bindable(self) -> bool:
+        """A warm spare, alive, bound to no tenant yet."""
+        return self.state is ExecutorState.SPARE and self._reader is not None and not self._dead
+
+    def assign(self, tenant: str) -> None:
+        """Give this spare (`bindable`) to `tenant`: from now on it is that tenant's executor,
+        STARTING until `bind` has made it READY."""
+        assert self.bindable
+        self.tenant, self.state = tenant, ExecutorState.STARTING
+        self.started_at = self._clock.wall()
+        self.created = self._clock.monotonic()
+
+    async def bind(self, queued: float) -> None:
+        """Make this assigned spare its tenant's executor: it takes the tenant's directory (and
+        uid), imports the app and says ready; `BootFailed` otherwise. Its boot is what the
+        tenant waited: `queue`, `app` and `handshake` (the spare's own phases were counted
+        when it was warmed)."""
+        reader = self._reader
+        assert reader is not None
+        self.phases = {"queue": queued}
+        self._stamps = {"spawned": self._clock.monotonic()}
+
+        async def bound() -> None:
+            async with asyncio.timeout(self._launch.boot_timeout):
+                await self._init(reader, self._hello)
+
+        await self._booting(bound())
+
+    async def _start(self, *, bound: bool = True) -> asyncio.StreamReader:
         launch = self._launch
         iso = launch.isolation
-        uid = iso.uid_of(self.tenant)
-        cwd = self._directory(uid)
+        # A spare runs as the worker's user in a directory of the worker's until it is bound
+        # (`child.bind` then takes the tenant's directory and uid).
+        uid = iso.uid_of(self.tenant) if bound else None
+        cwd = self._directory(uid) if bound else self._spare_directory()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = {
             **dict(launch.env),
@@ -213,6 +289,7 @@ class ExecutorProcess:
             "YOKE_EXECUTOR_FD": str(theirs.fileno()),
             "YOKE_EXECUTOR_PARENT": str(os.getpid()),
             "YOKE_EXECUTOR_LIMITS": _json(iso.limits()),
+            "YOKE_EXECUTOR_PRELOAD": ",".join(launch.preload),
         }
         spawned = self.spawned = self._clock.monotonic()
         try:
@@ -240,7 +317,8 @@ class ExecutorProcess:
         self._stamps = {"spawned": spawned, "returned": self._clock.monotonic()}
         self.pid = self._popen.pid
         if iso.cgroup is not None:
-            self._cgroup = sandbox.place(iso.cgroup, self.tenant, self.pid, memory_mb=iso.memory_mb)
+            name = self.tenant if bound else "spare"
+            self._cgroup = sandbox.place(iso.cgroup, name, self.pid, memory_mb=iso.memory_mb)
         self._watch_exit()
         assert self._popen.stdout is not None
         self._spawn(self._log_output(self._popen.stdout))
@@ -248,20 +326,38 @@ class ExecutorProcess:
         return reader
 
     def _directory(self, uid: int | None) -> Path:
-        base = self._launch.directory
-        base.mkdir(parents=True, exist_ok=True)
-        base.chmod(0o711)  # tenants reach their own directory by name, list nothing
+        base = self._base_directory()
         cwd = base / sandbox.tenant_dir_name(self.tenant)
         cwd.mkdir(mode=0o700, exist_ok=True)
         if uid is not None:
             os.chown(cwd, uid, uid)
         return cwd
 
+    def _spare_directory(self) -> Path:
+        # A name no tenant's directory has (theirs end in a hash); the worker's own, 0700.
+        cwd = self._base_directory() / ".spares"
+        cwd.mkdir(mode=0o700, exist_ok=True)
+        return cwd
+
+    def _base_directory(self) -> Path:
+        base = self._launch.directory
+        base.mkdir(parents=True, exist_ok=True)
+        base.chmod(0o711)  # tenants reach their own directory by name, list nothing
+        return base
+
     async def _handshake(self, reader: asyncio.StreamReader) -> None:
-        launch = self._launch
-        hello = await read_frame(reader, launch.max_frame)
+        await self._init(reader, await self._read_hello(reader))
+
+    async def _read_hello(self, reader: asyncio.StreamReader) -> dict[str, Any]:
+        hello = await read_frame(reader, self._launch.max_frame)
         if hello.get("t") != "hello" or hello.get("v") != PROTOCOL:
             raise BootFailed(f"boot_error: protocol mismatch (got {hello.get('t')!r})")
+        return hello
+
+    async def _init(self, reader: asyncio.StreamReader, hello: dict[str, Any]) -> None:
+        """Tell the executor its tenant and app, and wait for its ready."""
+        launch = self._launch
+        uid = launch.isolation.uid_of(self.tenant)
         assert self._writer is not None
         init = {
             "t": "init",
@@ -270,6 +366,9 @@ class ExecutorProcess:
             "app": launch.app,
             "path": list(launch.path),
             "max": launch.max_frame,
+            "dir": str(self._directory(uid)),
+            "uid": uid,
+            "parent": os.getpid(),
         }
         self._writer.write(frame(init))
         msg = await read_frame(reader, launch.max_frame)
@@ -278,27 +377,45 @@ class ExecutorProcess:
         if msg.get("t") != "ready":
             raise BootFailed(f"boot_error: expected ready, got {msg.get('t')!r}")
         received = self._clock.monotonic()
-        self._stamp_phases(msg.get("stamps"), received)
+        self._stamp_phases(msg.get("stamps"), received, upto="ready")
         self.state = ExecutorState.READY
         self.ready_at = received
         self._out = Outbox(self._writer)
         self._spawn(self._read_loop(reader))
 
-    def _stamp_phases(self, stamps: Any, received: float) -> None:
+    def _stamp_phases(self, stamps: Any, received: float, *, upto: str) -> None:
+        """The phases of a boot from the executor's stamps: a cold boot's (`upto="ready"`), a
+        spare's own (`"runtime"`: up to its hello), or a bound spare's (`"ready"` after a
+        bind: the init and the app only, what the tenant waited)."""
         s = self._stamps
+        keys = ("start", "sandbox", "runtime") if upto == "runtime" else ("start", "sandbox",
+                "runtime", "init", "app", "ready")  # fmt: skip
         try:
-            c = {k: float(stamps[k]) for k in ("start", "sandbox", "runtime", "init", "app")}
-            c["ready"] = float(stamps["ready"])
+            c = {k: float(stamps[k]) for k in keys}
         except (TypeError, KeyError, ValueError):
-            raise BootFailed("boot_error: ready without its stamps") from None
-        self.phases.update(
-            spawn=s["returned"] - s["spawned"],
-            interpreter=c["start"] - s["returned"],
-            sandbox=c["sandbox"] - c["start"],
-            runtime=c["runtime"] - c["sandbox"],
-            app=c["app"] - c["init"],
-            handshake=(c["init"] - c["runtime"]) + (received - c["app"]),
-        )
+            raise BootFailed(f"boot_error: {upto} without its stamps") from None
+        if upto == "runtime":
+            self.phases.update(
+                spawn=s["returned"] - s["spawned"],
+                interpreter=c["start"] - s["returned"],
+                sandbox=c["sandbox"] - c["start"],
+                runtime=c["runtime"] - c["sandbox"],
+            )
+            return
+        if "returned" not in s:  # a bound spare: from the bind to its ready
+            self.phases.update(
+                app=c["app"] - c["init"],
+                handshake=(c["init"] - s["spawned"]) + (received - c["app"]),
+            )
+        else:
+            self.phases.update(
+                spawn=s["returned"] - s["spawned"],
+                interpreter=c["start"] - s["returned"],
+                sandbox=c["sandbox"] - c["start"],
+                runtime=c["runtime"] - c["sandbox"],
+                app=c["app"] - c["init"],
+                handshake=(c["init"] - c["runtime"]) + (received - c["app"]),
+            )
         self.boot_ms = (received - s["spawned"]) * 1000
 
     async def _fail_boot(self, reason: str | None) -> None:
@@ -502,7 +619,7 @@ class ExecutorProcess:
             log.log(
                 logging.WARNING if self.crashed else logging.INFO,
                 "executor of tenant %r (pid %d) %s: %s; %d calls in flight",
-                self.tenant,
+                self.tenant or "(a spare)",
                 self.pid,
                 self.state.value,
                 reason,

@@ -22,6 +22,7 @@ ENV = {  # field -> variable
     "mode": "YOKE_EXECUTORS",
     "idle_secs": "YOKE_EXECUTOR_IDLE_SECS",
     "boot_concurrency": "YOKE_EXECUTOR_BOOT_CONCURRENCY",
+    "warm_spares": "YOKE_EXECUTOR_WARM_SPARES",
     "boot_timeout": "YOKE_EXECUTOR_BOOT_TIMEOUT_SECS",
     "dispatch_timeout": "YOKE_DISPATCH_TIMEOUT_SECS",
     "memory_mb": "YOKE_EXECUTOR_MEMORY_MB",
@@ -48,6 +49,11 @@ class ExecutorSettings:
         60.0, "an executor with nothing pending and nothing running this long stops"
     )
     boot_concurrency: int = setting(0, "executors booting at once per worker (0: CPU count)")
+    warm_spares: int = setting(
+        1,
+        "executors a worker keeps booted ahead of need, bound to no tenant: a cold tenant's "
+        "executor is a spare bound to it (0: none, every executor boots when needed)",
+    )
     boot_timeout: float = setting(10.0, "an executor not READY this long after its spawn is killed")
     dispatch_timeout: float = setting(300.0, "a `process()` call running longer kills its executor")
     memory_mb: int = setting(1024, "RLIMIT_AS of an executor, in MiB (0: none)")
@@ -80,7 +86,7 @@ class ExecutorSettings:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise BadValue(f"{ENV[name]} must be an int >= 1, got {v!r}")
-        for name in ("memory_mb", "uids"):
+        for name in ("memory_mb", "uids", "warm_spares"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise BadValue(f"{ENV[name]} must be an int >= 0, got {v!r}")

@@ -792,12 +792,32 @@ ON CONFLICT (worker_id, tenant) DO UPDATE SET pid = EXCLUDED.pid, state = EXCLUD
     crashes = EXCLUDED.crashes, isolation = EXCLUDED.isolation,
     stop_reason = EXCLUDED.stop_reason, updated_at = EXCLUDED.updated_at;
 
+-- name: record_spares
+INSERT INTO runtime_spares (worker_id, slot, pid, state, started_at, boot_ms, isolation,
+    stop_reason, updated_at)
+SELECT r.worker_id, r.slot, r.pid, r.state, r.started_at, r.boot_ms, r.isolation,
+    r.stop_reason, r.updated_at
+FROM json_to_recordset(%(rows)s::json) AS r(worker_id TEXT, slot INTEGER, pid INTEGER,
+    state TEXT, started_at DOUBLE PRECISION, boot_ms DOUBLE PRECISION, isolation TEXT,
+    stop_reason TEXT, updated_at DOUBLE PRECISION)
+ORDER BY r.worker_id, r.slot
+ON CONFLICT (worker_id, slot) DO UPDATE SET pid = EXCLUDED.pid, state = EXCLUDED.state,
+    started_at = EXCLUDED.started_at, boot_ms = EXCLUDED.boot_ms,
+    isolation = EXCLUDED.isolation, stop_reason = EXCLUDED.stop_reason,
+    updated_at = EXCLUDED.updated_at;
+
 -- name: list_executors
+-- The tenants' executors, then (when no tenant is asked for) the warm spares, tenant null.
 SELECT worker_id, tenant, pid, state, started_at, boot_ms, dispatches, active_dispatch,
     crashes, isolation, stop_reason, updated_at
 FROM runtime_executors
 WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
-ORDER BY tenant, worker_id
+UNION ALL
+SELECT worker_id, NULL, pid, state, started_at, boot_ms, 0, 0, 0, isolation, stop_reason,
+    updated_at
+FROM runtime_spares
+WHERE %(tenant)s::text IS NULL
+ORDER BY tenant NULLS LAST, worker_id, pid
 LIMIT %(limit)s;
 
 -- Leases: times are the database's (clock_timestamp(), epoch seconds), never a caller's, so

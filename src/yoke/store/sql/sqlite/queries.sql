@@ -585,12 +585,32 @@ ON CONFLICT (worker_id, tenant) DO UPDATE SET pid = excluded.pid, state = exclud
     crashes = excluded.crashes, isolation = excluded.isolation,
     stop_reason = excluded.stop_reason, updated_at = excluded.updated_at;
 
+-- name: record_spares
+INSERT INTO runtime_spares (worker_id, slot, pid, state, started_at, boot_ms, isolation,
+    stop_reason, updated_at)
+SELECT json_extract(value, '$.worker_id'), json_extract(value, '$.slot'),
+    json_extract(value, '$.pid'), json_extract(value, '$.state'),
+    json_extract(value, '$.started_at'), json_extract(value, '$.boot_ms'),
+    json_extract(value, '$.isolation'), json_extract(value, '$.stop_reason'),
+    json_extract(value, '$.updated_at')
+FROM json_each(:rows) WHERE true
+ON CONFLICT (worker_id, slot) DO UPDATE SET pid = excluded.pid, state = excluded.state,
+    started_at = excluded.started_at, boot_ms = excluded.boot_ms,
+    isolation = excluded.isolation, stop_reason = excluded.stop_reason,
+    updated_at = excluded.updated_at;
+
 -- name: list_executors
+-- The tenants' executors, then (when no tenant is asked for) the warm spares, tenant null.
 SELECT worker_id, tenant, pid, state, started_at, boot_ms, dispatches, active_dispatch,
     crashes, isolation, stop_reason, updated_at
 FROM runtime_executors
 WHERE :tenant IS NULL OR tenant = :tenant
-ORDER BY tenant, worker_id
+UNION ALL
+SELECT worker_id, NULL, pid, state, started_at, boot_ms, 0, 0, 0, isolation, stop_reason,
+    updated_at
+FROM runtime_spares
+WHERE :tenant IS NULL
+ORDER BY tenant NULLS LAST, worker_id, pid
 LIMIT :limit;
 
 -- Leases: times are the database's (epoch seconds from julianday('now')), never a caller's,

@@ -202,6 +202,19 @@ CREATE TABLE runtime_executors (
 
 CREATE INDEX runtime_executors_tenant ON runtime_executors (tenant);
 
+CREATE TABLE runtime_spares (
+    worker_id TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    pid INTEGER,
+    state TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    boot_ms REAL,
+    isolation TEXT NOT NULL,
+    stop_reason TEXT,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (worker_id, slot)
+);
+
 CREATE TABLE yoke_leases (
     name TEXT PRIMARY KEY,
     holder TEXT,
