@@ -152,7 +152,8 @@ async def test_a_failed_batch_beside_another_gives_back_exactly_its_slots(
         ledger = await _settled(app)
         executions = await app.executions.list(limit=1000)
     assert seen.failed > 0 and seen.most == 2
-    assert outcomes["refused"] > 0
+    # Whether a failed batch held a start that fitted at once (refused to its caller) or only
+    # queued picks (back in line) depends on timing: both end the same way below.
     assert sum(outcomes.values()) == 100
     # Every start not refused ran exactly once; nothing is left holding a slot.
     assert running.done == 100 - outcomes["refused"] == len(executions.items)
@@ -201,10 +202,9 @@ async def test_grants_run_in_the_kernels_order_when_the_store_answers_out_of_ord
 
 
 async def test_the_overlap_is_the_stores_choice_unless_it_is_set(database_url: str) -> None:
-    chosen = 2 if database_url.startswith("sqlite") else 1
     app = make_app(database_url)
     async with app.running():
-        assert app.executions.batch_overlap == chosen
+        assert app.executions.batch_overlap == 1  # one batch at a time on both stores
     app = make_app(database_url, batch_overlap=3)
     async with app.running():
         assert app.executions.batch_overlap == 3

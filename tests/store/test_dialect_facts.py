@@ -59,8 +59,8 @@ async def test_sqlite_busy_timeout_then_store_unavailable(lite: SQLiteStore) -> 
     assert created
 
 
-async def test_sqlite_lets_a_second_batch_go_while_one_commits(lite: SQLiteStore) -> None:
-    assert lite.executions.batch_overlap == 2
+async def test_sqlite_sends_one_batch_at_a_time_by_default(lite: SQLiteStore) -> None:
+    assert lite.executions.batch_overlap == 1
 
 
 async def test_sqlite_write_transactions_take_the_write_lock_at_begin(lite: SQLiteStore) -> None:
