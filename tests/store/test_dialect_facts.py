@@ -47,6 +47,29 @@ async def test_sqlite_uses_wal_and_full_sync(lite: SQLiteStore) -> None:
     assert sync == 2  # FULL
 
 
+def _open_and_migrate(path: str) -> str:
+    from yoke.store.sqlite import connect, migrate
+
+    conn = connect(path, busy_timeout=5.0)
+    try:
+        migrate(conn)
+        return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_sqlite_processes_opening_a_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    # The switch to WAL answers "locked" at once, without the busy handler, to every process
+    # but the one converting a new file; before the retry about 1 open in 36 failed here.
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(6) as pool:
+        for n in range(12):
+            path = str(tmp_path / f"new{n}.db")
+            assert pool.map(_open_and_migrate, [path] * 6) == ["wal"] * 6
+
+
 async def test_sqlite_busy_timeout_then_store_unavailable(lite: SQLiteStore) -> None:
     other = sqlite3.connect(lite.path, isolation_level=None, timeout=0)
     other.execute("BEGIN IMMEDIATE")

@@ -39,6 +39,7 @@ import functools
 import json
 import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -138,9 +139,26 @@ def connect(path: str, *, busy_timeout: float) -> sqlite3.Connection:
     )
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-    conn.execute("PRAGMA journal_mode = WAL")
+    _enter_wal(conn, busy_timeout)
     conn.execute("PRAGMA synchronous = FULL")
     return conn
+
+
+def _enter_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Switch the file to WAL. Several processes opening a new file at once race to convert
+    it, and SQLite answers the losers "database is locked" at once, without calling the busy
+    handler; so the switch is retried here, within the same busy_timeout."""
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 class _ReadTx:
