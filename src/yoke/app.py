@@ -27,8 +27,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import socket
-import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
@@ -288,7 +288,8 @@ class App:
     async def running(self) -> AsyncIterator[App]:
         s = self.settings
         check_ha(s)
-        self.instance_id = f"{s.instance_id or socket.gethostname()}-{uuid.uuid4().hex[:12]}"
+        # 48 random bits (from os, not `uuid`: importing it is a cost to every executor boot).
+        self.instance_id = f"{s.instance_id or socket.gethostname()}-{os.urandom(6).hex()}"
         backend = open_store(s.database_url, s, name=self.instance_id)
         await backend.open()
         self.store = store = backend.executions

@@ -16,13 +16,16 @@ import inspect
 import json
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from yoke.clock import Clock
 from yoke.errors import BadType, ReplayMismatch
 from yoke.executions.model import encode_json
 from yoke.executions.workflows import Registry, Workflow
-from yoke.store import ExecutionStatus, NewExecution, StepRow, Store
+from yoke.store.records import ExecutionStatus, NewExecution
+
+if TYPE_CHECKING:  # an app's module names `yoke.Context` in annotations: keep it light
+    from yoke.clock import Clock
+    from yoke.store import StepRow, Store
 
 
 class Context:
