@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.common import Figure, fresh_databases, machine
-from yoke.actors import ActorCtx, ActorRegistry, ActorRuntime, ActorSettings, Event, Queue
+from bench.executor_app import app
+from yoke.actors import ActorRuntime, ActorSettings
 from yoke.actors.executor.settings import ExecutorSettings
 from yoke.actors.protocol import ActorStore
 
@@ -44,29 +45,15 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 PG = os.environ.get("YOKE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 INSTANCES = 100
-SPEC = "bench.bench_executors:registry"
+SPEC = "bench.executor_app:app"  # the executors import this app, as a user writes one
 PHASES = ("spawn", "interpreter", "sandbox", "runtime", "app", "handshake")
-
-registry = ActorRegistry()
-
-
-@registry.actor(subscribe=["bench"], key="k", queue=Queue(concurrency=1))
-async def noop(ctx: ActorCtx, event: Event) -> None:
-    pass
-
-
-@registry.actor(subscribe=["wake"], key="k")
-async def stamp(ctx: ActorCtx, event: Event) -> None:
-    """Records when process() started, on the host's wall clock (shared with the appender)."""
-    started = time.time()
-    await ctx.state.update(lambda s: {**s, "started": started})
 
 
 def runtime(worker_id: str, mode: str, **executor: Any) -> ActorRuntime:
     return ActorRuntime(
         settings=ActorSettings(worker_id=worker_id, concurrency=64),
         executor_settings=ExecutorSettings(mode=mode, **executor),
-        registry=registry,
+        registry=app.actors.registry,
         app_spec=SPEC,
     )
 
@@ -135,6 +122,21 @@ async def boot_run(url: str, boots: int, spares: int = 0) -> list[dict[str, floa
                 out.append(figures)
     finally:
         await backend.close()
+    return out
+
+
+def floor_run(times: int) -> dict[str, list[float]]:
+    """The floor under a boot: wall ms of `python -I -c pass` and of `python -I -c "import
+    asyncio"` (what an executor cannot go below: the interpreter, and the loop it runs on),
+    spawned as an executor is, alternately."""
+    import subprocess
+
+    out: dict[str, list[float]] = {"pass": [], "asyncio": []}
+    for _ in range(times):
+        for key, code in (("pass", "pass"), ("asyncio", "import asyncio")):
+            began = time.perf_counter()
+            subprocess.run([sys.executable, "-I", "-c", code], check=True)
+            out[key].append((time.perf_counter() - began) * 1000)
     return out
 
 
@@ -335,7 +337,9 @@ def fig(values: list[float]) -> Figure:
     return Figure.of(values)
 
 
-async def main(quick: bool, drain_only: bool = False, boots_only: bool = False) -> None:
+async def main(
+    quick: bool, drain_only: bool = False, boots_only: bool = False, storms_too: bool = True
+) -> None:
     logging.basicConfig(level=logging.WARNING)
     rounds = 3
     drain_rounds = 3 if quick else 5
@@ -350,22 +354,25 @@ async def main(quick: bool, drain_only: bool = False, boots_only: bool = False) 
     cpus: dict[str, list[dict[str, float]]] = {"inline": [], "process": []}
     storms: list[dict[str, float]] = []
     cold_storms: list[dict[str, float]] = []
+    floors: list[dict[str, list[float]]] = []
     async with fresh_databases("postgres", PG) as new_url:
         for _ in range(0 if drain_only else rounds):  # cold and bound alternately: same load
             boot_rounds.append(await boot_run(await new_url(), boots))
             bound_rounds.append(await boot_run(await new_url(), boots, spares=1))
+            floors.append(floor_run(10))
         for _ in range(0 if boots_only else drain_rounds):  # interleaved: the same load
             for mode in ("inline", "process"):
                 rate, cpu = await drain_run(await new_url(), n, mode)
                 drains[mode].append(rate)
                 cpus[mode].append(cpu)
-        for _ in range(0 if drain_only else rounds):
+        for _ in range(rounds if storms_too and not drain_only else 0):
             storms.append(await storm_run(await new_url(), tenants, spares=1))
             cold_storms.append(await storm_run(await new_url(), tenants, spares=0))
     load_after = os.getloadavg()[0]
     figures |= {"boots_raw": boot_rounds, "bound_boots_raw": bound_rounds}
     figures |= {"drain_per_s": drains, "storms": storms, "storms_without_spares": cold_storms}
     figures |= {"drain_cpu_us_per_event": cpus, "loadavg_1m": [load_before, load_after]}
+    figures |= {"floor_ms": floors}
     if drain_only:
         print_drain(n, drain_rounds, drains, cpus, load_before, load_after)
         return
@@ -411,6 +418,12 @@ async def main(quick: bool, drain_only: bool = False, boots_only: bool = False) 
         f"{fig(bound('spare_ms', 0.5)).fmt(' ms', 1)}, "
         f"p99 {fig(bound('spare_ms', 0.99)).fmt(' ms', 1)}."
     )
+    floor = {k: fig([statistics.median(f[k]) for f in floors]).fmt(" ms", 1) for k in floors[0]}
+    print(
+        f"\nThe floor, spawned the same way in the same rounds (wall time of the whole process): "
+        f'`python -I -c pass` {floor["pass"]}, `python -I -c "import asyncio"` '
+        f"{floor['asyncio']}."
+    )
     print("\nMedian of each boot phase (`yoke_executor_boot_phase_seconds{phase}`), ms:\n")
     print("| boot | " + " | ".join(("queue", *PHASES)) + " |")
     print("|" + " --- |" * (len(PHASES) + 2))
@@ -422,6 +435,16 @@ async def main(quick: bool, drain_only: bool = False, boots_only: bool = False) 
     print()
     if drains["inline"]:
         print_drain(n, drain_rounds, drains, cpus)
+    if storms:
+        print_storms(tenants, storms, cold_storms)
+    out = ROOT / "bench" / "results" / "executors.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def print_storms(
+    tenants: int, storms: list[dict[str, float]], cold_storms: list[dict[str, float]]
+) -> None:
     conc = int(storms[0]["concurrency"])
     print(
         f"\nBoot storm: {tenants} tenants woken at once (one append statement), boot "
@@ -440,9 +463,6 @@ async def main(quick: bool, drain_only: bool = False, boots_only: bool = False) 
         f"\nEach boot waits for a CPU: {tenants} x p50 / {conc} is the floor; one spare saves "
         "one boot of the burst, then boots behind it like any tenant's (its own fair lane).\n"
     )
-    out = ROOT / "bench" / "results" / "executors.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":
@@ -450,10 +470,11 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--drain-only", action="store_true", help="only the drain figures")
     parser.add_argument("--boots-only", action="store_true", help="boots and storms, no drain")
+    parser.add_argument("--no-storms", action="store_true", help="no boot storms")
     parser.add_argument("--worker", nargs=3, metavar=("URL", "N", "MODE"))
     args = parser.parse_args()
     if args.worker:
         url, count, mode = args.worker
         asyncio.run(worker_main(url, int(count), mode))
     else:
-        asyncio.run(main(args.quick, args.drain_only, args.boots_only))
+        asyncio.run(main(args.quick, args.drain_only, args.boots_only, not args.no_storms))

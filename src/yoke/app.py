@@ -12,6 +12,12 @@ let running finish within the timeout, abort the rest), then services, then the 
 (running `process()` calls finish, completions are written, instances are handed back), then
 the store.
 
+Defining an app is cheap: `App(...)` and `@app.workflow`, `@app.actor`, `@app.portal` hold
+definitions only, and the engines (`app.executions`, `app.actors`, `app.tenants`, the store
+backends) are built, and their modules imported, on first use: by `running()`, a worker, the
+server. An executor process imports the app's module to find its actors and must not pay for
+the engines it never runs (its boot is on a cold tenant's wake path).
+
 This module must never hold scheduling policy; it wires the parts and owns their lifetimes.
 """
 
@@ -21,25 +27,27 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import socket
-import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, Protocol
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol
 
-from yoke.actors import ActorRuntime, ActorSettings, ActorStore, Backoff, Queue
-from yoke.actors.definitions import Process
-from yoke.actors.portals import Start
+from yoke.actors.definitions import ActorRegistry, Backoff, Process, Queue
+from yoke.actors.portals import PortalRegistry, Start
 from yoke.clock import Clock, SystemClock
 from yoke.config import Settings
 from yoke.errors import BadValue, YokeError
-from yoke.executions.context import Registry, Workflow
-from yoke.executions.leadership import Leadership, Liveness
-from yoke.executions.model import Limits
-from yoke.executions.service import Executions, Reviewer
-from yoke.executions.tenants import Tenants
-from yoke.store import Store
-from yoke.store.actor_records import EventKey
-from yoke.store.leaseverbs import ha_session_name
+from yoke.executions.workflows import Registry, Workflow
+
+if TYPE_CHECKING:  # the engines: imported where they are first built (see above)
+    from yoke.actors import ActorRuntime, ActorSettings, ActorStore
+    from yoke.executions.leadership import Leadership, Liveness
+    from yoke.executions.model import Limits
+    from yoke.executions.service import Executions, Reviewer
+    from yoke.executions.tenants import Tenants
+    from yoke.store import Store
+    from yoke.store.actor_records import EventKey
 
 log = logging.getLogger("yoke.app")
 
@@ -94,6 +102,7 @@ def open_store(url: str, settings: Settings | None = None, *, name: str | None =
 
         return SQLiteStore(url, busy_timeout=s.sqlite_busy_timeout)
     if url.startswith(("postgresql:", "postgres:")):
+        from yoke.store.leaseverbs import ha_session_name
         from yoke.store.postgres import PostgresStore
 
         return PostgresStore(
@@ -137,17 +146,47 @@ class App:
         if database_url is not None:
             self.settings = self.settings.with_(database_url=database_url)
         self.clock: Clock = clock or SystemClock()
-        self.configured_limits = limits or Limits(
-            max_running=self.settings.max_running,
-            max_running_per_session=self.settings.max_running_per_session,
-            max_running_per_workflow=self.settings.max_running_per_workflow,
-            max_queued=self.settings.max_queued,
-            on_limit="reject" if self.settings.on_limit == "reject" else "queue",
-        )
+        self._limits = limits
+        if executors not in (None, "inline", "process"):  # said here, not at first use
+            raise BadValue(f"executors must be 'inline' or 'process', got {executors!r}")
+        self._executors = executors
+        self._actor_settings = actor_settings
+        # The definitions: workflows, actors and portals, as the decorators register them.
         self.registry = Registry()
+        self.actor_registry = ActorRegistry()
+        self.portal_registry = PortalRegistry()
         self._reviewers: list[Reviewer] = []
         self._services: list[tuple[str, Service]] = []
-        self.executions = Executions(
+        # Actors: inside `running()` this process's worker (drain, timers, heartbeat) runs
+        # when any actor or portal is defined and `actor_worker` is true.
+        self.actor_worker = actor_worker
+        self.store: Store | None = None
+        self.instance_id: str | None = None
+        self.leadership: Leadership | None = None  # with `settings.ha`, while running
+        self._stopping = False
+        self._service_tasks: list[asyncio.Task[None]] = []
+
+    # -- the engines, built on first use -------------------------------------------------------
+    @cached_property
+    def configured_limits(self) -> Limits:
+        """The limits given, or those of the settings; the newest recorded ones win in
+        `running()`."""
+        from yoke.executions.model import Limits
+
+        s = self.settings
+        return self._limits or Limits(
+            max_running=s.max_running,
+            max_running_per_session=s.max_running_per_session,
+            max_running_per_workflow=s.max_running_per_workflow,
+            max_queued=s.max_queued,
+            on_limit="reject" if s.on_limit == "reject" else "queue",
+        )
+
+    @cached_property
+    def executions(self) -> Executions:
+        from yoke.executions.service import Executions
+
+        return Executions(
             registry=self.registry,
             clock=self.clock,
             limits=self.configured_limits,
@@ -156,30 +195,35 @@ class App:
             retry=self.settings.retry(),
             batch_overlap=self.settings.batch_overlap,
         )
-        # Actors: definitions, appends, and inside `running()` this process's worker
-        # (drain, timers, heartbeat) when any actor is defined and `actor_worker` is true.
-        # `executors`: where process() runs, "inline" (here, the default) or "process" (one
-        # executor process per tenant); None: YOKE_EXECUTORS.
-        self.actors = ActorRuntime(
-            settings=actor_settings,
+
+    @cached_property
+    def actors(self) -> ActorRuntime:
+        """The actor runtime over this app's definitions. `executors`: where process() runs,
+        "inline" (here, the default) or "process" (one executor process per tenant); None:
+        YOKE_EXECUTORS."""
+        from yoke.actors.runtime import ActorRuntime
+
+        return ActorRuntime(
+            settings=self._actor_settings,
             clock=self.clock,
             retry=self.settings.retry(),
-            executors=executors,
+            executors=self._executors,
+            registry=self.actor_registry,
+            portals=self.portal_registry,
             owner=self,
         )
-        self.actor_worker = actor_worker
-        # Fleet-wide tenant weights and caps (ADMIN, reviewed and audited like limits).
-        self.tenants = Tenants(
+
+    @cached_property
+    def tenants(self) -> Tenants:
+        """Fleet-wide tenant weights and caps (ADMIN, reviewed and audited like limits)."""
+        from yoke.executions.tenants import Tenants
+
+        return Tenants(
             store=self.actors.store,
             reviewers=self._reviewers,
             clock=self.clock,
             changed=self.actors.tenants_changed,
         )
-        self.store: Store | None = None
-        self.instance_id: str | None = None
-        self.leadership: Leadership | None = None  # with `settings.ha`, while running
-        self._stopping = False
-        self._service_tasks: list[asyncio.Task[None]] = []
 
     def __repr__(self) -> str:
         return (
@@ -206,7 +250,9 @@ class App:
         backoff: Backoff | None = None,
     ) -> Callable[[Process], Process]:
         """Register `async def process(ctx, event)` as an actor (see `yoke.actors`)."""
-        return self.actors.actor(name, subscribe=subscribe, key=key, queue=queue, backoff=backoff)
+        return self.actor_registry.actor(
+            name, subscribe=subscribe, key=key, queue=queue, backoff=backoff
+        )
 
     def portal(
         self, name: str | None = None, *, per_worker: bool = False
@@ -214,7 +260,7 @@ class App:
         """Register `async def start(ctx)` as a portal: an ingress loop of the app's own that
         appends events (`ctx.append`); by default on exactly one live worker at a time, with
         `per_worker=True` on every worker (see `yoke.actors.portals`)."""
-        return self.actors.portal(name, per_worker=per_worker)
+        return self.portal_registry.portal(name, per_worker=per_worker)
 
     async def append(self, stream: str, data: Any, *, tenant: str = "default") -> int:
         """Append an event to `stream` and fan it out to the subscribed actor instances."""
@@ -242,7 +288,8 @@ class App:
     async def running(self) -> AsyncIterator[App]:
         s = self.settings
         check_ha(s)
-        self.instance_id = f"{s.instance_id or socket.gethostname()}-{uuid.uuid4().hex[:12]}"
+        # 48 random bits (from os, not `uuid`: importing it is a cost to every executor boot).
+        self.instance_id = f"{s.instance_id or socket.gethostname()}-{os.urandom(6).hex()}"
         backend = open_store(s.database_url, s, name=self.instance_id)
         await backend.open()
         self.store = store = backend.executions
@@ -256,11 +303,8 @@ class App:
                 await store.recover_dead(
                     stale_before=now - s.instance_stale_after, now=now, exclude=self.instance_id
                 )
-            limits = self.configured_limits
-            recorded = await store.latest_limits()
-            if recorded is not None:
-                limits = Limits.from_json(json.loads(recorded))  # the log wins over config
-            if self.actor_worker and (len(self.actors.registry) or len(self.actors.portals)):
+            limits = await recorded_limits(store) or self.configured_limits  # the log wins
+            if self.actor_worker and (len(self.actor_registry) or len(self.portal_registry)):
                 await actor_worker.enter_async_context(self.actors.running())
             body_error: BaseException | None = None
             try:
@@ -319,6 +363,8 @@ class App:
             await store.recover_dead(
                 stale_before=now - s.instance_stale_after, now=now, exclude=instance_id
             )
+
+        from yoke.executions.leadership import Leadership
 
         return Leadership(
             executions=self.executions,
@@ -391,13 +437,20 @@ class App:
     async def _follow_limits(self, store: Store) -> None:
         """Limits changed by a peer (recorded in the control log) apply here from the next
         heartbeat: every instance puts its own caps into the ledger slots it asks for."""
-        recorded = await store.latest_limits()
-        if recorded is None:
+        limits = await recorded_limits(store)
+        if limits is None:
             return
-        limits = Limits.from_json(json.loads(recorded))
         if limits != await self.executions.limits():
             log.info("limits changed by a peer; applying them: %s", limits)
             self.executions.apply_limits(limits)
+
+
+async def recorded_limits(store: Store) -> Limits | None:
+    """The newest limits in the control log, if any: from boot on they win over configuration."""
+    from yoke.executions.model import Limits
+
+    recorded = await store.latest_limits()
+    return None if recorded is None else Limits.from_json(json.loads(recorded))
 
 
 async def run_worker(app: App, *, stop: asyncio.Event | None = None) -> None:

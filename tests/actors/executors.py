@@ -13,7 +13,7 @@ from typing import Any
 
 from tests.actors import exec_app
 from tests.actors.conftest import FAST, open_actor_store
-from yoke.actors import ActorRuntime, ActorSettings
+from yoke.actors import ActorRegistry, ActorRuntime, ActorSettings
 from yoke.actors.executor.settings import ExecutorSettings
 from yoke.actors.protocol import ActorStore
 from yoke.store.actor_records import InstanceRef
@@ -28,22 +28,31 @@ FAST_EXECUTORS: dict[str, Any] = {
 }
 
 
-def runtime(worker_id: str = "w1", app_spec: str = exec_app.SPEC, **executor: Any) -> ActorRuntime:
+def runtime(
+    worker_id: str = "w1",
+    app_spec: str = exec_app.SPEC,
+    registry: ActorRegistry = exec_app.registry,
+    **executor: Any,
+) -> ActorRuntime:
     return ActorRuntime(
         settings=ActorSettings(worker_id=worker_id, **FAST),
         executor_settings=ExecutorSettings(**{**FAST_EXECUTORS, **executor}),
-        registry=exec_app.registry,
+        registry=registry,
         app_spec=app_spec,
     )
 
 
 @asynccontextmanager
 async def running(
-    url: str, worker_id: str = "w1", app_spec: str = exec_app.SPEC, **executor: Any
+    url: str,
+    worker_id: str = "w1",
+    app_spec: str = exec_app.SPEC,
+    registry: ActorRegistry = exec_app.registry,
+    **executor: Any,
 ) -> AsyncIterator[tuple[ActorRuntime, ActorStore]]:
     backend = open_actor_store(url)
     await backend.open()
-    rt = runtime(worker_id, app_spec, **executor)
+    rt = runtime(worker_id, app_spec, registry, **executor)
     try:
         async with rt.running(backend.actors):
             yield rt, backend.actors

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.actors import user_app
 from tests.actors.conftest import open_actor_store
 from tests.actors.executors import alive, running, runtime, state, until
 from yoke.actors.executor.process import ExecutorProcess, ExecutorState
@@ -47,6 +48,26 @@ async def test_each_tenant_runs_in_a_process_of_its_own_without_credentials(
     assert oct(os.stat(acme["cwd"]).st_mode & 0o777) == "0o700"
     # Shut down with the worker.
     assert not alive(acme["pid"]) and not alive(zeta["pid"])
+
+
+async def test_the_executor_of_a_yoke_app_loads_none_of_the_engines(app_url: str) -> None:
+    """An app as users write it (`yoke.App()` with a workflow, an actor, a portal): its
+    executor imports the app's module to find the actor, and with it none of the engines the
+    worker runs (their import was most of a cold boot)."""
+    async with running(app_url, app_spec=user_app.SPEC, registry=user_app.app.actor_registry) as (
+        rt,
+        store,
+    ):
+        await rt.append("reports", {"k": "r"}, tenant="acme")
+
+        async def reported() -> bool:
+            return "loaded" in await state(store, "acme", "report", "r")
+
+        await until(reported)
+        seen = await state(store, "acme", "report", "r")
+        (view,) = rt.executor_views()
+    assert seen["pid"] == view.pid != os.getpid()
+    assert seen["loaded"] == []
 
 
 async def test_state_updates_of_100_concurrent_events_lose_nothing(app_url: str) -> None:

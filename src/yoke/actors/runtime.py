@@ -31,7 +31,8 @@ from yoke.actors.fleet import Fleet, LiveWorkers, Placer
 from yoke.actors.inspection import DEAD_LETTERS_SHOWN, ActorInspector, InstanceView
 from yoke.actors.metrics import ActorMetrics, app_registry
 from yoke.actors.placement import PlacementMode
-from yoke.actors.portals import PortalRegistry, PortalRunner, Start
+from yoke.actors.portal_runner import PortalRunner
+from yoke.actors.portals import PortalRegistry, Start
 from yoke.actors.protocol import ActorStore
 from yoke.actors.settings import ActorSettings
 from yoke.actors.timers import TimerDispatch, TimerStats
@@ -60,10 +61,11 @@ class ActorRuntime:
         executor_settings: ExecutorSettings | None = None,
         app_spec: str | None = None,
         registry: ActorRegistry | None = None,
+        portals: PortalRegistry | None = None,
         owner: object | None = None,
     ) -> None:
         self.registry = registry if registry is not None else ActorRegistry()
-        self.portals = PortalRegistry()
+        self.portals = portals if portals is not None else PortalRegistry()
         # How the drain, the timers and the heartbeat wait out an unavailable store.
         self.retry = retry or RetryPolicy()
         self.settings = settings or ActorSettings.from_env()

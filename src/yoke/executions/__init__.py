@@ -5,26 +5,59 @@ The entry module is `service` (`Executions`, reached as `app.executions`: the as
 `core` is the sans-I/O admission core that decides every start, one `tickets.Ticket` each;
 `admission` maps limits to kernel caps and ledger slots; `reading` and `control` are the parts
 the shell holds over `state.Shared`; `context` runs workflows and their recorded steps; `model`
-holds the values. This package imports the kernel and the store protocol, never a
-concrete store backend nor the server.
+holds the values; `workflows` the registry of workflows an app defines. This package imports
+the kernel and the store protocol, never a concrete store backend nor the server.
+
+The names below are loaded on first use: defining an app (`@app.workflow`) needs only the
+registry, not the engine that runs it.
 """
 
 from __future__ import annotations
 
-from yoke.executions.context import ChildFailed, Context, Registry
-from yoke.executions.model import (
-    ADMIN,
-    OPERATOR,
-    AuditEntry,
-    Change,
-    Execution,
-    Limits,
-    Page,
-    Principal,
-    Start,
-)
-from yoke.executions.service import Executions, ExecutionsStats
-from yoke.store.records import ExecutionStatus, StartKind, StartStatus
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "ADMIN",
+            "OPERATOR",
+            "AuditEntry",
+            "Change",
+            "Execution",
+            "Limits",
+            "Page",
+            "Principal",
+            "Start",
+        ),
+        "yoke.executions.model",
+    ),
+    "ChildFailed": "yoke.executions.context",
+    "Context": "yoke.executions.context",
+    "Registry": "yoke.executions.workflows",
+    "Executions": "yoke.executions.service",
+    "ExecutionsStats": "yoke.executions.service",
+    "ExecutionStatus": "yoke.store.records",
+    "StartKind": "yoke.store.records",
+    "StartStatus": "yoke.store.records",
+}
+
+if TYPE_CHECKING:
+    from yoke.executions.context import ChildFailed, Context
+    from yoke.executions.model import (
+        ADMIN,
+        OPERATOR,
+        AuditEntry,
+        Change,
+        Execution,
+        Limits,
+        Page,
+        Principal,
+        Start,
+    )
+    from yoke.executions.service import Executions, ExecutionsStats
+    from yoke.executions.workflows import Registry
+    from yoke.store.records import ExecutionStatus, StartKind, StartStatus
 
 __all__ = [
     "ADMIN",
@@ -45,3 +78,12 @@ __all__ = [
     "StartKind",
     "StartStatus",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'yoke.executions' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

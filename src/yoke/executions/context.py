@@ -15,58 +15,17 @@ from __future__ import annotations
 import inspect
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from yoke.clock import Clock
-from yoke.errors import BadType, BadValue, NotFound, ReplayMismatch
+from yoke.errors import BadType, ReplayMismatch
 from yoke.executions.model import encode_json
-from yoke.store import ExecutionStatus, NewExecution, StepRow, Store
+from yoke.executions.workflows import Registry, Workflow
+from yoke.store.records import ExecutionStatus, NewExecution
 
-Workflow = Callable[["Context", Any], Awaitable[Any]]
-
-
-class Registry:
-    """Workflows by name (and name by function), as registered with `@app.workflow`."""
-
-    def __init__(self) -> None:
-        self._by_name: dict[str, Workflow] = {}
-        self._by_fn: dict[Workflow, str] = {}
-
-    def register(self, fn: Workflow, name: str | None = None) -> str:
-        if not inspect.iscoroutinefunction(fn):
-            raise BadType("a workflow must be an `async def wf(ctx, input)` function")
-        name = name if name is not None else fn.__name__
-        if not isinstance(name, str) or not name:
-            raise BadType("a workflow name must be a non-empty str")
-        if name in self._by_name and self._by_name[name] is not fn:
-            raise BadValue(f"another workflow is already registered as {name!r}")
-        self._by_name[name] = fn
-        self._by_fn[fn] = name
-        return name
-
-    def name_of(self, workflow: str | Workflow) -> str:
-        if isinstance(workflow, str):
-            if workflow not in self._by_name:
-                raise NotFound(f"no workflow named {workflow!r}")
-            return workflow
-        if callable(workflow):
-            name = self._by_fn.get(workflow)
-            if name is None:
-                raise NotFound(f"{workflow!r} is not a registered workflow")
-            return name
-        raise BadType(
-            f"workflow must be a name or a registered function, not {type(workflow).__name__}"
-        )
-
-    def get(self, name: str) -> Workflow:
-        fn = self._by_name.get(name)
-        if fn is None:
-            raise NotFound(f"no workflow named {name!r}")
-        return fn
-
-    def names(self) -> list[str]:
-        return sorted(self._by_name)
+if TYPE_CHECKING:  # an app's module names `yoke.Context` in annotations: keep it light
+    from yoke.clock import Clock
+    from yoke.store import StepRow, Store
 
 
 class Context:

@@ -41,7 +41,7 @@ from yoke.errors import (
     YokeError,
 )
 from yoke.executions.batching import Batcher, GroupCommit
-from yoke.executions.context import Context, Registry, Workflow, run_workflow
+from yoke.executions.context import Context, run_workflow
 from yoke.executions.control import Control
 from yoke.executions.core import Role
 from yoke.executions.model import (
@@ -66,6 +66,7 @@ from yoke.executions.state import (
     log,
 )
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
+from yoke.executions.workflows import Registry, Workflow
 from yoke.kernel import Kernel
 from yoke.retry import RetryPolicy, until_done
 from yoke.store import (

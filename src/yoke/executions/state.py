@@ -21,10 +21,10 @@ from typing import Any, TypeVar
 
 from yoke.clock import Clock
 from yoke.errors import BadType, Forbidden, NotRunning
-from yoke.executions.context import Registry
 from yoke.executions.core import AdmissionCore, Role
 from yoke.executions.model import Change, Execution, Limits, Principal, Start
 from yoke.executions.tickets import Ticket
+from yoke.executions.workflows import Registry
 from yoke.retry import RetryPolicy
 from yoke.store import ExecutionRow, StartRow, StartStatus, Store
 

@@ -107,7 +107,12 @@ def load_registry(spec: str, path: list[str]) -> ActorRegistry:
             sys.path.append(entry)
     module_name, _, attr = spec.partition(":")
     target = getattr(importlib.import_module(module_name), attr)
-    for candidate in (target, getattr(target, "actors", None), getattr(target, "registry", None)):
+    if isinstance(target, ActorRegistry):
+        return target
+    # An App's definitions first: its `actors` is its runtime, built (and its engines
+    # imported) on first use, which an executor never needs.
+    for name in ("actor_registry", "actors", "registry"):
+        candidate = getattr(target, name, None)
         if isinstance(candidate, ActorRegistry):
             return candidate
         registry = getattr(candidate, "registry", None)
