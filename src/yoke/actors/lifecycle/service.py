@@ -170,6 +170,11 @@ class RuntimeLifecycleService:
         pool, store, me = self._pool, self._store, self._worker_id
         live = [name for name in pool.tenants() if (ex := pool.executor(name)) and ex.live]
         pending: set[str] = set()
+        if timers:
+            # Timers before pending: a timer that fires between the two reads is then seen as
+            # its pending event; read the other way round it could be seen as neither, and its
+            # warm executor stopped for idleness just before its event arrives.
+            await self._read_timers()
         if discover:
             found = await store.pending_tenants(me, after=self._cursor, limit=DISCOVER_PAGE)
             if len(found) < DISCOVER_PAGE and self._cursor:
@@ -179,8 +184,6 @@ class RuntimeLifecycleService:
         check = [name for name in live if name not in pending]
         if check:
             pending.update(await store.tenants_with_pending(me, check))
-        if timers:
-            await self._read_timers()
         held = self._held()
         now = self._clock.monotonic()
         names = pending | set(live) | {t for t, n in held.items() if n} | set(self._timers)
@@ -189,7 +192,9 @@ class RuntimeLifecycleService:
             ex = pool.executor(name)
             phase = Phase.NONE if ex is None or not ex.live else _PHASE[ex.state]
             active = 0 if ex is None else ex.active
-            busy = name in pending or held[name] > 0 or active > 0
+            # A timer due soon counts as work for the idle clock: once it fired, its executor
+            # waits `idle_secs` from the last sight of it, not from its boot.
+            busy = name in pending or held[name] > 0 or active > 0 or name in self._timers
             if busy:
                 pool.mark_busy(name)
             out.append(
