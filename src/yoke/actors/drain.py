@@ -617,7 +617,7 @@ class QueueDrainScheduler:
     def _sent(self, job: Job, error: BaseException | None) -> None:
         if error is None:
             self._succeeded(job)
-        else:  # what follows may write to the store: in a runner
+        elif not self._ended_at_once(job, error):  # a write to the store first: in a runner
             self._ready.put_nowait(Chore(functools.partial(self._ended_with, job, error)))
 
     def _succeeded(self, job: Job) -> None:
@@ -628,17 +628,25 @@ class QueueDrainScheduler:
         self._completions.add(job.completion, inst)
         self._end(job)
 
-    async def _ended_with(self, job: Job, error: BaseException) -> None:
-        """The call of `job` raised `error`: fenced, its executor lost, or process() failed."""
+    def _ended_at_once(self, job: Job, error: BaseException) -> bool:
+        """The call of `job` raised `error`: True if what follows needs no await (fenced, or
+        its executor lost without a charge: the row goes back at no cost), done here."""
         if isinstance(error, Fenced):
             self._lost(job.inst, error)
             self._end(job)
             self._again(job)
-        elif isinstance(error, ExecutorLost):
-            if error.charge:
-                await self._crashed(job, error.reason)
-            else:
-                self._release(job)
+            return True
+        if isinstance(error, ExecutorLost) and not error.charge:
+            self._release(job)
+            return True
+        return False
+
+    async def _ended_with(self, job: Job, error: BaseException) -> None:
+        """The call of `job` raised `error`: fenced, its executor lost, or process() failed."""
+        if self._ended_at_once(job, error):
+            return
+        if isinstance(error, ExecutorLost):  # charged: it ran alone, or past its deadline
+            await self._crashed(job, error.reason)
         else:
             await self._failed(job, error)
 
