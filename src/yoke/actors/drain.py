@@ -95,6 +95,7 @@ class QueueDrainScheduler:
         self._registry = registry
         self._host = host
         self._calls: Runner = runner or InlineRunner(host)
+        self._sends = self._calls.sends
         self._worker_id = worker_id
         self._clock = clock
         self._failure_log = FailureLog()
@@ -504,13 +505,16 @@ class QueueDrainScheduler:
             else:
                 k = inst.kernel
                 while (it := k.pop_next()) is not None:
-                    job: Job = it.payload  # type: ignore[assignment]
-                    wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
+                    held: Job = it.payload  # type: ignore[assignment]
+                    wk.push(held.row.queue_id, held.row.tenant, seq=held.row.queue_id, payload=held)
         if self._closing:
             return
+        sends = self._sends
         while (it := wk.pop_next()) is not None:
             self._running += 1
-            self._ready.put_nowait(it.payload)  # type: ignore[arg-type]
+            job: Job = it.payload  # type: ignore[assignment]
+            if not (sends and self._send(job)):
+                self._ready.put_nowait(job)
 
     # -- custom mode ---------------------------------------------------------------------------
     def _want_pick(self, inst: HeldInstance) -> None:
@@ -558,7 +562,6 @@ class QueueDrainScheduler:
         """The actors specification's `dispatch_process`: run `process(ctx, event)` for one
         claimed event."""
         inst = job.inst
-        error: BaseException | None = None
         cell = inst.cell
         if not self._may_run(job.row.tenant):
             self._release(job)
@@ -588,28 +591,62 @@ class QueueDrainScheduler:
             finally:
                 if capped:
                     await self._rules.free(tenant)
-        except Fenced as exc:
-            self._lost(inst, exc)
-            self._end(job)
-            self._again(job)
-            return
-        except ExecutorLost as exc:
-            if exc.charge:
-                await self._crashed(job, exc.reason)
-            else:
-                self._release(job)
-            return
-        except Exception as exc:
-            error = exc
         except asyncio.CancelledError:
             self._running -= 1
             raise
+        except Exception as exc:
+            await self._ended_with(job, exc)
+            return
+        self._succeeded(job)
+
+    def _send(self, job: Job) -> bool:
+        """A runner that `sends` (executor processes) takes a call that can start at once from
+        here, without a runner task: `_sent` is told how it ended, for all the results of an
+        executor's frame in one pass. What needs an await first (a state to load, a capped
+        tenant's fleet-wide count, rows of the tenant going back) goes to a runner instead."""
+        inst, tenant = job.inst, job.row.tenant
+        if not inst.cell.loaded or tenant in self._rules.caps or self._releases.busy(tenant):
+            return False
+        done = functools.partial(self._sent, job)
+        if not self._calls.send(inst.actor, inst.cell, job.event, done):
+            return False
+        if not job.failures and not job.row.attempts:  # its first start: the wait it had
+            self._telemetry.started(tenant, self._clock.wall() - job.row.appended_at)
+        return True
+
+    def _sent(self, job: Job, error: BaseException | None) -> None:
         if error is None:
-            self._counts["processed"] += 1
-            self._metrics.processed(inst.actor.name)
-            self._telemetry.processed(tenant)
-            self._completions.add(job.completion, inst)
+            self._succeeded(job)
+        elif not self._ended_at_once(job, error):  # a write to the store first: in a runner
+            self._ready.put_nowait(Chore(functools.partial(self._ended_with, job, error)))
+
+    def _succeeded(self, job: Job) -> None:
+        inst = job.inst
+        self._counts["processed"] += 1
+        self._metrics.processed(inst.actor.name)
+        self._telemetry.processed(job.row.tenant)
+        self._completions.add(job.completion, inst)
+        self._end(job)
+
+    def _ended_at_once(self, job: Job, error: BaseException) -> bool:
+        """The call of `job` raised `error`: True if what follows needs no await (fenced, or
+        its executor lost without a charge: the row goes back at no cost), done here."""
+        if isinstance(error, Fenced):
+            self._lost(job.inst, error)
             self._end(job)
+            self._again(job)
+            return True
+        if isinstance(error, ExecutorLost) and not error.charge:
+            self._release(job)
+            return True
+        return False
+
+    async def _ended_with(self, job: Job, error: BaseException) -> None:
+        """The call of `job` raised `error`: fenced, its executor lost, or process() failed."""
+        if self._ended_at_once(job, error):
+            return
+        if isinstance(error, ExecutorLost):  # charged: it ran alone, or past its deadline
+            await self._crashed(job, error.reason)
         else:
             await self._failed(job, error)
 

@@ -241,8 +241,12 @@ class ActorVerbs:
                     more = await tx.all("pending_tenants", {**scan, "after": ""})
                     found += [str(r["tenant"]) for r in more if r["tenant"] not in seen]
             else:
-                among = {"worker_id": worker_id, "tenants": json.dumps(sorted(set(tenants)))}
-                names = [str(r["tenant"]) for r in await tx.all("pending_tenants_among", among)]
+                # Each of `tenants` is asked, pending rows or not: the claim's probe per tenant
+                # finds none for a tenant without, at the cost of a first query that sorted
+                # them out (PostgreSQL chose a hash join there that read every pending row of
+                # this worker: 3 ms a claim late in a drain of 20,000 events, a third of the
+                # database's CPU per event through an executor).
+                names = sorted(set(tenants))
                 found = [t for t in names if t > after_tenant] + [
                     t for t in names if t <= after_tenant
                 ]

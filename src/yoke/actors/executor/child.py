@@ -34,6 +34,7 @@ from typing import Any
 import yoke.errors as errors
 from yoke.actors.ctx import ActorCtx, Fenced, StateHandle
 from yoke.actors.definitions import ActorRegistry, Event, encode
+from yoke.actors.executor import eager
 from yoke.actors.executor.protocol import PROTOCOL, Outbox, ProtocolError, frame, read_frame
 
 MAX_CALL_BYTES = 4 * 1024 * 1024  # one emit, schedule or state write, encoded, at most
@@ -176,11 +177,11 @@ class ChildExecutor:
             attempt=ev[5],
             appended_at=ev[6],
         )
-        # A task per call (so calls run concurrently); it drops its own reference when it
-        # ends (cheaper than a done-callback: one loop handle less per call). An eager task
-        # (Python 3.12+) may have ended already.
-        task = asyncio.create_task(self._run(call_id, actor_name, key, event))
-        if not task.done():
+        # Started eagerly (`eager.py`): a call that never waits ends here, with no task; one
+        # that waits goes on as a task of its own (so calls run concurrently), which drops its
+        # own reference when it ends (cheaper than a done-callback: one loop handle less).
+        task = eager.start(self._run(call_id, actor_name, key, event))
+        if task is not None:
             self._tasks.add(task)
 
     async def _run(self, call_id: int, actor_name: str, key: tuple[str, str], event: Event) -> None:

@@ -31,10 +31,16 @@ from typing import Any
 
 from yoke.actors.ctx import CtxHost, InstanceStateCell
 from yoke.actors.definitions import ActorDef, Event
-from yoke.actors.executor.process import LIVE, BootFailed, ExecutorProcess, ExecutorState, Launch
+from yoke.actors.executor.process import (
+    LIVE,
+    BootFailed,
+    ExecutorProcess,
+    ExecutorState,
+    Launch,
+)
 from yoke.actors.metrics import ActorMetrics
 from yoke.actors.protocol import ActorStore
-from yoke.actors.runner import ExecutorLost
+from yoke.actors.runner import Done, ExecutorLost
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.fair import create_fair_scheduler
@@ -98,6 +104,8 @@ class _Tenant:
 
 
 class ExecutorPool:
+    sends = True  # the Runner's hot path (`send`)
+
     def __init__(
         self,
         *,
@@ -215,7 +223,20 @@ class ExecutorPool:
             return self._run_alone(t, ex, actor, cell, event)
         if t.alone:
             return self._after_alone(t, ex, actor, cell, event)
-        return ex.dispatch(actor.name, cell, event)  # the hot path: the call's future
+        return ex.dispatch(actor.name, cell, event)
+
+    def send(self, actor: ActorDef, cell: InstanceStateCell, event: Event, done: Done) -> bool:
+        """The hot path: send the call now if nothing holds it back (its executor READY, no
+        suspect running alone, not a suspect itself); `done` is told how it ended, from the
+        executor's reader. False: nothing was sent, `run` it instead."""
+        t = self._tenants.get(cell.ref.tenant)
+        ex = None if t is None else t.current
+        if t is None or ex is None or t.alone or not ex.sendable:
+            return False
+        if t.suspects and event.id in t.suspects:
+            return False
+        ex.send(actor.name, cell, event, done)
+        return True
 
     async def _after_alone(
         self,

@@ -16,8 +16,10 @@ tenant's directory and uid when bound (`child.bind`), before the app is imported
 the tenant saw it is the bind alone (`queue`, `app`, `handshake`), its own boot is `spare_ms`.
 The exit is watched through a pidfd (no thread per child), the output is logged with the tenant.
 
-Calls: `dispatch` sends a call (batched with the others of the same loop turn) and waits for
-its `done`. The executor's own calls (state, emit, schedule) are served by `calls.py`, only
+Calls: `send` sends a call (batched with the others of the same loop turn) and calls its
+`done` callback when it ended, from the reader, in the same turn for every result of a frame:
+no future and no task wake-up per call (the drain's hot path); `dispatch` is the same with a
+future to await. The executor's own calls (state, emit, schedule) are served by `calls.py`, only
 for a call that is in flight. Death: EOF, an exit, a protocol error or a call past
 `dispatch_timeout` kills the process group and fails every call in flight with
 `ExecutorLost`; a call is charged (`charge=True`) when it ran past its deadline, or when it was
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -46,7 +49,7 @@ from yoke.actors.definitions import Event
 from yoke.actors.executor import sandbox
 from yoke.actors.executor.calls import CallRefused, serve_call
 from yoke.actors.executor.protocol import PROTOCOL, Outbox, ProtocolError, frame, read_frame
-from yoke.actors.runner import ExecutorLost, RemoteError
+from yoke.actors.runner import Done, ExecutorLost, RemoteError
 from yoke.clock import Clock
 
 log = logging.getLogger("yoke.executor")
@@ -103,21 +106,30 @@ class Launch:
 
 
 class _Call:
-    __slots__ = ("call_id", "cell", "event_id", "future", "started")
+    __slots__ = ("call_id", "cell", "done", "event_id", "started")
 
     def __init__(
-        self,
-        call_id: int,
-        cell: InstanceStateCell,
-        event_id: int,
-        future: asyncio.Future[None],
-        started: float,
+        self, call_id: int, cell: InstanceStateCell, event_id: int, done: Done, started: float
     ) -> None:
         self.call_id = call_id
         self.cell = cell
         self.event_id = event_id  # the queue row's id (`Event.id`)
-        self.future = future
+        self.done: Done | None = done  # None once told (a call ends once)
         self.started = started
+
+    def end(self, error: BaseException | None) -> None:
+        done, self.done = self.done, None
+        if done is not None:
+            done(error)
+
+
+def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:
+    if fut.done():
+        return
+    if error is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(error)
 
 
 class ExecutorProcess:
@@ -424,10 +436,21 @@ class ExecutorProcess:
         raise BootFailed(self.stop_reason or "boot_error")
 
     # -- calls ------------------------------------------------------------------------------
+    @property
+    def sendable(self) -> bool:
+        """Whether a call may be sent now (READY, and not dying)."""
+        return self.state is ExecutorState.READY and self._out is not None and not self._dead
+
     def dispatch(self, actor: str, cell: InstanceStateCell, event: Event) -> asyncio.Future[None]:
-        """Send one call to the executor; the future answers when it ended: what process()
-        raised there (`RemoteError`, `Fenced`), or `ExecutorLost`. A plain function returning
-        the future, not a coroutine: on the hot path a frame less per call."""
+        """`send` with a future that answers when the call ended: what process() raised there
+        (`RemoteError`, `Fenced`), or `ExecutorLost`."""
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self.send(actor, cell, event, functools.partial(_settle, fut))
+        return fut
+
+    def send(self, actor: str, cell: InstanceStateCell, event: Event, done: Done) -> None:
+        """Send one call to the executor; `done` is called once when it ended, with None or
+        what it raised (as `dispatch` says). `ExecutorLost` at once if it is not READY."""
         out = self._out
         if self.state is not ExecutorState.READY or out is None or self._dead:
             raise ExecutorLost(f"the executor of {self.tenant!r} is {self.state.value}")
@@ -440,8 +463,7 @@ class ExecutorProcess:
         state = None if known == cell.version else cell.state
         self._known[key] = cell.version
         call_id = next(self._ids)
-        fut: asyncio.Future[None] = self._loop.create_future()
-        self._calls[call_id] = _Call(call_id, cell, event.id, fut, self._clock.monotonic())
+        self._calls[call_id] = _Call(call_id, cell, event.id, done, self._clock.monotonic())
         if self._watchdog is None:
             self._arm(self._launch.dispatch_timeout)
         self.dispatches += 1
@@ -464,7 +486,6 @@ class ExecutorProcess:
                 state,
             ],
         )
-        return fut
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         reason: str | None = None
@@ -489,19 +510,15 @@ class ExecutorProcess:
     def _on_frame(self, msg: dict[str, Any]) -> None:
         done = msg.get("done")
         if done:
+            # The whole frame is checked before any call is told: a bad item fails the
+            # executor with every call of the frame still in flight (each told once, lost).
             calls = self._calls
-            for call_id, error in done:
-                call = calls.pop(call_id, None)
-                if call is None:
-                    raise ProtocolError(f"done for call {call_id!r}, which is not in flight")
-                if error is None:
-                    call.future.set_result(None)
-                else:
-                    kind, text = error
-                    exc: Exception = (
-                        Fenced(str(text)) if kind == "fenced" else RemoteError(str(text))
-                    )
-                    call.future.set_exception(exc)
+            ended = [(call_id, _outcome(error)) for call_id, error in done]
+            ids = {call_id for call_id, _ in ended}
+            if len(ids) != len(ended) or not all(call_id in calls for call_id in ids):
+                raise ProtocolError("a done for a call that is not in flight (or twice)")
+            for call_id, error in ended:
+                calls.pop(call_id).end(error)
             self._on_done(self)
         for req_id, call_id, op, args in msg.get("call", ()):
             call = self._calls.get(call_id)
@@ -613,8 +630,7 @@ class ExecutorProcess:
         self.lost = tuple(c.event_id for c in calls)
         self.blamed = None if blame is None else blame.event_id
         for call in calls:
-            if not call.future.done():
-                call.future.set_exception(ExecutorLost(reason, charge=call is blame))
+            call.end(ExecutorLost(reason, charge=call is blame))
         if self.pid is not None:
             log.log(
                 logging.WARNING if self.crashed else logging.INFO,
@@ -688,6 +704,14 @@ class ExecutorProcess:
 
 async def _wait_in_thread(popen: subprocess.Popen[bytes], done: Callable[[int], None]) -> None:
     done(await asyncio.to_thread(popen.wait))
+
+
+def _outcome(error: Any) -> Exception | None:
+    """A `done` item's error (None, or [kind, text]) as what the call raised."""
+    if error is None:
+        return None
+    kind, text = error
+    return Fenced(str(text)) if kind == "fenced" else RemoteError(str(text))
 
 
 def _exit_text(code: int | None) -> str:

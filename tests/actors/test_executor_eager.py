@@ -1,0 +1,77 @@
+"""`eager.start`: a coroutine's first step runs at once (no task if it ends there), and one that
+waits goes on as a task exactly as if it had been one from the start: what it waits for, what
+it is sent, a cancellation, and its own context (a context variable it sets stays its own)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+
+import pytest
+
+from yoke.actors.executor import eager
+
+seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="caller")
+
+
+async def test_a_coroutine_that_never_waits_ends_at_once_without_a_task() -> None:
+    ran: list[str] = []
+
+    async def quick() -> None:
+        seen.set("quick")
+        ran.append(seen.get())
+
+    assert eager.start(quick()) is None
+    assert ran == ["quick"] and seen.get() == "caller"  # its context was its own
+
+
+async def test_a_coroutine_that_waits_goes_on_as_a_task_in_its_own_context() -> None:
+    gate: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    got: list[object] = []
+
+    async def slow() -> None:
+        seen.set("slow")
+        got.append(await gate)
+        await asyncio.sleep(0)  # a bare yield to the loop
+        got.append(seen.get())
+
+    task = eager.start(slow())
+    assert task is not None and not task.done() and seen.get() == "caller"
+    gate.set_result(7)
+    await task
+    assert got == [7, "slow"]
+
+
+async def test_what_it_awaits_may_raise_into_it() -> None:
+    gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    caught: list[str] = []
+
+    async def waits() -> None:
+        try:
+            await gate
+        except KeyError as exc:
+            caught.append(str(exc))
+
+    task = eager.start(waits())
+    assert task is not None
+    gate.set_exception(KeyError("boom"))
+    await task
+    assert caught == ["'boom'"]
+
+
+async def test_a_cancelled_task_cancels_the_coroutine_where_it_waits() -> None:
+    cleaned: list[bool] = []
+
+    async def forever() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cleaned.append(True)
+
+    task = eager.start(forever())
+    assert task is not None
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleaned == [True]
