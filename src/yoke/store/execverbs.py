@@ -458,15 +458,6 @@ class ExecutionVerbs:
     async def finish_executions(self, finishes: Sequence[Finish], *, now: float) -> list[bool]:
         if any(f.status is ExecutionStatus.RUNNING for f in finishes):
             raise ValueError("finish_execution needs a final status")
-        batch = [
-            {
-                "execution_id": f.execution_id,
-                "status": f.status.value,
-                "output": f.output,
-                "error": f.error,
-            }
-            for f in finishes
-        ]
         if self._t.one_statement_batches:
             # One statement (its own transaction, one round trip): the same locks in the same
             # order, the ledger released and NOTIFY sent by the statement itself.
@@ -483,6 +474,15 @@ class ExecutionVerbs:
                 )
             done = {str(r["execution_id"]) for r in rows}
             return [f.execution_id in done for f in finishes]
+        batch = [
+            {
+                "execution_id": f.execution_id,
+                "status": f.status.value,
+                "output": f.output,
+                "error": f.error,
+            }
+            for f in finishes
+        ]
         freed: Counter[str] = Counter()
         async with self._t.write() as tx:
             # Execution rows first, then the ledger rows, each once per batch, in key order.
