@@ -82,6 +82,27 @@ async def test_sqlite_busy_timeout_then_store_unavailable(lite: SQLiteStore) -> 
     assert created
 
 
+async def test_sqlite_begins_on_the_loop_unless_another_writer_holds_the_lock(
+    lite: SQLiteStore,
+) -> None:
+    begun_on: list[str] = []
+    lite._db().set_trace_callback(
+        lambda sql: begun_on.append(threading.current_thread().name)
+        if sql.startswith("BEGIN")
+        else None
+    )
+    loop_thread = threading.current_thread().name
+    await lite.executions.log_start(new_start())
+    assert begun_on == [loop_thread]  # uncontended: no trip to the store's thread
+    begun_on.clear()
+    other = sqlite3.connect(lite.path, isolation_level=None, timeout=0)
+    other.execute("BEGIN IMMEDIATE")
+    asyncio.get_running_loop().call_later(0.1, other.execute, "ROLLBACK")
+    _, created = await lite.executions.log_start(new_start())  # waits for it, on the thread
+    assert created
+    assert begun_on[0] == loop_thread and begun_on[-1].startswith("yoke-sqlite"), begun_on
+
+
 async def test_sqlite_sends_one_batch_at_a_time_by_default(lite: SQLiteStore) -> None:
     assert lite.executions.batch_overlap == 1
 
