@@ -87,9 +87,9 @@ async def test_sqlite_begins_on_the_loop_unless_another_writer_holds_the_lock(
 ) -> None:
     begun_on: list[str] = []
     lite._db().set_trace_callback(
-        lambda sql: begun_on.append(threading.current_thread().name)
-        if sql.startswith("BEGIN")
-        else None
+        lambda sql: (
+            begun_on.append(threading.current_thread().name) if sql.startswith("BEGIN") else None
+        )
     )
     loop_thread = threading.current_thread().name
     await lite.executions.log_start(new_start())
