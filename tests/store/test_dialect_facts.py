@@ -136,6 +136,19 @@ async def test_sqlite_writes_arriving_together_share_one_commit(lite: SQLiteStor
     assert 1 <= len(commits) <= 5, commits
 
 
+async def test_sqlite_a_write_due_in_the_same_turn_of_the_loop_shares_the_commit(
+    lite: SQLiteStore,
+) -> None:
+    commits = _count_commits(lite)
+
+    async def a_turn_later() -> None:
+        await asyncio.sleep(0)  # begins after the first write has asked for its COMMIT
+        await lite.executions.log_start(new_start())
+
+    await asyncio.gather(lite.executions.log_start(new_start()), a_turn_later())
+    assert len(commits) == 1, commits
+
+
 async def test_sqlite_a_failed_write_rolls_back_only_itself(lite: SQLiteStore) -> None:
     ids = [new_start() for _ in range(3)]
 
