@@ -61,7 +61,15 @@ def test_the_cross_site_post_of_the_report_is_refused(local: Running) -> None:
 
 
 @pytest.mark.parametrize(
-    "host", ["evil.example", "evil.example:8000", "10.0.0.1", "localhost.evil.example", "[::2]"]
+    "host",
+    [
+        "evil.example",
+        "evil.example:8000",
+        "10.0.0.1",
+        "localhost.evil.example",
+        "[::2]",
+        "x" * 300 + ".localhost",  # no name is that long: refused, and not kept in the cache
+    ],
 )
 def test_a_foreign_host_is_421_even_for_a_read(local: Running, host: str) -> None:
     r = httpx.get(local.url + "/v1/scheduler", headers={"Host": host}, timeout=10)

@@ -82,6 +82,27 @@ async def test_sqlite_busy_timeout_then_store_unavailable(lite: SQLiteStore) -> 
     assert created
 
 
+async def test_sqlite_begins_on_the_loop_unless_another_writer_holds_the_lock(
+    lite: SQLiteStore,
+) -> None:
+    begun_on: list[str] = []
+    lite._db().set_trace_callback(
+        lambda sql: (
+            begun_on.append(threading.current_thread().name) if sql.startswith("BEGIN") else None
+        )
+    )
+    loop_thread = threading.current_thread().name
+    await lite.executions.log_start(new_start())
+    assert begun_on == [loop_thread]  # uncontended: no trip to the store's thread
+    begun_on.clear()
+    other = sqlite3.connect(lite.path, isolation_level=None, timeout=0)
+    other.execute("BEGIN IMMEDIATE")
+    asyncio.get_running_loop().call_later(0.1, other.execute, "ROLLBACK")
+    _, created = await lite.executions.log_start(new_start())  # waits for it, on the thread
+    assert created
+    assert begun_on[0] == loop_thread and begun_on[-1].startswith("yoke-sqlite"), begun_on
+
+
 async def test_sqlite_sends_one_batch_at_a_time_by_default(lite: SQLiteStore) -> None:
     assert lite.executions.batch_overlap == 1
 
@@ -113,6 +134,19 @@ async def test_sqlite_writes_arriving_together_share_one_commit(lite: SQLiteStor
     other = sqlite3.connect(lite.path)
     assert other.execute("SELECT count(*) FROM yoke_starts").fetchone() == (50,)
     assert 1 <= len(commits) <= 5, commits
+
+
+async def test_sqlite_a_write_due_in_the_same_turn_of_the_loop_shares_the_commit(
+    lite: SQLiteStore,
+) -> None:
+    commits = _count_commits(lite)
+
+    async def a_turn_later() -> None:
+        await asyncio.sleep(0)  # begins after the first write has asked for its COMMIT
+        await lite.executions.log_start(new_start())
+
+    await asyncio.gather(lite.executions.log_start(new_start()), a_turn_later())
+    assert len(commits) == 1, commits
 
 
 async def test_sqlite_a_failed_write_rolls_back_only_itself(lite: SQLiteStore) -> None:

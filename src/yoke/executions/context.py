@@ -150,7 +150,7 @@ async def run_workflow(
 ) -> tuple[ExecutionStatus, str | None, str | None]:
     """Run one workflow body; return (status, output JSON, error). CancelledError propagates."""
     try:
-        result = await fn(ctx, json.loads(payload))
+        result = await fn(ctx, None if payload == "null" else json.loads(payload))
         return ExecutionStatus.SUCCEEDED, encode_json(result, "workflow output"), None
     except Exception as exc:  # the workflow's failure is data, recorded on the execution
         return ExecutionStatus.FAILED, None, f"{type(exc).__name__}: {exc}"

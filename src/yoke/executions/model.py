@@ -43,10 +43,16 @@ def check_priority(priority: object) -> int:
     return priority
 
 
+# One encoder for every call: `json.dumps` with options builds a new one each time.
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
+
+
 def encode_json(value: object, what: str) -> str:
     """Canonical JSON text of `value`, or `BadValue` naming `what` if it is not plain JSON."""
+    if value is None:  # a workflow's usual input or output
+        return "null"
     try:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+        return _CANONICAL.encode(value)
     except (TypeError, ValueError) as exc:
         raise BadValue(
             f"{what} must be JSON (dict, list, str, int, float, bool, None): {exc}"

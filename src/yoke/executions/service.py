@@ -404,17 +404,24 @@ class Executions:
 
     # -- performing the core's actions ---------------------------------------------------------
     def _perform(self, actions: Sequence[Action]) -> None:
+        launches: builtins.list[Launch] = []
         for a in actions:
             if isinstance(a, Grant):
                 self._granter.put(a)
             elif isinstance(a, Launch):
-                self._launch(a.ticket, a.execution)
+                # Its caller is told first (it runs only at the loop's next turn, by when its
+                # execution's task exists): the callers' next starts then form the next grant
+                # batch before the launched executions do their work (`_run`).
+                self._answered(a.ticket)
+                launches.append(a)
             elif isinstance(a, Answer):
                 self._answered(a.ticket)
             elif isinstance(a, Log):
                 self._logger.put(a)
             else:
                 self._cleanup(self._record_refusal(a))
+        for a in launches:
+            self._launch(a.ticket, a.execution)
 
     def _answered(self, t: Ticket) -> None:
         """Tell whoever waits on `t` what the core decided."""
@@ -659,7 +666,6 @@ class Executions:
         else:
             self._s.runs[ex.execution_id] = t
             t.task = task
-        self._answered(t)
         if self._grant_listeners:
             granted = self._s.answer(t.row)
             for listener in self._grant_listeners:
@@ -682,6 +688,10 @@ class Executions:
             if not go:
                 status, error = self._cancel_status(), "cancelled before it began"
                 return
+            # Yield once before the body: the callers this grant batch answered (`_perform`)
+            # run first, so their next starts form the next grant batch and go to the store
+            # before these executions' work (and their finishes) can hold it back.
+            await asyncio.sleep(0)
             recorded = await store.steps_of(ex.execution_id) if t.copy else []
             ctx = Context(
                 store=store,

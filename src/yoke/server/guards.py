@@ -19,6 +19,7 @@ This module must never know a route or a principal.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from urllib.parse import urlsplit
 
@@ -54,6 +55,15 @@ class Misdirected(YokeError):
 
 def is_loopback_host(host: str) -> bool:
     """`localhost`, `127.0.0.1`, `[::1]`..., with or without a port."""
+    if len(host) > 263:  # longer than any name (253) and port: not one, and not kept
+        return False
+    return _loopback(host)
+
+
+@functools.lru_cache(maxsize=256)
+def _loopback(host: str) -> bool:
+    # Asked on every request without tokens, almost always for the same few Host values:
+    # parsing an address each time cost more than the rest of the guard.
     if host.startswith("["):
         name = host[1 : host.find("]")] if "]" in host else host
     else:

@@ -124,8 +124,8 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
-        for outcome in Outcome:
-            self.starts.labels(outcome.value)  # every series exists from the first scrape
+        # Every series exists from the first scrape; each is looked up once, not per answer.
+        self._started = {outcome: self.starts.labels(outcome.value) for outcome in Outcome}
         self.wait = Histogram(
             "yoke_start_wait_seconds",
             "Seconds from a start's arrival to its grant",
@@ -145,7 +145,7 @@ class Metrics:
             self.wait.observe(max(0.0, start.decided_at - start.created_at))
 
     def count(self, outcome: Outcome) -> None:
-        self.starts.labels(outcome.value).inc()
+        self._started[outcome].inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -150,10 +150,14 @@ def query_int(request: Request, name: str, *, default: int, low: int, high: int)
     return value
 
 
+# One encoder for every answer: `json.dumps` with options builds a new one each call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def json_response(
     data: Any,
     status: int = 200,
     headers: dict[str, str] | None = None,
 ) -> Response:
-    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    text = _ENCODER.encode(data)
     return Response(text, status_code=status, headers=headers, media_type="application/json")

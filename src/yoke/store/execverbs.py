@@ -52,6 +52,7 @@ from yoke.store.rows import (
     control_row,
     encoded_keys,
     execution_row,
+    granted_execution,
     keys_of,
     new_execution_params,
     new_start_params,
@@ -317,31 +318,30 @@ class ExecutionVerbs:
         round trip). With no cap nothing can be FULL; a start whose idempotency key is taken
         is skipped by the statement and answered GONE with the start holding the key (or, if
         the holder gave the key back meanwhile, granted by the general path)."""
-        starts = [new_start_params(r.log) for r in requests if r.log is not None]
-        for p, r in zip(starts, requests, strict=True):
-            p.update(execution_id=r.execution.execution_id, decided_at=now)
-        runs = [
-            new_execution_params(r.execution, encoded_keys(tuple(s.key for s in r.slots)))
-            for r in requests
-        ]
-        for e in runs:
-            e["created_at"] = now  # the statement creates each execution at the grant
+        # The arrays are bound straight from the records (no row dict per start: this is the
+        # path every start that fits at once takes).
+        logs: list[NewStart] = []
+        for r in requests:
+            assert r.log is not None
+            logs.append(r.log)
+        runs = [r.execution for r in requests]
+        slot_keys = [encoded_keys(tuple(s.key for s in r.slots)) for r in requests]
         params = {
-            "start_ids": [p["start_id"] for p in starts],
-            "kinds": [p["kind"] for p in starts],
-            "workflows": [p["workflow"] for p in starts],
-            "sessions": [p["session"] for p in starts],
-            "priorities": [p["priority"] for p in starts],
-            "inputs": [p["input"] for p in starts],
-            "fingerprints": [p["fingerprint"] for p in starts],
-            "principals": [p["principal"] for p in starts],
-            "idem_keys": [p["idempotency_key"] for p in starts],
-            "sources": [p["source_execution_id"] for p in starts],
-            "from_steps": [p["from_step"] for p in starts],
-            "execution_ids": [p["execution_id"] for p in starts],
-            "instance_ids": [p["instance_id"] for p in starts],
-            "created": [p["created_at"] for p in starts],
-            "slot_keys": [e["slot_keys"] for e in runs],
+            "start_ids": [s.start_id for s in logs],
+            "kinds": [s.kind.value for s in logs],
+            "workflows": [s.workflow for s in logs],
+            "sessions": [s.session for s in logs],
+            "priorities": [s.priority for s in logs],
+            "inputs": [s.input for s in logs],
+            "fingerprints": [s.fingerprint for s in logs],
+            "principals": [s.principal for s in logs],
+            "idem_keys": [s.idempotency_key for s in logs],
+            "sources": [s.source_execution_id for s in logs],
+            "from_steps": [s.from_step for s in logs],
+            "execution_ids": [e.execution_id for e in runs],
+            "instance_ids": [s.instance_id for s in logs],
+            "created": [s.created_at for s in logs],
+            "slot_keys": slot_keys,
             "now": now,
             # The statement checks the fence itself (still one round trip).
             "fence_name": None if self._fence is None else self._fence.name,
@@ -352,17 +352,17 @@ class ExecutionVerbs:
         start_seqs = {r["id"]: int(r["seq"]) for r in rows if r["what"] == "s"}
         run_seqs = {r["id"]: int(r["seq"]) for r in rows if r["what"] == "e"}
         results: list[GrantResult] = []
-        for req, p, e in zip(requests, starts, runs, strict=True):
-            assert req.log is not None
-            row = written_start(req.log, p, start_seqs)
-            if row is not None:
-                execution = written_execution(e, run_seqs)
+        for req, new, run, keys in zip(requests, logs, runs, slot_keys, strict=True):
+            seq = start_seqs.get(new.start_id)
+            if seq is not None:
+                row = new.logged(seq=seq, execution_id=run.execution_id, decided_at=now)
+                execution = granted_execution(run, run_seqs, keys_of(keys), created_at=now)
                 results.append(
                     GrantResult(outcome=GrantOutcome.GRANTED, start=row, execution=execution)
                 )
                 continue
             async with self._t.read() as tx:
-                holder = await tx.one("get_start_by_key", p)
+                holder = await tx.one("get_start_by_key", new_start_params(new))
             if holder is not None:
                 results.append(GrantResult(outcome=GrantOutcome.GONE, start=start_row(holder)))
             else:  # the key was given back since: the general path logs it afresh
@@ -458,15 +458,6 @@ class ExecutionVerbs:
     async def finish_executions(self, finishes: Sequence[Finish], *, now: float) -> list[bool]:
         if any(f.status is ExecutionStatus.RUNNING for f in finishes):
             raise ValueError("finish_execution needs a final status")
-        batch = [
-            {
-                "execution_id": f.execution_id,
-                "status": f.status.value,
-                "output": f.output,
-                "error": f.error,
-            }
-            for f in finishes
-        ]
         if self._t.one_statement_batches:
             # One statement (its own transaction, one round trip): the same locks in the same
             # order, the ledger released and NOTIFY sent by the statement itself.
@@ -483,6 +474,15 @@ class ExecutionVerbs:
                 )
             done = {str(r["execution_id"]) for r in rows}
             return [f.execution_id in done for f in finishes]
+        batch = [
+            {
+                "execution_id": f.execution_id,
+                "status": f.status.value,
+                "output": f.output,
+                "error": f.error,
+            }
+            for f in finishes
+        ]
         freed: Counter[str] = Counter()
         async with self._t.write() as tx:
             # Execution rows first, then the ledger rows, each once per batch, in key order.

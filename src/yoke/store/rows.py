@@ -104,6 +104,37 @@ def written_start(
     return new.logged(seq=seq, execution_id=params["execution_id"], decided_at=params["decided_at"])
 
 
+def granted_execution(
+    e: NewExecution,
+    seqs: Mapping[Any, int],
+    slot_keys: tuple[str, ...],
+    *,
+    created_at: float,
+) -> ExecutionRow:
+    """The row a one-statement grant wrote for `e` (its seq in `seqs`), created at the grant."""
+    seq = seqs.get(e.execution_id)
+    if seq is None:  # the only unique key is the execution id, a fresh uuid
+        raise Conflict(f"execution {e.execution_id} already exists")
+    return ExecutionRow(
+        seq=seq,
+        execution_id=e.execution_id,
+        start_id=e.start_id,
+        workflow=e.workflow,
+        session=e.session,
+        input=e.input,
+        status=ExecutionStatus.RUNNING,
+        output=None,
+        error=None,
+        parent_id=e.parent_id,
+        restarted_from=e.restarted_from,
+        resumed_from=e.resumed_from,
+        slot_keys=slot_keys,
+        instance_id=e.instance_id,
+        created_at=created_at,
+        finished_at=None,
+    )
+
+
 def written_execution(params: Mapping[str, Any], seqs: Mapping[Any, int]) -> ExecutionRow:
     """The row `insert_execution` wrote from `params` (`new_execution_params`)."""
     seq = seqs.get(params["execution_id"])
