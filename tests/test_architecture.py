@@ -12,9 +12,10 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "yoke"
 
-BASE = {"errors", "clock", "retry"}
+BASE = {"errors", "clock", "retry", "lazy"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
+    "lazy": set(),
     "clock": set(),
     "retry": {"errors"},
     "kernel": {"errors"},

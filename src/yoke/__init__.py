@@ -7,8 +7,7 @@ costs nothing of the durable parts.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from yoke.errors import (
     BadType,
@@ -25,6 +24,7 @@ from yoke.errors import (
     Unauthorized,
     YokeError,
 )
+from yoke.lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -133,10 +133,4 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'yoke' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())

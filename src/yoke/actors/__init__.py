@@ -18,8 +18,9 @@ definitions and `ctx`), not the worker's services. This package never imports `s
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from yoke.lazy import lazy_names
 
 _LAZY = {
     "ActorCtx": "yoke.actors.ctx",
@@ -101,11 +102,4 @@ if TYPE_CHECKING:
     timer_dispatch = TimerDispatch
 
 
-def __getattr__(name: str) -> Any:
-    target = _ALIASES.get(name, name)
-    module = _LAZY.get(target)
-    if module is None:
-        raise AttributeError(f"module 'yoke.actors' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), target)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals(), aliases=_ALIASES)

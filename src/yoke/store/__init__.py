@@ -9,8 +9,9 @@ package (`actor_records`, `text`) and must not pay for the whole protocol with i
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from yoke.lazy import lazy_names
 
 if TYPE_CHECKING:
     from yoke.store.protocol import Store
@@ -57,16 +58,9 @@ __all__ = [
     "Store",
 ]
 
-_RECORDS = frozenset(__all__) - {"Store"}
+_LAZY = {
+    name: "yoke.store.protocol" if name == "Store" else "yoke.store.records" for name in __all__
+}
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Store":
-        module = "yoke.store.protocol"
-    elif name in _RECORDS:
-        module = "yoke.store.records"
-    else:
-        raise AttributeError(f"module 'yoke.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())
