@@ -40,6 +40,7 @@ from typing import Any
 import psycopg
 
 import yoke
+from bench.bench_executors import cpu_of
 from bench.bench_server import ServeProcess, load, paced
 from bench.bench_server import _request as http_request
 from bench.common import fresh_databases, machine
@@ -272,7 +273,11 @@ async def over_http(url: str, n: int) -> dict[str, Any]:
         bare = await load(server.port, healthz, n)  # the HTTP stack alone, same server
         saturated = await load(server.port, start, n)
         half = saturated["rps"] / 2
+        cpu0, t0 = cpu_of(server.process.pid), time.perf_counter()
         at_half = await paced(server.port, start, half, seconds=max(2.0, n / half / 2))
+        # How busy "half the saturated rate" kept the server: at half rate its batches are
+        # smaller, so each start costs it more CPU than at saturation.
+        half_busy = (cpu_of(server.process.pid) - cpu0) / (time.perf_counter() - t0)
         # The same pace of bare requests: the tail that the HTTP stack, the load generator and
         # the machine give any request at that rate, with no scheduler behind it.
         bare_half = await paced(server.port, healthz, half, seconds=max(2.0, n / half / 2))
@@ -285,6 +290,7 @@ async def over_http(url: str, n: int) -> dict[str, Any]:
         "half_rate": half,
         "half_p50_ms": at_half["p50_ms"],
         "half_p99_ms": at_half["p99_ms"],
+        "half_server_busy": half_busy,
         "bare_half_p50_ms": bare_half["p50_ms"],
         "bare_half_p99_ms": bare_half["p99_ms"],
         "statuses": saturated["statuses"],
@@ -323,6 +329,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "half_rate": _figure([r["http"]["half_rate"] for r in runs]),
         "half_p50_ms": _figure([r["http"]["half_p50_ms"] for r in runs]),
         "half_p99_ms": _figure([r["http"]["half_p99_ms"] for r in runs]),
+        "half_server_busy": _figure([r["http"]["half_server_busy"] for r in runs]),
         "bare_half_p50_ms": _figure([r["http"]["bare_half_p50_ms"] for r in runs]),
         "bare_half_p99_ms": _figure([r["http"]["bare_half_p99_ms"] for r in runs]),
         "statuses": [r["http"]["statuses"] for r in runs],
@@ -392,15 +399,18 @@ def markdown(doc: dict[str, Any]) -> str:
         "process is what that ratio would be if a start over HTTP cost its in-process work "
         "plus one bare request and nothing more: 1 / (1 + in process / healthz), per run. "
         "Bare `GET /healthz` paced at the same half rate gives the tail any request meets "
-        "there (the HTTP stack, the load generator and the machine, no scheduler). "
+        "there (the HTTP stack, the load generator and the machine, no scheduler). Server CPU "
+        "busy: the server process's CPU seconds per second during the paced half-rate run "
+        "(1.00 = one core; its batches are smaller there than at saturation, so each start "
+        "costs it more). "
         "Targets: in process >= 0.6x the limit; HTTP >= 0.6x in process; "
         "p99 < 20 ms at half the saturated rate.",
         "",
         "| store | store's limit starts/s | in process starts/s | x limit | HTTP starts/s "
         "| HTTP x in process | bare GET /healthz /s | HTTP x healthz | bound on HTTP x in "
-        "process | HTTP p99 ms saturated | half rate /s | p50 / p99 ms at half rate "
-        "| bare GET /healthz at that rate, p50 / p99 ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "process | HTTP p99 ms saturated | half rate /s | server CPU busy at half rate "
+        "| p50 / p99 ms at half rate | bare GET /healthz at that rate, p50 / p99 ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for backend, s in doc["backends"].items():
         lines.append(
@@ -409,7 +419,8 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{f(s['http_to_in_process'], 2)} | {f(s['healthz_rps'])} | "
             f"{f(s['http_to_healthz'], 2)} | {f(s['http_bound_to_in_process'], 2)} | "
             f"{s['http_p99_ms']['median']:.1f} | "
-            f"{s['half_rate']['median']:,.0f} | {s['half_p50_ms']['median']:.1f} / "
+            f"{s['half_rate']['median']:,.0f} | {f(s['half_server_busy'], 2)} | "
+            f"{s['half_p50_ms']['median']:.1f} / "
             f"{f(s['half_p99_ms'], 1)} | {s['bare_half_p50_ms']['median']:.1f} / "
             f"{f(s['bare_half_p99_ms'], 1)} |"
         )
