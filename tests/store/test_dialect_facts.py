@@ -47,27 +47,44 @@ async def test_sqlite_uses_wal_and_full_sync(lite: SQLiteStore) -> None:
     assert sync == 2  # FULL
 
 
-def _open_and_migrate(path: str) -> str:
-    from yoke.store.sqlite import connect, migrate
-
-    conn = connect(path, busy_timeout=5.0)
-    try:
-        migrate(conn)
-        return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
-    finally:
-        conn.close()
+OPEN_AND_MIGRATE = """
+import sys
+from yoke.store.sqlite import connect, migrate
+print("ready", flush=True)
+sys.stdin.readline()  # all at once: each waits for the word to go
+conn = connect(sys.argv[1], busy_timeout=5.0)
+migrate(conn)
+print(conn.execute("PRAGMA journal_mode").fetchone()[0])
+"""
 
 
 def test_sqlite_processes_opening_a_new_file_at_once_all_open_it(tmp_path: Path) -> None:
     # The switch to WAL answers "locked" at once, without the busy handler, to every process
     # but the one converting a new file; before the retry about 1 open in 36 failed here.
-    import multiprocessing
+    # Plain subprocesses (no multiprocessing: its resource tracker would outlive the test).
+    import subprocess
+    import sys
 
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(6) as pool:
-        for n in range(12):
-            path = str(tmp_path / f"new{n}.db")
-            assert pool.map(_open_and_migrate, [path] * 6) == ["wal"] * 6
+    for n in range(12):
+        path = str(tmp_path / f"new{n}.db")
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPEN_AND_MIGRATE, path],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(6)
+        ]
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        answers = [p.communicate(timeout=60) for p in procs]
+        assert [out.strip() for out, _ in answers] == ["wal"] * 6, [e for _, e in answers]
 
 
 async def test_sqlite_busy_timeout_then_store_unavailable(lite: SQLiteStore) -> None:

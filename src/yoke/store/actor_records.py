@@ -30,6 +30,11 @@ class InstanceRef:
     instance_id: str
 
 
+def ref_params(ref: InstanceRef) -> dict[str, str]:
+    """An instance's key as the parameters of the named queries that take one."""
+    return {"tenant": ref.tenant, "actor": ref.actor, "instance_id": ref.instance_id}
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Target:
     """One `actor_queues` row that an appended event fans out to."""

@@ -51,8 +51,10 @@ from yoke.store.actor_records import (
     Takeover,
     WorkerRow,
     owner_of,
+    ref_params,
 )
 from yoke.store.executorverbs import ExecutorVerbs
+from yoke.store.fleetverbs import FleetVerbs
 from yoke.store.leaseverbs import Lease, LeaseVerbs, Link
 from yoke.store.records import NewControl
 from yoke.store.tenantverbs import TenantRow, TenantVerbs
@@ -97,14 +99,6 @@ def _columns(
     }
 
 
-def _ref(ref: InstanceRef) -> dict[str, Any]:
-    return {"tenant": ref.tenant, "actor": ref.actor, "instance_id": ref.instance_id}
-
-
-def _opt_float(v: Any) -> float | None:
-    return None if v is None else float(v)
-
-
 class ActorVerbs:
     """The `ActorStore` verbs over one backend's transactions."""
 
@@ -116,6 +110,7 @@ class ActorVerbs:
         self.executors = ExecutorVerbs(transactions)
         self.leases = LeaseVerbs(transactions, terms=leases)
         self.tenants = TenantVerbs(transactions)
+        self.fleet = FleetVerbs(transactions)
 
     def __repr__(self) -> str:
         return f"ActorVerbs({self._t!r})"
@@ -276,7 +271,7 @@ class ActorVerbs:
     async def list_pending(
         self, worker_id: str, ref: InstanceRef, group_id: str, *, limit: int, now: float
     ) -> list[PendingEvent]:
-        params = {**_ref(ref), "group_id": group_id, "worker_id": worker_id}
+        params = {**ref_params(ref), "group_id": group_id, "worker_id": worker_id}
         async with self._t.read() as tx:
             rows = await tx.all("list_pending", {**params, "limit": limit, "now": now})
         return [_pending(r) for r in rows]
@@ -345,12 +340,12 @@ class ActorVerbs:
 
     async def list_active_groups(self, ref: InstanceRef) -> list[str]:
         async with self._t.read() as tx:
-            rows = await tx.all("list_active_groups", _ref(ref))
+            rows = await tx.all("list_active_groups", ref_params(ref))
         return [str(r["group_id"]) for r in rows]
 
     async def dead_letters(self, ref: InstanceRef, *, limit: int = 100) -> list[DeadLetter]:
         async with self._t.read() as tx:
-            rows = await tx.all("dead_letters", {**_ref(ref), "limit": limit})
+            rows = await tx.all("dead_letters", {**ref_params(ref), "limit": limit})
         return [
             DeadLetter(
                 queue_id=int(r["queue_id"]),
@@ -382,7 +377,7 @@ class ActorVerbs:
     # -- instances and state -------------------------------------------------------------------
     async def get_state(self, ref: InstanceRef) -> InstanceState | None:
         async with self._t.read() as tx:
-            r = await tx.one("get_state", _ref(ref))
+            r = await tx.one("get_state", ref_params(ref))
         if r is None:
             return None
         return InstanceState(
@@ -395,7 +390,7 @@ class ActorVerbs:
     async def get_states(self, refs: Sequence[InstanceRef]) -> dict[InstanceRef, InstanceState]:
         if not refs:
             return {}
-        rows = json.dumps([_ref(ref) for ref in refs])
+        rows = json.dumps([ref_params(ref) for ref in refs])
         async with self._t.read() as tx:
             got = await tx.all("get_states", {"rows": rows})
         return {
@@ -418,7 +413,7 @@ class ActorVerbs:
                 await tx.run(
                     "update_state",
                     {
-                        **_ref(ref),
+                        **ref_params(ref),
                         "state": state,
                         "expected_version": expected_version,
                         "worker_id": worker_id,
@@ -430,7 +425,7 @@ class ActorVerbs:
 
     async def get_instance(self, ref: InstanceRef) -> InstanceInfo | None:
         async with self._t.read() as tx:
-            r = await tx.one("get_instance", _ref(ref))
+            r = await tx.one("get_instance", ref_params(ref))
         return None if r is None else _instance(r)
 
     async def list_instances(self, actor: str, *, limit: int = 100) -> list[InstanceInfo]:
@@ -481,212 +476,50 @@ class ActorVerbs:
         )
         return sorted(fired)
 
-    # -- workers -------------------------------------------------------------------------------
+    # -- workers and the fleet (`fleetverbs.FleetVerbs`) ----------------------------------------
     async def register_worker(self, worker_id: str, *, hostname: str, pid: int, now: float) -> None:
-        async with self._t.write() as tx:
-            await tx.run(
-                "register_worker",
-                {"worker_id": worker_id, "hostname": hostname, "pid": pid, "now": now},
-            )
-            refs = await tx.all("lock_instances_of_worker", {"worker_id": worker_id})
-            await self._hand_over(tx, refs, worker_id)
+        await self.fleet.register_worker(worker_id, hostname=hostname, pid=pid, now=now)
 
     async def worker_heartbeat(self, worker_id: str, *, now: float) -> bool:
-        async with self._t.write() as tx:
-            return await tx.run("worker_heartbeat", {"worker_id": worker_id, "now": now}) == 1
+        return await self.fleet.worker_heartbeat(worker_id, now=now)
 
     async def stop_worker(self, worker_id: str, *, now: float, to: Owner = None) -> int:
-        async with self._t.write() as tx:
-            await tx.run("mark_worker_stopped", {"worker_id": worker_id, "now": now})
-            refs = await tx.all("lock_instances_of_worker", {"worker_id": worker_id})
-            await self._hand_over_to(tx, refs, to)
-        return len(refs)
+        return await self.fleet.stop_worker(worker_id, now=now, to=to)
 
     async def claim_orphans(
         self, worker_id: str, *, stale_before: float, now: float, to: Owner | None = None
     ) -> Takeover:
-        async with self._t.write() as tx:
-            refs = await tx.all(
-                "lock_orphans", {"worker_id": worker_id, "stale_before": stale_before}
-            )
-            gone: set[str] = set()
-            if refs and to is not None:
-                rows = await tx.all("gone_workers", {"stale_before": stale_before})
-                gone = {str(r["worker_id"]) for r in rows}
-            requeued = await self._hand_over_to(
-                tx, refs, worker_id if to is None else to, fallback=worker_id, gone=gone
-            )
-        return Takeover(instances=len(refs), requeued=requeued)
-
-    async def _hand_over_to(
-        self,
-        tx: Tx,
-        refs: list[Row],
-        to: Owner,
-        *,
-        fallback: str | None = None,
-        gone: set[str] | None = None,
-    ) -> int:
-        """`_hand_over` with each instance's owner named by `to` (grouped by owner). An orphan
-        the rule would give to a worker that is `gone` or back to its own stale owner (the
-        rule's view of the live workers is a moment old) goes to `fallback` instead."""
-        if to is None or isinstance(to, str):
-            return await self._hand_over(tx, refs, to)
-        by_owner: dict[str | None, list[Row]] = {}
-        for r in refs:
-            owner = owner_of(to, str(r["tenant"]), str(r["actor"]), str(r["instance_id"]))
-            if fallback is not None and (
-                owner is None or owner == r["worker_id"] or owner in (gone or ())
-            ):
-                owner = fallback
-            by_owner.setdefault(owner, []).append(r)
-        n = 0
-        for owner, group in by_owner.items():
-            n += await self._hand_over(tx, group, owner)
-        if by_owner:
-            await tx.all("notify_actor_queue", {})  # the new owners drain at once
-        return n
-
-    async def _hand_over(self, tx: Tx, refs: list[Row], owner: str | None) -> int:
-        """New owner and epoch for `refs`; their claimed rows are pending again."""
-        if not refs:
-            return 0
-        rows = json.dumps(
-            [
-                {"tenant": r["tenant"], "actor": r["actor"], "instance_id": r["instance_id"]}
-                for r in refs
-            ]
-        )
-        await tx.run("set_owner", {"rows": rows, "owner": owner})
-        # Re-own before unclaiming: the old owner's claims take no instance lock, so on
-        # PostgreSQL one may commit between two of these statements. Once re-owned (and locked
-        # by this transaction) a row is skipped by its claims; a claim that committed before
-        # is undone by the unclaim after. The other order left such a row claimed by the old
-        # owner under its old epoch but owned by the new one: in flight for good.
-        await tx.run("reown_queue_rows", {"rows": rows})
-        n = await tx.run("unclaim", {"rows": rows})
-        if n:
-            await tx.all("notify_actor_queue", {})
-        return n
+        return await self.fleet.claim_orphans(worker_id, stale_before=stale_before, now=now, to=to)
 
     async def list_workers(self) -> list[WorkerRow]:
-        async with self._t.read() as tx:
-            rows = await tx.all("list_workers", {})
-        return [
-            WorkerRow(
-                worker_id=str(r["worker_id"]),
-                hostname=str(r["hostname"]),
-                pid=int(r["pid"]),
-                started_at=float(r["started_at"]),
-                heartbeat_at=float(r["heartbeat_at"]),
-                stopped_at=_opt_float(r["stopped_at"]),
-            )
-            for r in rows
-        ]
+        return await self.fleet.list_workers()
 
-    # -- the fleet: placement and rebalancing ------------------------------------------------
     async def fleet_counts(
         self, *, tenant: str | None = None, with_pending: bool = False
     ) -> list[FleetCounts]:
-        async with self._t.read() as tx:
-            rows = await tx.all("fleet_counts", {"tenant": tenant, "with_pending": with_pending})
-        return [
-            FleetCounts(
-                worker_id=str(r["worker_id"]),
-                owned=int(r["owned"]),
-                moving_out=int(r["moving_out"]),
-                moving_in=int(r["moving_in"]),
-                pending=int(r["pending"]),
-            )
-            for r in rows
-        ]
+        return await self.fleet.fleet_counts(tenant=tenant, with_pending=with_pending)
 
     async def owned_page(
         self, *, worker_id: str | None, after: InstanceRef | None, limit: int
     ) -> list[tuple[InstanceRef, str]]:
-        params = {
-            "worker_id": worker_id,
-            "after_tenant": "" if after is None else after.tenant,
-            "after_actor": "" if after is None else after.actor,
-            "after_id": "" if after is None else after.instance_id,
-            "limit": limit,
-        }
-        async with self._t.read() as tx:
-            rows = await tx.all("owned_page", params)
-        return [
-            (
-                InstanceRef(
-                    tenant=str(r["tenant"]),
-                    actor=str(r["actor"]),
-                    instance_id=str(r["instance_id"]),
-                ),
-                str(r["worker_id"]),
-            )
-            for r in rows
-        ]
+        return await self.fleet.owned_page(worker_id=worker_id, after=after, limit=limit)
 
     async def pending_heads(self, worker_id: str, *, limit: int) -> list[tuple[InstanceRef, int]]:
-        async with self._t.read() as tx:
-            rows = await tx.all("pending_heads", {"worker_id": worker_id, "limit": limit})
-        return [
-            (
-                InstanceRef(
-                    tenant=str(r["tenant"]),
-                    actor=str(r["actor"]),
-                    instance_id=str(r["instance_id"]),
-                ),
-                int(r["n"]),
-            )
-            for r in rows
-        ]
+        return await self.fleet.pending_heads(worker_id, limit=limit)
 
     async def mark_moves(self, moves: Sequence[tuple[InstanceRef, str, str]], *, now: float) -> int:
-        if not moves:
-            return 0
-        rows = json.dumps([{**_ref(ref), "giver": g, "taker": t} for ref, g, t in moves])
-        async with self._t.write() as tx:
-            n = await tx.run("mark_moves", {"rows": rows, "now": now})
-            if n:
-                await tx.all("notify_actor_queue", {})  # givers look at once
-        return n
+        return await self.fleet.mark_moves(moves, now=now)
 
     async def moves_from(self, worker_id: str, *, limit: int) -> list[MoveOrder]:
-        async with self._t.read() as tx:
-            rows = await tx.all("moves_from", {"worker_id": worker_id, "limit": limit})
-        return [
-            MoveOrder(
-                ref=InstanceRef(
-                    tenant=str(r["tenant"]),
-                    actor=str(r["actor"]),
-                    instance_id=str(r["instance_id"]),
-                ),
-                taker=str(r["moving_to"]),
-                epoch=int(r["owner_epoch"]),
-            )
-            for r in rows
-        ]
+        return await self.fleet.moves_from(worker_id, limit=limit)
 
     async def finish_move(
         self, worker_id: str, order: MoveOrder, *, stale_before: float
     ) -> MoveResult:
-        """The giver's half of a move, once nothing of the instance runs there: owner and
-        epoch change, its claimed rows go back to pending for the taker (a takeover's steps). A
-        taker that stopped or went silent since cancels the move: the giver keeps the
-        instance under a new epoch (its rows claimed while it paused are pending again)."""
-        params = {
-            **_ref(order.ref),
-            "worker_id": worker_id,
-            "epoch": order.epoch,
-            "stale_before": stale_before,
-        }
-        async with self._t.write() as tx:
-            row = await tx.one("lock_move", params)
-            if row is None or str(row["moving_to"]) != order.taker:
-                return MoveResult.GONE
-            live = bool(row["taker_live"])
-            await self._hand_over(tx, [row], order.taker if live else worker_id)
-            await tx.all("notify_actor_queue", {})
-        return MoveResult.MOVED if live else MoveResult.CANCELLED
+        return await self.fleet.finish_move(worker_id, order, stale_before=stale_before)
+
+    async def owned_instances(self) -> dict[str, int]:
+        return await self.fleet.owned_instances()
 
     async def listen_actor_wakeups(
         self,
@@ -735,11 +568,6 @@ class ActorVerbs:
         async with self._t.read() as tx:
             rows = await tx.all("instances_page", params)
         return [_instance(r) for r in rows]
-
-    async def owned_instances(self) -> dict[str, int]:
-        async with self._t.read() as tx:
-            rows = await tx.all("owned_instances", {})
-        return {str(r["worker_id"]): int(r["instances"]) for r in rows}
 
     # -- executor processes (`executorverbs.ExecutorVerbs`) --------------------------------------
     async def release_claims(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
