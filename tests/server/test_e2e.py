@@ -10,6 +10,7 @@ import contextlib
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -210,8 +211,14 @@ def test_yoke_serve_runs_process_in_executors(tmp_path: Path) -> None:
                 state = r.json().get("state", {}) if r.status_code == 200 else {}
                 time.sleep(0.05)  # polling a subprocess over HTTP
             assert "pid" in state and state["pid"] != srv.process.pid
-            items = c.get("/v1/executors").json()["items"]
-            (item,) = [i for i in items if i["tenant"] is not None]  # and the warm spare's row
+            # The rows are what the worker recorded, written at most every 0.2 s: the tenant's
+            # may come a moment after its first process() call (a bound spare is READY in ms).
+            rows: list[dict[str, Any]] = []
+            while not rows and time.monotonic() < deadline:
+                items = c.get("/v1/executors").json()["items"]
+                rows = [i for i in items if i["tenant"] is not None]  # and the spare's row
+                time.sleep(0.05)
+            (item,) = rows
             assert item["tenant"] == "default" and item["pid"] == state["pid"]
         assert srv.terminate() == 0
     assert not alive(state["pid"])
