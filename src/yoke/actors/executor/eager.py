@@ -22,8 +22,11 @@ def start(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
     """Run `coro` up to its first wait, now. None if it ended there (what it raised, other
     than returning, propagates); else the task that runs the rest of it."""
     if hasattr(asyncio, "eager_task_factory"):  # Python 3.12+: the loop's own eager task
-        task = asyncio.eager_task_factory(asyncio.get_running_loop(), coro)
-        return None if task.done() else task
+        task: asyncio.Task[None] = asyncio.eager_task_factory(asyncio.get_running_loop(), coro)
+        if not task.done():
+            return task
+        task.result()  # what it raised propagates, as on 3.11 below
+        return None
     context = contextvars.copy_context()
     try:
         waiting = context.run(coro.send, None)
