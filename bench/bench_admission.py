@@ -114,37 +114,55 @@ async def _prepare(url: str) -> None:
     await store.close()
 
 
-async def sqlite_limit(url: str, n: int) -> float:
-    """One connection on its own thread, as the SQLite store has; a grant batch and a finish
-    batch are each one BEGIN IMMEDIATE ... COMMIT with a savepoint, a statement per row."""
-    await _prepare(url)
-    q = sqlfiles.queries("sqlite")
+def _sqlite_connect(url: str) -> sqlite3.Connection:
     conn = sqlite3.connect(
         url.removeprefix("sqlite:///"), isolation_level=None, check_same_thread=False
     )
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+def _sqlite_grants(conn: sqlite3.Connection, q: dict[str, str], batch: list[Any]) -> None:
+    if not batch:
+        return
+    for start, _, _ in batch:
+        conn.execute(q["insert_start"], start)
+    for _, execution, _ in batch:
+        conn.execute(q["insert_execution"], execution)
+    conn.execute(q["add_slot_counts"], {"counts": _counts(batch)}).fetchall()
+
+
+def _sqlite_finishes(conn: sqlite3.Connection, q: dict[str, str], batch: list[Any]) -> None:
+    if not batch:
+        return
+    for _, _, done in batch:
+        conn.execute(q["finish_execution"], done | {"now": time.time()}).fetchall()
+    conn.execute(q["release_slot_counts"], {"counts": _counts(batch)})
+
+
+def _sqlite_transaction(conn: sqlite3.Connection, *writes: Callable[[], None]) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("SAVEPOINT yoke_write")
+    for write in writes:
+        write()
+    conn.execute("RELEASE yoke_write")
+    conn.execute("COMMIT")
+
+
+async def sqlite_limit(url: str, n: int) -> float:
+    """One connection on its own thread, as the SQLite store has; a grant batch and a finish
+    batch are each one BEGIN IMMEDIATE ... COMMIT with a savepoint, a statement per row."""
+    await _prepare(url)
+    q = sqlfiles.queries("sqlite")
+    conn = _sqlite_connect(url)
     batches = _batches(n)
 
     def grant(batch: list[Any]) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("SAVEPOINT yoke_write")
-        for start, _, _ in batch:
-            conn.execute(q["insert_start"], start)
-        for _, execution, _ in batch:
-            conn.execute(q["insert_execution"], execution)
-        conn.execute(q["add_slot_counts"], {"counts": _counts(batch)}).fetchall()
-        conn.execute("RELEASE yoke_write")
-        conn.execute("COMMIT")
+        _sqlite_transaction(conn, lambda: _sqlite_grants(conn, q, batch))
 
     def finish(batch: list[Any]) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("SAVEPOINT yoke_write")
-        for _, _, done in batch:
-            conn.execute(q["finish_execution"], done | {"now": time.time()}).fetchall()
-        conn.execute(q["release_slot_counts"], {"counts": _counts(batch)})
-        conn.execute("RELEASE yoke_write")
-        conn.execute("COMMIT")
+        _sqlite_transaction(conn, lambda: _sqlite_finishes(conn, q, batch))
 
     executor = ThreadPoolExecutor(max_workers=1)
     loop = asyncio.get_running_loop()
@@ -162,6 +180,42 @@ async def sqlite_limit(url: str, n: int) -> float:
     return sum(len(b) for b in batches) / elapsed
 
 
+def _pg_grant_params(batch: list[Any]) -> dict[str, Any]:
+    starts = [s for s, _, _ in batch]
+    names = {
+        "start_ids": "start_id",
+        "kinds": "kind",
+        "workflows": "workflow",
+        "sessions": "session",
+        "priorities": "priority",
+        "inputs": "input",
+        "fingerprints": "fingerprint",
+        "principals": "principal",
+        "idem_keys": "idempotency_key",
+        "sources": "source_execution_id",
+        "from_steps": "from_step",
+        "execution_ids": "execution_id",
+        "instance_ids": "instance_id",
+        "created": "created_at",
+    }
+    params: dict[str, Any] = {k: [s[v] for s in starts] for k, v in names.items()}
+    params["slot_keys"] = [e["slot_keys"] for _, e, _ in batch]
+    params["now"] = time.time()
+    params["fence_name"] = params["fence_epoch"] = None  # no HA: unfenced
+    return params
+
+
+def _pg_finish_params(batch: list[Any]) -> dict[str, Any]:
+    done = [f for _, _, f in batch]
+    return {
+        "ids": [f["execution_id"] for f in done],
+        "statuses": [f["status"] for f in done],
+        "outputs": [f["output"] for f in done],
+        "errors": [f["error"] for f in done],
+        "now": time.time(),
+    }
+
+
 async def postgres_limit(url: str, n: int) -> float:
     """Two connections: the grant of batch k beside the finish of batch k-1, each yoke's one
     statement (`grant_logged_one`, `finish_executions_one`: parallel arrays bound in binary,
@@ -172,42 +226,8 @@ async def postgres_limit(url: str, n: int) -> float:
     grants = await psycopg.AsyncConnection.connect(url, autocommit=True)
     finishes = await psycopg.AsyncConnection.connect(url, autocommit=True)
 
-    def grant_params(batch: list[Any]) -> dict[str, Any]:
-        starts = [s for s, _, _ in batch]
-        names = {
-            "start_ids": "start_id",
-            "kinds": "kind",
-            "workflows": "workflow",
-            "sessions": "session",
-            "priorities": "priority",
-            "inputs": "input",
-            "fingerprints": "fingerprint",
-            "principals": "principal",
-            "idem_keys": "idempotency_key",
-            "sources": "source_execution_id",
-            "from_steps": "from_step",
-            "execution_ids": "execution_id",
-            "instance_ids": "instance_id",
-            "created": "created_at",
-        }
-        params: dict[str, Any] = {k: [s[v] for s in starts] for k, v in names.items()}
-        params["slot_keys"] = [e["slot_keys"] for _, e, _ in batch]
-        params["now"] = time.time()
-        params["fence_name"] = params["fence_epoch"] = None  # no HA: unfenced
-        return params
-
-    def finish_params(batch: list[Any]) -> dict[str, Any]:
-        done = [f for _, _, f in batch]
-        return {
-            "ids": [f["execution_id"] for f in done],
-            "statuses": [f["status"] for f in done],
-            "outputs": [f["output"] for f in done],
-            "errors": [f["error"] for f in done],
-            "now": time.time(),
-        }
-
-    granting = [grant_params(b) for b in batches]
-    finishing = [finish_params(b) for b in batches]
+    granting = [_pg_grant_params(b) for b in batches]
+    finishing = [_pg_finish_params(b) for b in batches]
 
     async def grant(i: int) -> None:
         await (await grants.execute(q["grant_logged_one"], granting[i])).fetchall()
@@ -225,6 +245,87 @@ async def postgres_limit(url: str, n: int) -> float:
         await grants.close()
         await finishes.close()
     return sum(len(b) for b in batches) / elapsed
+
+
+# -- the store's own tail: its statements alone, paced ----------------------------------------
+Commit = Callable[[list[Any], list[Any]], Awaitable[None]]
+
+
+async def _paced_group_commit(commit: Commit, rows: list[Any], rate: float) -> dict[str, float]:
+    """Start i is due at i / rate. Each turn takes every start already due (up to CLIENTS)
+    and commits its grant beside the finish of the previous turn's starts (a no-op execution
+    ends at once): the best a group-committing scheduler can do with these statements. A
+    start's latency runs from when it was due to when its grant was committed, the least a
+    durable answer needs."""
+    lat: list[float] = []
+    taken = 0
+    previous: list[Any] = []
+    t0 = time.perf_counter()
+    while taken < len(rows) or previous:
+        due_now = min(len(rows), int((time.perf_counter() - t0) * rate) + 1)
+        if due_now <= taken and not previous:
+            await asyncio.sleep(taken / rate - (time.perf_counter() - t0))
+            continue
+        batch = rows[taken : min(due_now, taken + CLIENTS)]
+        await commit(batch, previous)
+        done = time.perf_counter() - t0
+        lat.extend(done - i / rate for i in range(taken, taken + len(batch)))
+        taken, previous = taken + len(batch), batch
+    lat.sort()
+    return {
+        "p50_ms": 1000 * lat[len(lat) // 2],
+        "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+    }
+
+
+async def store_paced(backend: str, url: str, rate: float, seconds: float) -> dict[str, float]:
+    """The store's statements alone (bare driver, no yoke, no HTTP), paced at `rate`: the
+    tail that the store and the disk set under that load on this machine."""
+    await _prepare(url)
+    rows = _rows(int(rate * seconds))
+    q = sqlfiles.queries(backend)
+    if backend == "sqlite":  # one writer connection on its thread; one transaction per turn
+        conn = _sqlite_connect(url)
+        executor = ThreadPoolExecutor(max_workers=1)
+        loop = asyncio.get_running_loop()
+
+        def write(grants: list[Any], finishes: list[Any]) -> None:
+            _sqlite_transaction(
+                conn,
+                lambda: _sqlite_grants(conn, q, grants),
+                lambda: _sqlite_finishes(conn, q, finishes),
+            )
+
+        async def sqlite_commit(grants: list[Any], finishes: list[Any]) -> None:
+            await loop.run_in_executor(executor, write, grants, finishes)
+
+        try:
+            return await _paced_group_commit(sqlite_commit, rows, rate)
+        finally:
+            executor.shutdown()
+            conn.close()
+    # PostgreSQL: the grant and the previous finish on two connections at once, as yoke does
+    grants = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    finishes = await psycopg.AsyncConnection.connect(url, autocommit=True)
+
+    async def grant(batch: list[Any]) -> None:
+        if batch:
+            params = _pg_grant_params(batch)
+            await (await grants.execute(q["grant_logged_one"], params)).fetchall()
+
+    async def finish(batch: list[Any]) -> None:
+        if batch:
+            params = _pg_finish_params(batch)
+            await (await finishes.execute(q["finish_executions_one"], params)).fetchall()
+
+    async def postgres_commit(batch: list[Any], previous: list[Any]) -> None:
+        await asyncio.gather(grant(batch), finish(previous))
+
+    try:
+        return await _paced_group_commit(postgres_commit, rows, rate)
+    finally:
+        await grants.close()
+        await finishes.close()
 
 
 # -- yoke in process ---------------------------------------------------------------------------
@@ -274,13 +375,14 @@ async def over_http(url: str, n: int) -> dict[str, Any]:
         saturated = await load(server.port, start, n)
         half = saturated["rps"] / 2
         cpu0, t0 = cpu_of(server.process.pid), time.perf_counter()
-        at_half = await paced(server.port, start, half, seconds=max(2.0, n / half / 2))
+        seconds = max(2.0, n / half / 2)
+        at_half = await paced(server.port, start, half, seconds=seconds)
         # How busy "half the saturated rate" kept the server: at half rate its batches are
         # smaller, so each start costs it more CPU than at saturation.
         half_busy = (cpu_of(server.process.pid) - cpu0) / (time.perf_counter() - t0)
         # The same pace of bare requests: the tail that the HTTP stack, the load generator and
         # the machine give any request at that rate, with no scheduler behind it.
-        bare_half = await paced(server.port, healthz, half, seconds=max(2.0, n / half / 2))
+        bare_half = await paced(server.port, healthz, half, seconds=seconds)
     finally:
         server.stop()
     return {
@@ -288,6 +390,7 @@ async def over_http(url: str, n: int) -> dict[str, Any]:
         "rps": saturated["rps"],
         "p99_ms": saturated["p99_ms"],
         "half_rate": half,
+        "half_seconds": seconds,
         "half_p50_ms": at_half["p50_ms"],
         "half_p99_ms": at_half["p99_ms"],
         "half_server_busy": half_busy,
@@ -303,7 +406,10 @@ async def one_run(
     limit = sqlite_limit if backend == "sqlite" else postgres_limit
     out: dict[str, Any] = {"limit": await limit(await urls(), n)}
     out["in_process"] = await in_process(await urls(), n, profile)
-    out["http"] = await over_http(await urls(), n)
+    out["http"] = http = await over_http(await urls(), n)
+    out["store_half"] = await store_paced(
+        backend, await urls(), http["half_rate"], http["half_seconds"]
+    )
     return out
 
 
@@ -332,6 +438,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "half_server_busy": _figure([r["http"]["half_server_busy"] for r in runs]),
         "bare_half_p50_ms": _figure([r["http"]["bare_half_p50_ms"] for r in runs]),
         "bare_half_p99_ms": _figure([r["http"]["bare_half_p99_ms"] for r in runs]),
+        "store_half_p50_ms": _figure([r["store_half"]["p50_ms"] for r in runs]),
+        "store_half_p99_ms": _figure([r["store_half"]["p99_ms"] for r in runs]),
         "statuses": [r["http"]["statuses"] for r in runs],
     }
 
@@ -402,15 +510,20 @@ def markdown(doc: dict[str, Any]) -> str:
         "there (the HTTP stack, the load generator and the machine, no scheduler). Server CPU "
         "busy: the server process's CPU seconds per second during the paced half-rate run "
         "(1.00 = one core; its batches are smaller there than at saturation, so each start "
-        "costs it more). "
+        "costs it more). The store's statements alone at that rate: the same grant and "
+        "finish statements through the bare driver, no yoke and no HTTP, paced at the same "
+        "half rate and group-committed (each turn commits the grants of every start already "
+        "due beside the previous turn's finishes), each timed from when it was due to its "
+        "grant's commit: the tail the store and the disk alone give at that load. "
         "Targets: in process >= 0.6x the limit; HTTP >= 0.6x in process; "
         "p99 < 20 ms at half the saturated rate.",
         "",
         "| store | store's limit starts/s | in process starts/s | x limit | HTTP starts/s "
         "| HTTP x in process | bare GET /healthz /s | HTTP x healthz | bound on HTTP x in "
         "process | HTTP p99 ms saturated | half rate /s | server CPU busy at half rate "
-        "| p50 / p99 ms at half rate | bare GET /healthz at that rate, p50 / p99 ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| p50 / p99 ms at half rate | bare GET /healthz at that rate, p50 / p99 ms "
+        "| the store's statements alone at that rate, p50 / p99 ms |",
+        "|" + " --- |" * 15,
     ]
     for backend, s in doc["backends"].items():
         lines.append(
@@ -422,7 +535,8 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{s['half_rate']['median']:,.0f} | {f(s['half_server_busy'], 2)} | "
             f"{s['half_p50_ms']['median']:.1f} / "
             f"{f(s['half_p99_ms'], 1)} | {s['bare_half_p50_ms']['median']:.1f} / "
-            f"{f(s['bare_half_p99_ms'], 1)} |"
+            f"{f(s['bare_half_p99_ms'], 1)} | {s['store_half_p50_ms']['median']:.1f} / "
+            f"{f(s['store_half_p99_ms'], 1)} |"
         )
     loads = doc.get("load_average")
     if loads:

@@ -1,9 +1,12 @@
 """Loads the SQL that ships with yoke: named queries and numbered migrations, per backend.
 
-Layout: `yoke/store/sql/<dialect>/queries.sql` holds `-- name: <query>` blocks;
-`NNNN_<what>.sql` are the migrations, applied in order; `schema.sql` is the whole current schema
-for a fresh install (a test checks it equals all migrations applied in order). This module only
-reads package data; it must never connect to a database.
+Layout: `yoke/store/sql/queries.sql` holds the `-- name: <query>` blocks that both backends run
+as written, with `:name` parameters (rewritten to psycopg's `%(name)s` when PostgreSQL's are
+loaded); `yoke/store/sql/<dialect>/queries.sql` holds the queries whose text must differ, in
+that dialect's own parameter style. A name is in one place only: the shared file or the
+dialect files. `<dialect>/NNNN_<what>.sql` are the migrations, applied in order; `schema.sql`
+is the whole current schema for a fresh install (a test checks it equals all migrations applied
+in order). This module only reads package data; it must never connect to a database.
 """
 
 from __future__ import annotations
@@ -28,18 +31,58 @@ def _dir(dialect: str) -> resources.abc.Traversable:
     return resources.files("yoke.store").joinpath("sql", dialect)
 
 
-@functools.cache
-def queries(dialect: str) -> dict[str, str]:
-    """Every named query of a backend, by name."""
-    text = _dir(dialect).joinpath("queries.sql").read_text(encoding="utf-8")
+def _named(text: str, where: str) -> dict[str, str]:
+    """The `-- name:` blocks of one file, without their comment lines (a comment is for the
+    reader; a statement sent without it is the same statement)."""
     parts = _NAME.split(text)
     # parts = [preamble, name1, body1, name2, body2, ...]
     out: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in out:
-            raise RuntimeError(f"query {name!r} is defined twice for {dialect}")
-        out[name] = body.strip().rstrip(";").strip()
+            raise RuntimeError(f"query {name!r} is defined twice in {where}")
+        sql = "\n".join(ln for ln in body.splitlines() if not ln.lstrip().startswith("--"))
+        out[name] = sql.strip().rstrip(";").strip()
     return out
+
+
+# In a shared query: a string literal (no parameter inside), a `::` cast (kept), a `:name`
+# parameter, or a `%`. psycopg reads every `%` as the start of a parameter, in a literal too.
+_SHARED_TOKEN = re.compile(r"'(?:[^']|'')*'|::|:(\w+)|%")
+
+
+def postgres_params(sql: str) -> str:
+    """A shared query in psycopg's parameter style: `:name` becomes `%(name)s`, a `%` `%%`."""
+
+    def token(m: re.Match[str]) -> str:
+        if m.group(1) is not None:
+            return f"%({m.group(1)})s"
+        return m.group(0).replace("%", "%%")  # a literal, a cast or a lone `%`
+
+    return _SHARED_TOKEN.sub(token, sql)
+
+
+def shared_queries() -> dict[str, str]:
+    """The queries both backends run as written, in SQLite's `:name` parameter style."""
+    text = resources.files("yoke.store").joinpath("sql", "queries.sql").read_text("utf-8")
+    return _named(text, "sql/queries.sql")
+
+
+def own_queries(dialect: str) -> dict[str, str]:
+    """The queries whose text is this dialect's own, in its parameter style."""
+    text = _dir(dialect).joinpath("queries.sql").read_text(encoding="utf-8")
+    return _named(text, f"sql/{dialect}/queries.sql")
+
+
+@functools.cache
+def queries(dialect: str) -> dict[str, str]:
+    """Every named query of a backend, by name, ready for its driver."""
+    shared, own = shared_queries(), own_queries(dialect)
+    both = sorted(shared.keys() & own.keys())
+    if both:
+        raise RuntimeError(f"queries in sql/queries.sql and sql/{dialect}/queries.sql: {both}")
+    if dialect == "postgres":
+        shared = {name: postgres_params(sql) for name, sql in shared.items()}
+    return shared | own
 
 
 @functools.cache

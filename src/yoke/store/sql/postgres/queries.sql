@@ -1,17 +1,7 @@
 -- Named queries of the PostgreSQL backend. `-- name: x` starts query x; parameters are %(name)s.
+-- Only the queries whose PostgreSQL text differs from the other backend's live here; the rest
+-- are in ../queries.sql, shared.
 -- READ COMMITTED: rows that decide a grant are locked (FOR UPDATE / upsert), in key order.
-
-
--- name: get_start_by_key
-SELECT * FROM yoke_starts WHERE idem_scope = %(idem_scope)s AND idempotency_key = %(idempotency_key)s;
-
--- name: get_start
-SELECT * FROM yoke_starts WHERE start_id = %(start_id)s;
-
-
-
--- name: release_slot
-UPDATE yoke_ledger SET running = running - %(n)s WHERE key = %(key)s;
 
 -- name: copy_steps
 INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
@@ -24,15 +14,6 @@ SET status = %(status)s, reason = %(reason)s, decided_at = %(now)s,
     idempotency_key = CASE WHEN %(forget_key)s::boolean THEN NULL ELSE idempotency_key END
 WHERE start_id = %(start_id)s AND status = 'QUEUED'
 RETURNING *;
-
--- name: set_start_priority
-UPDATE yoke_starts SET priority = %(priority)s
-WHERE start_id = %(start_id)s AND status = 'QUEUED'
-RETURNING *;
-
-
--- name: get_execution
-SELECT * FROM yoke_executions WHERE execution_id = %(execution_id)s;
 
 -- name: list_executions
 SELECT * FROM yoke_executions
@@ -55,36 +36,6 @@ WHERE split_part(session, '/', 1) = %(tenant)s
 ORDER BY seq DESC
 LIMIT %(limit)s;
 
--- name: children_of
-SELECT * FROM yoke_executions WHERE parent_id = %(execution_id)s ORDER BY seq LIMIT %(limit)s;
-
--- name: reruns_of
--- The executions restarted or resumed from one (two partial indexes, one each).
-SELECT * FROM (
-  SELECT * FROM yoke_executions WHERE restarted_from = %(execution_id)s
-  UNION ALL
-  SELECT * FROM yoke_executions WHERE resumed_from = %(execution_id)s
-) AS reruns ORDER BY seq LIMIT %(limit)s;
-
--- name: insert_step
-INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
-VALUES (%(execution_id)s, %(position)s, %(name)s, %(result)s, %(now)s);
-
--- name: steps_of
-SELECT * FROM yoke_steps WHERE execution_id = %(execution_id)s ORDER BY position;
-
--- name: steps_page
-SELECT * FROM yoke_steps WHERE execution_id = %(execution_id)s AND position > %(after)s
-ORDER BY position LIMIT %(limit)s;
-
--- name: append_control
-INSERT INTO yoke_control_log (kind, principal, tenant, roles, subject, before, after, at)
-VALUES (%(kind)s, %(principal)s, %(tenant)s, %(roles)s, %(subject)s, %(before)s, %(after)s, %(now)s)
-RETURNING *;
-
--- name: control_log
-SELECT * FROM yoke_control_log ORDER BY seq LIMIT %(limit)s OFFSET %(offset)s;
-
 -- name: recent_controls
 SELECT * FROM yoke_control_log
 WHERE (%(kind)s::text IS NULL OR kind = %(kind)s)
@@ -92,69 +43,15 @@ WHERE (%(kind)s::text IS NULL OR kind = %(kind)s)
 ORDER BY seq DESC
 LIMIT %(limit)s;
 
--- name: latest_limits
-SELECT after FROM yoke_control_log WHERE kind = 'limits' ORDER BY seq DESC LIMIT 1;
-
--- name: ledger
-SELECT key, running FROM yoke_ledger WHERE running <> 0 ORDER BY key;
-
--- name: register_instance
-INSERT INTO yoke_instances (instance_id, started_at, heartbeat_at) VALUES (%(instance_id)s, %(now)s, %(now)s)
-ON CONFLICT (instance_id) DO UPDATE
-SET heartbeat_at = %(now)s, stopped_at = NULL, dead_at = NULL;
-
--- name: heartbeat
-UPDATE yoke_instances SET heartbeat_at = %(now)s
-WHERE instance_id = %(instance_id)s AND dead_at IS NULL;
-
--- name: stop_instance
-UPDATE yoke_instances SET stopped_at = %(now)s, heartbeat_at = %(now)s WHERE instance_id = %(instance_id)s;
-
--- name: declare_dead
-UPDATE yoke_instances SET dead_at = %(now)s
-WHERE dead_at IS NULL AND instance_id <> %(exclude)s
-  AND (stopped_at IS NOT NULL OR heartbeat_at < %(stale_before)s)
-RETURNING instance_id;
-
 -- name: running_of_instance
 SELECT execution_id, slot_keys FROM yoke_executions
 WHERE instance_id = %(instance_id)s AND status = 'RUNNING'
 ORDER BY execution_id
 FOR UPDATE;
 
--- name: abort_executions_of_instance
-UPDATE yoke_executions
-SET status = 'ABORTED', error = %(error)s, finished_at = %(now)s
-WHERE instance_id = %(instance_id)s AND status = 'RUNNING';
-
--- name: abort_starts_of_instance
-UPDATE yoke_starts SET status = 'ABORTED', reason = %(reason)s, decided_at = %(now)s
-WHERE instance_id = %(instance_id)s AND status = 'QUEUED'
-RETURNING start_id;
-
 -- name: notify_slot_freed
 SELECT pg_notify('yoke_slot_freed', '');
 
--- name: find_answer
-SELECT * FROM yoke_idempotency
-WHERE principal = %(principal)s AND idem_key = %(idem_key)s AND expires_at > %(now)s;
-
--- name: drop_expired_answer
-DELETE FROM yoke_idempotency
-WHERE principal = %(principal)s AND idem_key = %(idem_key)s AND expires_at <= %(now)s;
-
--- name: insert_answer
-INSERT INTO yoke_idempotency (principal, idem_key, fingerprint, status, body, headers,
-    created_at, expires_at)
-VALUES (%(principal)s, %(idem_key)s, %(fingerprint)s, %(status)s, %(body)s, %(headers)s,
-    %(created_at)s, %(expires_at)s)
-ON CONFLICT DO NOTHING;
-
--- name: get_answer
-SELECT * FROM yoke_idempotency WHERE principal = %(principal)s AND idem_key = %(idem_key)s;
-
--- name: forget_answers
-DELETE FROM yoke_idempotency WHERE expires_at <= %(now)s;
 
 -- ===================================================================================
 -- actors (the actors specification, docs/decisions.md). Batches travel as one JSON array
@@ -349,45 +246,6 @@ WHERE q.queue_id = ANY(%(ids)s::bigint[]) AND q.status = 'claimed'
     AND q.claim_epoch = (%(epochs)s::bigint[])[array_position(%(ids)s::bigint[], q.queue_id)]
 RETURNING q.queue_id;
 
--- name: requeue
-UPDATE actor_queues
-SET attempts = attempts + 1, available_at = %(available_at)s, error = %(error)s
-WHERE queue_id = %(queue_id)s AND status = 'claimed' AND claimed_by = %(worker_id)s
-    AND worker_id = %(worker_id)s AND claim_epoch = %(epoch)s AND owner_epoch = %(epoch)s;
-
--- name: dead_letter
-UPDATE actor_queues
-SET attempts = attempts + 1, status = 'dead', error = %(error)s, dead_at = %(now)s,
-    claimed_by = NULL
-WHERE queue_id = %(queue_id)s AND status = 'claimed' AND claimed_by = %(worker_id)s
-    AND worker_id = %(worker_id)s AND claim_epoch = %(epoch)s AND owner_epoch = %(epoch)s;
-
--- name: list_active_groups
-SELECT DISTINCT group_id FROM actor_queues
-WHERE tenant = %(tenant)s AND actor = %(actor)s AND instance_id = %(instance_id)s
-    AND status <> 'dead'
-ORDER BY group_id;
-
--- name: dead_letters
-SELECT q.queue_id, q.event_id, e.stream, q.group_id, e.data, q.attempts,
-    q.crash_attempts, q.error, q.dead_at
-FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
-WHERE q.tenant = %(tenant)s AND q.actor = %(actor)s AND q.instance_id = %(instance_id)s
-    AND q.status = 'dead'
-ORDER BY q.queue_id
-LIMIT %(limit)s;
-
--- name: queue_depths
-SELECT tenant, actor, instance_id, count(*) AS depth FROM actor_queues
-WHERE status <> 'dead'
-GROUP BY tenant, actor, instance_id
-ORDER BY depth DESC, tenant, actor, instance_id
-LIMIT %(limit)s;
-
--- name: get_state
-SELECT state, version, worker_id, owner_epoch FROM actor_instances
-WHERE tenant = %(tenant)s AND actor = %(actor)s AND instance_id = %(instance_id)s;
-
 -- name: get_states
 -- The states of the instances a claim met for the first time, in one read.
 SELECT i.tenant, i.actor, i.instance_id, i.state, i.version, i.worker_id, i.owner_epoch
@@ -395,49 +253,14 @@ FROM actor_instances i
 JOIN json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id TEXT)
     ON i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id;
 
--- name: update_state
-UPDATE actor_instances SET state = %(state)s, version = version + 1
-WHERE tenant = %(tenant)s AND actor = %(actor)s AND instance_id = %(instance_id)s
-    AND version = %(expected_version)s AND worker_id = %(worker_id)s
-    AND owner_epoch = %(epoch)s;
-
--- name: get_instance
-SELECT i.tenant, i.actor, i.instance_id, i.state, i.version, i.worker_id, i.owner_epoch,
-    i.created_at,
-    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
-        AND q.instance_id = i.instance_id AND q.status = 'pending') AS pending,
-    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
-        AND q.instance_id = i.instance_id AND q.status = 'claimed') AS in_flight,
-    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
-        AND q.instance_id = i.instance_id AND q.status = 'dead') AS dead
-FROM actor_instances i
-WHERE i.tenant = %(tenant)s AND i.actor = %(actor)s AND i.instance_id = %(instance_id)s;
-
 -- name: schedule_events
 INSERT INTO scheduled_events (tenant, stream, data, fire_at_ms, created_at)
 SELECT r.tenant, r.stream, r.data, r.fire_at_ms, %(now)s
 FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, stream TEXT, data TEXT, fire_at_ms BIGINT)
 RETURNING timer_id;
+
 -- name: notify_schedule_change
 SELECT pg_notify('yoke_schedule_change', '');
-
--- name: next_fire_at
-SELECT min(fire_at_ms) AS fire_at_ms FROM scheduled_events;
-
--- name: upcoming_timers
--- The earliest timers after (after_ms, after_id), due or not: a timer loop holds them and fires
--- them when due (append_events with timers), so that the fire itself is one statement.
-SELECT timer_id, tenant, stream, data, fire_at_ms FROM scheduled_events
-WHERE fire_at_ms >= %(after_ms)s AND (fire_at_ms > %(after_ms)s OR timer_id > %(after_id)s)
-ORDER BY fire_at_ms, timer_id
-LIMIT %(limit)s;
-
--- name: tenant_timers
--- One tenant's next timers, soonest first (scheduled_events_tenant_due).
-SELECT timer_id, tenant, stream, data, fire_at_ms FROM scheduled_events
-WHERE tenant = %(tenant)s
-ORDER BY fire_at_ms, timer_id
-LIMIT %(limit)s;
 
 -- name: take_timers
 -- Step by step: delete these timers unless fired already or being fired by another worker.
@@ -455,27 +278,11 @@ ON CONFLICT (worker_id) DO UPDATE
 SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, started_at = EXCLUDED.started_at,
     heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL;
 
--- name: worker_heartbeat
-UPDATE runtime_workers SET heartbeat_at = %(now)s
-WHERE worker_id = %(worker_id)s AND stopped_at IS NULL;
-
--- name: mark_worker_stopped
-UPDATE runtime_workers SET stopped_at = %(now)s WHERE worker_id = %(worker_id)s;
-
--- name: list_workers
-SELECT worker_id, hostname, pid, started_at, heartbeat_at, stopped_at FROM runtime_workers
-ORDER BY worker_id;
-
 -- name: lock_instances_of_worker
 SELECT tenant, actor, instance_id FROM actor_instances
 WHERE worker_id = %(worker_id)s
 ORDER BY tenant, actor, instance_id
 FOR UPDATE;
-
--- name: gone_workers
--- Workers stopped or silent since `stale_before`: a takeover never places an orphan on one.
-SELECT worker_id FROM runtime_workers
-WHERE stopped_at IS NOT NULL OR heartbeat_at < %(stale_before)s;
 
 -- name: lock_orphans
 SELECT tenant, actor, instance_id, worker_id FROM actor_instances
@@ -506,18 +313,6 @@ WHERE q.tenant = r.tenant AND q.actor = r.actor AND q.instance_id = r.instance_i
     AND i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id
     AND q.status <> 'dead';
 
--- name: list_pending
--- A custom-mode select chooses among these: the first due pending rows of one group of an
--- instance this worker owns, in arrival order.
-SELECT q.queue_id, q.event_id, q.tenant, q.actor, q.instance_id, q.group_id, e.stream,
-    e.data, q.attempts, e.appended_at
-FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
-WHERE q.tenant = %(tenant)s AND q.actor = %(actor)s AND q.instance_id = %(instance_id)s
-    AND q.status = 'pending' AND q.group_id = %(group_id)s AND q.worker_id = %(worker_id)s
-    AND q.available_at <= %(now)s
-ORDER BY q.queue_id
-LIMIT %(limit)s;
-
 -- name: claim_event
 -- The row a select chose, claimed specifically under the owner's epoch. SKIP LOCKED: a row that
 -- a concurrent claim holds is not waited for; that claim wins, and the caller lists again.
@@ -530,24 +325,11 @@ WHERE q.queue_id = (
     FOR UPDATE SKIP LOCKED)
 RETURNING q.queue_id;
 
--- name: add_slot
--- A batch of grants takes each ledger row once, by the number of its grants; the caller
--- runs these in key order, so rows are locked in key order (no deadlock).
-INSERT INTO yoke_ledger (key, running) VALUES (%(key)s, %(n)s)
-ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + %(n)s
-RETURNING running;
--- name: unmark_granted
--- A grant of a batch that did not fit: the start is QUEUED again, as if never picked.
-UPDATE yoke_starts SET status = 'QUEUED', execution_id = NULL, decided_at = NULL
-WHERE start_id = %(start_id)s AND status = 'GRANTED';
--- name: delete_steps_of
-DELETE FROM yoke_steps WHERE execution_id = %(execution_id)s;
--- name: delete_execution
-DELETE FROM yoke_executions WHERE execution_id = %(execution_id)s;
 -- name: peek_slots
 -- Counts without a lock: a batch skips the grants that cannot fit before writing anything
 -- (the locked increment after is what decides).
 SELECT key, running FROM yoke_ledger WHERE key = ANY(%(keys)s::text[]);
+
 
 -- ===================================================================================
 -- actor inspection (the HTTP API): reads only. `tenant` NULL means every tenant.
@@ -579,11 +361,6 @@ WHERE i.actor = %(actor)s AND (%(tenant)s::text IS NULL OR i.tenant = %(tenant)s
 ORDER BY i.tenant, i.instance_id
 LIMIT %(limit)s;
 
--- name: owned_instances
-SELECT worker_id, count(*) AS instances FROM actor_instances
-WHERE worker_id IS NOT NULL
-GROUP BY worker_id;
-
 -- name: mark_granted_many
 -- %(batch)s is a JSON array of {"start_id", "execution_id"}; a start no longer QUEUED is
 -- skipped. Two processes never grant the same start, so the row order cannot deadlock.
@@ -592,6 +369,7 @@ UPDATE yoke_starts s SET status = 'GRANTED', execution_id = b.execution_id,
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, execution_id text)
 WHERE s.start_id = b.start_id AND s.status = 'QUEUED'
 RETURNING s.*;
+
 -- name: insert_execution_many
 INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
     parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at, leader_epoch)
@@ -602,6 +380,7 @@ FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, start_id text,
     resumed_from text, slot_keys text, instance_id text, created_at double precision,
     leader_epoch bigint)
 RETURNING execution_id, seq;
+
 -- name: add_slot_counts
 -- %(counts)s is a JSON object {key: n}: each ledger row is taken once, by its count, and the
 -- rows are upserted, hence locked, in key order (no deadlock).
@@ -609,6 +388,7 @@ INSERT INTO yoke_ledger (key, running)
 SELECT key, value::int FROM jsonb_each_text(%(counts)s::jsonb) ORDER BY key
 ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + EXCLUDED.running
 RETURNING key, running;
+
 -- name: release_slot_counts
 -- The CTE locks the rows in key order before the update touches them (no deadlock with a
 -- grant, which locks in the same order). NOTIFY rides along: it is delivered at commit, only
@@ -624,6 +404,7 @@ WITH c AS (
 )
 SELECT pg_notify('yoke_slot_freed', '') FROM (SELECT count(*) AS n FROM released) r
 WHERE r.n > 0;
+
 -- name: insert_start_many
 -- %(batch)s is a JSON array of new starts, each QUEUED, or GRANTED at once (with its execution
 -- id) by a grant batch that logs it because it fits; one whose idempotency key is taken is
@@ -736,6 +517,7 @@ SELECT 's' AS what, s.start_id AS id, s.seq FROM s
 UNION ALL SELECT 'e', e.execution_id, e.seq FROM e
 UNION ALL SELECT 'l', ledger.key, 0 FROM ledger;
 
+
 -- ===================================================================================
 -- executors (per-tenant processes that run process()) and leases.
 
@@ -755,26 +537,6 @@ WHERE q.queue_id = ANY(%(ids)s::bigint[]) AND q.status = 'claimed'
     AND q.claim_epoch = q.owner_epoch
     AND q.claim_epoch = (%(epochs)s::bigint[])[array_position(%(ids)s::bigint[], q.queue_id)]
 RETURNING q.queue_id;
-
--- name: charge_crash
--- One crash attempt more; at `dead_after` the row is a dead letter, else pending again.
-UPDATE actor_queues
-SET crash_attempts = crash_attempts + 1, error = %(error)s, claimed_by = NULL,
-    status = CASE WHEN crash_attempts + 1 >= %(dead_after)s THEN 'dead' ELSE 'pending' END,
-    dead_at = CASE WHEN crash_attempts + 1 >= %(dead_after)s THEN %(now)s ELSE dead_at END
-WHERE queue_id = %(queue_id)s AND status = 'claimed' AND claimed_by = %(worker_id)s
-    AND worker_id = %(worker_id)s AND claim_epoch = %(epoch)s AND owner_epoch = %(epoch)s
-RETURNING status;
-
--- name: timer_tenants
--- Tenants with a timer due before `before_ms` and an instance this worker owns (its executor
--- is started before the timer fires), soonest first.
-SELECT s.tenant, min(s.fire_at_ms) AS fire_at_ms FROM scheduled_events s
-WHERE s.fire_at_ms <= %(before_ms)s AND EXISTS (
-    SELECT 1 FROM actor_instances i WHERE i.tenant = s.tenant AND i.worker_id = %(worker_id)s)
-GROUP BY s.tenant
-ORDER BY min(s.fire_at_ms), s.tenant
-LIMIT %(limit)s;
 
 -- name: record_executors
 INSERT INTO runtime_executors (worker_id, tenant, pid, state, started_at, boot_ms, dispatches,
@@ -842,35 +604,13 @@ UPDATE yoke_leases SET expires_at = extract(epoch FROM clock_timestamp()) + %(tt
 WHERE name = %(name)s AND holder = %(holder)s AND epoch = %(epoch)s
 RETURNING name, holder, epoch, expires_at, acquired_at, extract(epoch FROM clock_timestamp()) AS now;
 
--- name: release_lease
-UPDATE yoke_leases SET holder = NULL, expires_at = 0
-WHERE name = %(name)s AND holder = %(holder)s AND epoch = %(epoch)s;
-
 -- name: get_lease
 SELECT name, holder, epoch, expires_at, acquired_at, extract(epoch FROM clock_timestamp()) AS now
 FROM yoke_leases WHERE name = %(name)s;
 
+
 -- ===================================================================================
 -- tenants: fleet-wide settings (weight, max_running) and the per-tenant cap's counters.
-
--- name: tenant_settings
-SELECT tenant, weight, max_running, updated_by, updated_at, version FROM tenant_settings
-ORDER BY tenant LIMIT %(limit)s;
-
--- name: get_tenant_settings
-SELECT tenant, weight, max_running, updated_by, updated_at, version FROM tenant_settings
-WHERE tenant = %(tenant)s;
-
--- name: put_tenant_settings
--- A compare-and-set: an existing row changes only if it is still at the version the change was
--- decided on (0: there was none), so two changes decided on the same row never both land.
-INSERT INTO tenant_settings (tenant, weight, max_running, updated_by, updated_at, version)
-VALUES (%(tenant)s, %(weight)s, %(max_running)s, %(updated_by)s, %(now)s, 1)
-ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight,
-    max_running = excluded.max_running, updated_by = excluded.updated_by,
-    updated_at = excluded.updated_at, version = tenant_settings.version + 1
-WHERE tenant_settings.version = %(expect)s
-RETURNING tenant, weight, max_running, updated_by, updated_at, version;
 
 -- name: notify_tenant_settings
 -- Workers read the tenants' settings again at once (their poll is the backup).
@@ -882,26 +622,6 @@ SELECT pg_notify('yoke_tenant_settings', '');
 -- taker's commit.
 SELECT max_running FROM tenant_settings WHERE tenant = %(tenant)s
 FOR UPDATE;
-
--- name: tenant_running_now
--- The tenant's calls running on live workers (a stale or stopped worker's count lapses) and on
--- the asking worker itself.
-SELECT coalesce(sum(r.running), 0) AS running
-FROM tenant_running r LEFT JOIN runtime_workers w ON w.worker_id = r.worker_id
-WHERE r.tenant = %(tenant)s AND r.running > 0
-    AND (r.worker_id = %(worker_id)s
-        OR (w.stopped_at IS NULL AND w.heartbeat_at >= %(live_after)s));
-
--- name: take_tenant_slot
-INSERT INTO tenant_running (tenant, worker_id, running) VALUES (%(tenant)s, %(worker_id)s, 1)
-ON CONFLICT (tenant, worker_id) DO UPDATE SET running = tenant_running.running + 1;
-
--- name: free_tenant_slot
-UPDATE tenant_running SET running = running - 1
-WHERE tenant = %(tenant)s AND worker_id = %(worker_id)s AND running > 0;
-
--- name: clear_tenant_slots
-DELETE FROM tenant_running WHERE worker_id = %(worker_id)s;
 
 -- name: lease_running
 -- A term of some holder runs now (on this clock): a take would fail, so it does not wait at
@@ -945,18 +665,6 @@ WHERE datname = current_database() AND application_name LIKE 'yoke-ha:%%'
 
 -- name: notify_lease
 SELECT pg_notify('yoke_lease', %(name)s);
-
--- name: adopt_queued_starts
--- A new leader takes every QUEUED start into its own queue: those a former leader left, and
--- its own from an earlier term (its queue was emptied when that term ended).
-UPDATE yoke_starts SET instance_id = %(instance_id)s
-WHERE status = 'QUEUED'
-RETURNING *;
-
--- name: abort_queued_starts
-UPDATE yoke_starts SET status = 'ABORTED', reason = %(reason)s, decided_at = %(now)s
-WHERE status = 'QUEUED'
-RETURNING start_id;
 
 -- the fleet: placement and rebalancing (yoke.actors.fleet). A move is marked on the instance
 -- (moving_to) by the balancer and finished by its giver in one transaction (set_owner, which
@@ -1002,12 +710,6 @@ FROM json_to_recordset(%(rows)s::json)
 WHERE i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id
     AND i.worker_id = r.giver AND i.moving_to IS NULL;
 
--- name: moves_from
-SELECT tenant, actor, instance_id, moving_to, owner_epoch FROM actor_instances
-WHERE worker_id = %(worker_id)s AND moving_to IS NOT NULL
-ORDER BY tenant, actor, instance_id
-LIMIT %(limit)s;
-
 -- name: lock_move
 -- The move of one instance, if its giver still owns it under `epoch`.
 SELECT i.tenant, i.actor, i.instance_id, i.moving_to,
@@ -1017,37 +719,3 @@ FROM actor_instances i
 WHERE i.tenant = %(tenant)s AND i.actor = %(actor)s AND i.instance_id = %(instance_id)s
     AND i.worker_id = %(worker_id)s AND i.owner_epoch = %(epoch)s AND i.moving_to IS NOT NULL
 FOR UPDATE OF i;
-
--- name: pending_heads
--- The instances of one worker with the most pending rows (not moving): the balancer's heavy
--- candidates when pending events, not instance counts, are uneven.
-SELECT q.tenant, q.actor, q.instance_id, count(*) AS n
-FROM actor_queues q
-JOIN actor_instances i ON i.tenant = q.tenant AND i.actor = q.actor
-    AND i.instance_id = q.instance_id
-WHERE q.status = 'pending' AND q.worker_id = %(worker_id)s AND i.moving_to IS NULL
-GROUP BY q.tenant, q.actor, q.instance_id
-ORDER BY n DESC, q.tenant, q.actor, q.instance_id
-LIMIT %(limit)s;
-
--- ===================================================================================
--- Idempotency-Keys of appended events, in the append's transaction (append_event_once).
-
--- name: claim_event_key
--- The key's row, unless a live one is kept: a concurrent claim of the same key waits for the
--- first one's transaction, then returns nothing (an expired row is taken over).
-INSERT INTO yoke_event_keys (principal, idem_key, fingerprint, event_id, expires_at)
-VALUES (%(principal)s, %(idem_key)s, %(fingerprint)s, NULL, %(expires_at)s)
-ON CONFLICT (principal, idem_key) DO UPDATE
-SET fingerprint = excluded.fingerprint, event_id = NULL, expires_at = excluded.expires_at
-WHERE yoke_event_keys.expires_at <= %(now)s
-RETURNING idem_key;
-
--- name: event_key
-SELECT fingerprint, event_id FROM yoke_event_keys WHERE principal = %(principal)s AND idem_key = %(idem_key)s;
-
--- name: set_event_key
-UPDATE yoke_event_keys SET event_id = %(event_id)s WHERE principal = %(principal)s AND idem_key = %(idem_key)s;
-
--- name: forget_event_keys
-DELETE FROM yoke_event_keys WHERE expires_at <= %(now)s;

@@ -1,0 +1,358 @@
+-- Named queries that both backends run as written. `-- name: x` starts query x; parameters
+-- are :name, rewritten to %(name)s for PostgreSQL when the file is loaded (yoke/store/sqlfiles.py).
+-- A query whose text must differ between SQLite and PostgreSQL lives in each backend's own
+-- queries.sql instead, never here and there (tests/store/test_migrations.py checks both ways).
+-- How each backend isolates its writes: the header of its own queries.sql.
+
+-- name: get_start_by_key
+SELECT * FROM yoke_starts WHERE idem_scope = :idem_scope AND idempotency_key = :idempotency_key;
+
+-- name: get_start
+SELECT * FROM yoke_starts WHERE start_id = :start_id;
+
+-- name: release_slot
+UPDATE yoke_ledger SET running = running - :n WHERE key = :key;
+
+-- name: set_start_priority
+UPDATE yoke_starts SET priority = :priority
+WHERE start_id = :start_id AND status = 'QUEUED'
+RETURNING *;
+
+-- name: get_execution
+SELECT * FROM yoke_executions WHERE execution_id = :execution_id;
+
+-- name: children_of
+SELECT * FROM yoke_executions WHERE parent_id = :execution_id ORDER BY seq LIMIT :limit;
+
+-- name: reruns_of
+-- The executions restarted or resumed from one (two partial indexes, one each).
+SELECT * FROM (
+  SELECT * FROM yoke_executions WHERE restarted_from = :execution_id
+  UNION ALL
+  SELECT * FROM yoke_executions WHERE resumed_from = :execution_id
+) AS reruns ORDER BY seq LIMIT :limit;
+
+-- name: insert_step
+INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
+VALUES (:execution_id, :position, :name, :result, :now);
+
+-- name: steps_of
+SELECT * FROM yoke_steps WHERE execution_id = :execution_id ORDER BY position;
+
+-- name: steps_page
+SELECT * FROM yoke_steps WHERE execution_id = :execution_id AND position > :after
+ORDER BY position LIMIT :limit;
+
+-- name: append_control
+INSERT INTO yoke_control_log (kind, principal, tenant, roles, subject, before, after, at)
+VALUES (:kind, :principal, :tenant, :roles, :subject, :before, :after, :now)
+RETURNING *;
+
+-- name: control_log
+SELECT * FROM yoke_control_log ORDER BY seq LIMIT :limit OFFSET :offset;
+
+-- name: latest_limits
+SELECT after FROM yoke_control_log WHERE kind = 'limits' ORDER BY seq DESC LIMIT 1;
+
+-- name: ledger
+SELECT key, running FROM yoke_ledger WHERE running <> 0 ORDER BY key;
+
+-- name: register_instance
+INSERT INTO yoke_instances (instance_id, started_at, heartbeat_at) VALUES (:instance_id, :now, :now)
+ON CONFLICT (instance_id) DO UPDATE
+SET heartbeat_at = :now, stopped_at = NULL, dead_at = NULL;
+
+-- name: heartbeat
+UPDATE yoke_instances SET heartbeat_at = :now
+WHERE instance_id = :instance_id AND dead_at IS NULL;
+
+-- name: stop_instance
+UPDATE yoke_instances SET stopped_at = :now, heartbeat_at = :now WHERE instance_id = :instance_id;
+
+-- name: declare_dead
+UPDATE yoke_instances SET dead_at = :now
+WHERE dead_at IS NULL AND instance_id <> :exclude
+  AND (stopped_at IS NOT NULL OR heartbeat_at < :stale_before)
+RETURNING instance_id;
+
+-- name: abort_executions_of_instance
+UPDATE yoke_executions
+SET status = 'ABORTED', error = :error, finished_at = :now
+WHERE instance_id = :instance_id AND status = 'RUNNING';
+
+-- name: abort_starts_of_instance
+UPDATE yoke_starts SET status = 'ABORTED', reason = :reason, decided_at = :now
+WHERE instance_id = :instance_id AND status = 'QUEUED'
+RETURNING start_id;
+
+-- name: find_answer
+SELECT * FROM yoke_idempotency
+WHERE principal = :principal AND idem_key = :idem_key AND expires_at > :now;
+
+-- name: drop_expired_answer
+DELETE FROM yoke_idempotency
+WHERE principal = :principal AND idem_key = :idem_key AND expires_at <= :now;
+
+-- name: insert_answer
+INSERT INTO yoke_idempotency (principal, idem_key, fingerprint, status, body, headers,
+    created_at, expires_at)
+VALUES (:principal, :idem_key, :fingerprint, :status, :body, :headers, :created_at, :expires_at)
+ON CONFLICT DO NOTHING;
+
+-- name: get_answer
+SELECT * FROM yoke_idempotency WHERE principal = :principal AND idem_key = :idem_key;
+
+-- name: forget_answers
+DELETE FROM yoke_idempotency WHERE expires_at <= :now;
+
+-- ===================================================================================
+-- actors (the actors specification, docs/decisions.md): streams, instances, queues, timers.
+
+-- name: requeue
+UPDATE actor_queues
+SET attempts = attempts + 1, available_at = :available_at, error = :error
+WHERE queue_id = :queue_id AND status = 'claimed' AND claimed_by = :worker_id
+    AND worker_id = :worker_id AND claim_epoch = :epoch AND owner_epoch = :epoch;
+
+-- name: dead_letter
+UPDATE actor_queues
+SET attempts = attempts + 1, status = 'dead', error = :error, dead_at = :now,
+    claimed_by = NULL
+WHERE queue_id = :queue_id AND status = 'claimed' AND claimed_by = :worker_id
+    AND worker_id = :worker_id AND claim_epoch = :epoch AND owner_epoch = :epoch;
+
+-- name: list_active_groups
+SELECT DISTINCT group_id FROM actor_queues
+WHERE tenant = :tenant AND actor = :actor AND instance_id = :instance_id
+    AND status <> 'dead'
+ORDER BY group_id;
+
+-- name: dead_letters
+SELECT q.queue_id, q.event_id, e.stream, q.group_id, e.data, q.attempts,
+    q.crash_attempts, q.error, q.dead_at
+FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
+WHERE q.tenant = :tenant AND q.actor = :actor AND q.instance_id = :instance_id
+    AND q.status = 'dead'
+ORDER BY q.queue_id
+LIMIT :limit;
+
+-- name: queue_depths
+SELECT tenant, actor, instance_id, count(*) AS depth FROM actor_queues
+WHERE status <> 'dead'
+GROUP BY tenant, actor, instance_id
+ORDER BY depth DESC, tenant, actor, instance_id
+LIMIT :limit;
+
+-- name: get_state
+SELECT state, version, worker_id, owner_epoch FROM actor_instances
+WHERE tenant = :tenant AND actor = :actor AND instance_id = :instance_id;
+
+-- name: update_state
+UPDATE actor_instances SET state = :state, version = version + 1
+WHERE tenant = :tenant AND actor = :actor AND instance_id = :instance_id
+    AND version = :expected_version AND worker_id = :worker_id AND owner_epoch = :epoch;
+
+-- name: get_instance
+SELECT i.tenant, i.actor, i.instance_id, i.state, i.version, i.worker_id, i.owner_epoch,
+    i.created_at,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'pending') AS pending,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'claimed') AS in_flight,
+    (SELECT count(*) FROM actor_queues q WHERE q.tenant = i.tenant AND q.actor = i.actor
+        AND q.instance_id = i.instance_id AND q.status = 'dead') AS dead
+FROM actor_instances i
+WHERE i.tenant = :tenant AND i.actor = :actor AND i.instance_id = :instance_id;
+
+-- name: next_fire_at
+SELECT min(fire_at_ms) AS fire_at_ms FROM scheduled_events;
+
+-- name: upcoming_timers
+-- The earliest timers after (after_ms, after_id), due or not: a timer loop holds them and fires
+-- them when due (append_events with timers), so that the fire itself is one statement.
+SELECT timer_id, tenant, stream, data, fire_at_ms FROM scheduled_events
+WHERE fire_at_ms >= :after_ms AND (fire_at_ms > :after_ms OR timer_id > :after_id)
+ORDER BY fire_at_ms, timer_id
+LIMIT :limit;
+
+-- name: tenant_timers
+-- One tenant's next timers, soonest first (scheduled_events_tenant_due).
+SELECT timer_id, tenant, stream, data, fire_at_ms FROM scheduled_events
+WHERE tenant = :tenant
+ORDER BY fire_at_ms, timer_id
+LIMIT :limit;
+
+-- name: worker_heartbeat
+UPDATE runtime_workers SET heartbeat_at = :now
+WHERE worker_id = :worker_id AND stopped_at IS NULL;
+
+-- name: mark_worker_stopped
+UPDATE runtime_workers SET stopped_at = :now WHERE worker_id = :worker_id;
+
+-- name: list_workers
+SELECT worker_id, hostname, pid, started_at, heartbeat_at, stopped_at FROM runtime_workers
+ORDER BY worker_id;
+
+-- name: gone_workers
+-- Workers stopped or silent since `stale_before`: a takeover never places an orphan on one.
+SELECT worker_id FROM runtime_workers
+WHERE stopped_at IS NOT NULL OR heartbeat_at < :stale_before;
+
+-- name: list_pending
+-- A custom-mode select chooses among these: the first due pending rows of one group of an
+-- instance this worker owns, in arrival order.
+SELECT q.queue_id, q.event_id, q.tenant, q.actor, q.instance_id, q.group_id, e.stream,
+    e.data, q.attempts, e.appended_at
+FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
+WHERE q.tenant = :tenant AND q.actor = :actor AND q.instance_id = :instance_id
+    AND q.status = 'pending' AND q.group_id = :group_id AND q.worker_id = :worker_id
+    AND q.available_at <= :now
+ORDER BY q.queue_id
+LIMIT :limit;
+
+-- name: add_slot
+-- A batch of grants takes each ledger row once, by the number of its grants; the caller
+-- runs these in key order, so rows are locked in key order (no deadlock).
+INSERT INTO yoke_ledger (key, running) VALUES (:key, :n)
+ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + :n
+RETURNING running;
+
+-- name: unmark_granted
+-- A grant of a batch that did not fit: the start is QUEUED again, as if never picked.
+UPDATE yoke_starts SET status = 'QUEUED', execution_id = NULL, decided_at = NULL
+WHERE start_id = :start_id AND status = 'GRANTED';
+
+-- name: delete_steps_of
+DELETE FROM yoke_steps WHERE execution_id = :execution_id;
+
+-- name: delete_execution
+DELETE FROM yoke_executions WHERE execution_id = :execution_id;
+
+-- ===================================================================================
+-- actor inspection (the HTTP API): reads only. `:tenant` NULL means every tenant.
+
+-- name: owned_instances
+SELECT worker_id, count(*) AS instances FROM actor_instances
+WHERE worker_id IS NOT NULL
+GROUP BY worker_id;
+
+-- ===================================================================================
+-- executors (per-tenant processes that run process()) and leases.
+
+-- name: charge_crash
+-- One crash attempt more; at `dead_after` the row is a dead letter, else pending again.
+UPDATE actor_queues
+SET crash_attempts = crash_attempts + 1, error = :error, claimed_by = NULL,
+    status = CASE WHEN crash_attempts + 1 >= :dead_after THEN 'dead' ELSE 'pending' END,
+    dead_at = CASE WHEN crash_attempts + 1 >= :dead_after THEN :now ELSE dead_at END
+WHERE queue_id = :queue_id AND status = 'claimed' AND claimed_by = :worker_id
+    AND worker_id = :worker_id AND claim_epoch = :epoch AND owner_epoch = :epoch
+RETURNING status;
+
+-- name: timer_tenants
+-- Tenants with a timer due before `before_ms` and an instance this worker owns (its executor
+-- is started before the timer fires), soonest first.
+SELECT s.tenant, min(s.fire_at_ms) AS fire_at_ms FROM scheduled_events s
+WHERE s.fire_at_ms <= :before_ms AND EXISTS (
+    SELECT 1 FROM actor_instances i WHERE i.tenant = s.tenant AND i.worker_id = :worker_id)
+GROUP BY s.tenant
+ORDER BY min(s.fire_at_ms), s.tenant
+LIMIT :limit;
+
+-- name: release_lease
+UPDATE yoke_leases SET holder = NULL, expires_at = 0
+WHERE name = :name AND holder = :holder AND epoch = :epoch;
+
+-- ===================================================================================
+-- tenants: fleet-wide settings (weight, max_running) and the per-tenant cap's counters.
+
+-- name: tenant_settings
+SELECT tenant, weight, max_running, updated_by, updated_at, version FROM tenant_settings
+ORDER BY tenant LIMIT :limit;
+
+-- name: get_tenant_settings
+SELECT tenant, weight, max_running, updated_by, updated_at, version FROM tenant_settings
+WHERE tenant = :tenant;
+
+-- name: put_tenant_settings
+-- A compare-and-set: an existing row changes only if it is still at the version the change was
+-- decided on (0: there was none), so two changes decided on the same row never both land.
+INSERT INTO tenant_settings (tenant, weight, max_running, updated_by, updated_at, version)
+VALUES (:tenant, :weight, :max_running, :updated_by, :now, 1)
+ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight,
+    max_running = excluded.max_running, updated_by = excluded.updated_by,
+    updated_at = excluded.updated_at, version = tenant_settings.version + 1
+WHERE tenant_settings.version = :expect
+RETURNING tenant, weight, max_running, updated_by, updated_at, version;
+
+-- name: tenant_running_now
+-- The tenant's calls running on live workers (a stale or stopped worker's count lapses) and on
+-- the asking worker itself.
+SELECT coalesce(sum(r.running), 0) AS running
+FROM tenant_running r LEFT JOIN runtime_workers w ON w.worker_id = r.worker_id
+WHERE r.tenant = :tenant AND r.running > 0
+    AND (r.worker_id = :worker_id
+        OR (w.stopped_at IS NULL AND w.heartbeat_at >= :live_after));
+
+-- name: take_tenant_slot
+INSERT INTO tenant_running (tenant, worker_id, running) VALUES (:tenant, :worker_id, 1)
+ON CONFLICT (tenant, worker_id) DO UPDATE SET running = tenant_running.running + 1;
+
+-- name: free_tenant_slot
+UPDATE tenant_running SET running = running - 1
+WHERE tenant = :tenant AND worker_id = :worker_id AND running > 0;
+
+-- name: clear_tenant_slots
+DELETE FROM tenant_running WHERE worker_id = :worker_id;
+
+-- name: adopt_queued_starts
+-- A new leader takes every QUEUED start into its own queue: those a former leader left, and
+-- its own from an earlier term (its queue was emptied when that term ended).
+UPDATE yoke_starts SET instance_id = :instance_id
+WHERE status = 'QUEUED'
+RETURNING *;
+
+-- name: abort_queued_starts
+UPDATE yoke_starts SET status = 'ABORTED', reason = :reason, decided_at = :now
+WHERE status = 'QUEUED'
+RETURNING start_id;
+
+-- name: moves_from
+SELECT tenant, actor, instance_id, moving_to, owner_epoch FROM actor_instances
+WHERE worker_id = :worker_id AND moving_to IS NOT NULL
+ORDER BY tenant, actor, instance_id
+LIMIT :limit;
+
+-- name: pending_heads
+-- The instances of one worker with the most pending rows (not moving): the balancer's heavy
+-- candidates when pending events, not instance counts, are uneven.
+SELECT q.tenant, q.actor, q.instance_id, count(*) AS n
+FROM actor_queues q
+JOIN actor_instances i ON i.tenant = q.tenant AND i.actor = q.actor
+    AND i.instance_id = q.instance_id
+WHERE q.status = 'pending' AND q.worker_id = :worker_id AND i.moving_to IS NULL
+GROUP BY q.tenant, q.actor, q.instance_id
+ORDER BY n DESC, q.tenant, q.actor, q.instance_id
+LIMIT :limit;
+
+-- ===================================================================================
+-- Idempotency-Keys of appended events, in the append's transaction (append_event_once).
+
+-- name: claim_event_key
+-- The key's row, unless a live one is kept: a concurrent claim of the same key waits for the
+-- first one's transaction, then returns nothing (an expired row is taken over).
+INSERT INTO yoke_event_keys (principal, idem_key, fingerprint, event_id, expires_at)
+VALUES (:principal, :idem_key, :fingerprint, NULL, :expires_at)
+ON CONFLICT (principal, idem_key) DO UPDATE
+SET fingerprint = excluded.fingerprint, event_id = NULL, expires_at = excluded.expires_at
+WHERE yoke_event_keys.expires_at <= :now
+RETURNING idem_key;
+
+-- name: event_key
+SELECT fingerprint, event_id FROM yoke_event_keys WHERE principal = :principal AND idem_key = :idem_key;
+
+-- name: set_event_key
+UPDATE yoke_event_keys SET event_id = :event_id WHERE principal = :principal AND idem_key = :idem_key;
+
+-- name: forget_event_keys
+DELETE FROM yoke_event_keys WHERE expires_at <= :now;
