@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import random
+import re
+from pathlib import Path
 
 import pytest
 
+import yoke
 from yoke.config import Settings
 from yoke.errors import BadValue, StoreUnavailable
 from yoke.retry import Backoff, RetryPolicy, until_done
@@ -84,3 +87,27 @@ def test_the_policy_comes_from_the_environment_and_bad_values_are_named() -> Non
         Settings.from_env({"YOKE_RETRY_FIRST_PAUSE": "9", "YOKE_RETRY_MAX_PAUSE": "1"})
     with pytest.raises(BadValue, match="jitter"):
         Settings(retry_jitter=2.0)
+
+
+def test_pause_after_n_failures_doubles_to_the_longest_with_jitter_below() -> None:
+    policy = RetryPolicy(first=0.5, most=3.0, jitter=0.2)
+    rng = random.Random(7)
+    for failures, full in ((1, 0.5), (2, 1.0), (3, 2.0), (4, 3.0), (10_000, 3.0)):
+        pause = policy.pause(failures, rng)
+        assert full * 0.8 <= pause <= full
+    assert RetryPolicy(first=0.5, most=3.0, jitter=0).pause(2) == 1.0
+
+
+def test_no_loop_of_yoke_doubles_a_pause_of_its_own() -> None:
+    """Every backoff goes through `yoke.retry` (one rule, with jitter): a loop that doubles
+    its own pause is a second rule."""
+    src = Path(yoke.__file__).parent
+    doubling = re.compile(r"min\([^)]*\*\s*2\b|\b2\s*\*\*\s*\(|\*=\s*2\b")
+    found = [
+        f"{path.relative_to(src)}:{n}"
+        for path in sorted(src.rglob("*.py"))
+        if path.name != "retry.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if doubling.search(line)
+    ]
+    assert found == []

@@ -4,8 +4,9 @@
 jitter, and the give-up rule of a stopping process. `Backoff` is the pause state of one loop
 (`failed()` gives the next pause, doubling with jitter; `ok()` starts over); `until_done` runs a
 write until the store takes it. The drain, the completions, the custom pick, the worker
-heartbeat, the timers, an execution's finish, a grant batch's read-back and the PostgreSQL
-listeners all wait through these.
+heartbeat, the timers, an execution's finish, a grant batch's read-back, the PostgreSQL
+listeners, the restarts of executor processes and portals, a re-read of another process's rows
+and SQLite's switch of a new file to WAL all wait through these.
 
 Jitter: each pause is drawn from [pause * (1 - jitter), pause], so processes that lost the same
 store at the same moment do not all come back in step. The draw comes from an injected
@@ -52,6 +53,13 @@ class RetryPolicy:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise BadValue(f"retry stopping_attempts must be an int >= 1, got {n!r}")
 
+    def pause(self, failures: int, rng: random.Random | None = None) -> float:
+        """The pause after `failures` failures in a row (1 = the first): the first pause,
+        doubled for each failure more up to the longest, drawn with jitter. For a loop that
+        keeps its failure count elsewhere (an executor's crashes, a portal's restarts)."""
+        pause = min(self.first * 2.0 ** min(max(failures, 1) - 1, 64), self.most)
+        return pause * (1 - self.jitter * (rng or _RNG).random())
+
     def starting_at(self, first: float) -> RetryPolicy:
         """The same rule from another first pause (a loop configured with its own)."""
         return replace(self, first=first, most=max(self.most, first))
@@ -61,26 +69,21 @@ class Backoff:
     """The pause state of one loop: `failed()` after a failure gives the pause to sleep (the
     first, then doubling to the longest, each drawn with jitter); `ok()` after a success."""
 
-    __slots__ = ("_next", "_policy", "_rng", "attempts")
+    __slots__ = ("_policy", "_rng", "attempts")
 
     def __init__(self, policy: RetryPolicy, rng: random.Random | None = None) -> None:
         self._policy = policy
         self._rng = rng or _RNG
-        self._next = policy.first
         self.attempts = 0  # failures since the last success
 
     def __repr__(self) -> str:
-        return f"Backoff(attempts={self.attempts}, next={self._next:.2f}s)"
+        return f"Backoff(attempts={self.attempts}, policy={self._policy})"
 
     def failed(self) -> float:
-        p = self._policy
-        pause = self._next
-        self._next = min(pause * 2, p.most)
         self.attempts += 1
-        return pause * (1 - p.jitter * self._rng.random())
+        return self._policy.pause(self.attempts, self._rng)
 
     def ok(self) -> None:
-        self._next = self._policy.first
         self.attempts = 0
 
     def give_up(self, stopping: bool) -> bool:

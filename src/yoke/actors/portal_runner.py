@@ -21,12 +21,13 @@ from typing import Any
 from yoke.actors.portals import Appender, PortalCtx, PortalDef, PortalRegistry
 from yoke.clock import Clock
 from yoke.leases import Elector, LeaseStore, holder_name
+from yoke.retry import Backoff, RetryPolicy
 from yoke.store.leaseverbs import Lease
 
 log = logging.getLogger("yoke.portals")
 
-FIRST_PAUSE = 0.1
-MAX_PAUSE = 30.0
+# A raising portal restarts after 0.1 s, doubling to 30 s; a healthy run starts over.
+RESTART = RetryPolicy(first=0.1, most=30.0)
 HEALTHY_RUN = 60.0  # a run this long resets the backoff
 
 
@@ -108,7 +109,7 @@ class PortalRunner:
                 await self._none_live.wait()
 
     async def _supervise(self, p: PortalDef) -> None:
-        pause, run = FIRST_PAUSE, 0
+        restarts, run = Backoff(RESTART), 0
         while not self._stopping.is_set():
             run += 1
             ctx = PortalCtx(host=self._host, name=p.name, worker_id=self._worker_id, run=run)
@@ -124,7 +125,8 @@ class PortalRunner:
             except Exception:
                 self._failures += 1
                 if self._clock.monotonic() - began >= HEALTHY_RUN:
-                    pause = FIRST_PAUSE
+                    restarts.ok()
+                pause = restarts.failed()
                 log.exception("portal %r raised; restarting in %.1fs", p.name, pause)
             else:
                 log.info("portal %r returned", p.name)
@@ -136,4 +138,3 @@ class PortalRunner:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(pause):
                     await self._stopping.wait()
-            pause = min(pause * 2, MAX_PAUSE)

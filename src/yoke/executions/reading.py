@@ -24,10 +24,14 @@ from yoke.executions.model import (
 )
 from yoke.executions.state import Shared, T, check_id, execution_of
 from yoke.executions.tickets import Ticket
+from yoke.retry import Backoff, RetryPolicy
 from yoke.store import (
     ExecutionStatus,
     StartStatus,
 )
+
+# A re-read of rows another process owns: soon at first, then at most every quarter second.
+_REREAD = RetryPolicy(first=0.01, most=0.25)
 
 
 class Reading:
@@ -117,13 +121,13 @@ class Reading:
         # For rows owned by another process: re-read with back-off until done or the deadline.
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        delay = 0.01
+        backoff = Backoff(_REREAD)
         while True:
             value = await fetch()
             if done(value):
                 return value
             if deadline is not None and loop.time() >= deadline:
                 return value
+            delay = backoff.failed()
             wait = delay if deadline is None else min(delay, max(0.0, deadline - loop.time()))
             await asyncio.sleep(wait)
-            delay = min(delay * 2, 0.25)

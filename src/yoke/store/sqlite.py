@@ -48,6 +48,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
 from yoke.errors import BadValue, Conflict, StoreError, StoreUnavailable, YokeError
+from yoke.retry import Backoff, RetryPolicy
 from yoke.store import sqlfiles
 from yoke.store.actorverbs import ActorVerbs
 from yoke.store.execverbs import ExecutionVerbs
@@ -151,16 +152,20 @@ def _enter_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
     it, and SQLite answers the losers "database is locked" at once, without calling the busy
     handler; so the switch is retried here, within the same busy_timeout."""
     deadline = time.monotonic() + busy_timeout
-    pause = 0.001
+    backoff = Backoff(_WAL_SWITCH)
     while True:
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             return
         except sqlite3.OperationalError as exc:
+            pause = backoff.failed()
             if "locked" not in str(exc) or time.monotonic() + pause > deadline:
                 raise
         time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+
+
+# Processes that lost the same race come back apart (jitter), within milliseconds.
+_WAL_SWITCH = RetryPolicy(first=0.001, most=0.05, jitter=0.5)
 
 
 class _ReadTx:

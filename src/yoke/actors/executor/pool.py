@@ -44,6 +44,7 @@ from yoke.actors.runner import Done, ExecutorLost
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.fair import create_fair_scheduler
+from yoke.retry import RetryPolicy
 from yoke.store.actor_records import ExecutorRow, SpareRow
 
 log = logging.getLogger("yoke.executor")
@@ -125,7 +126,9 @@ class ExecutorPool:
         self._store = store
         self.worker_id = worker_id
         self._clock = clock
-        self._backoff = backoff
+        # A crashed executor's restart waits `backoff`, doubling per crash in a row up to
+        # MAX_BACKOFF, drawn with jitter so that tenants that crashed together come back apart.
+        self._restarts = RetryPolicy(first=backoff, most=max(MAX_BACKOFF, backoff))
         self._metrics = metrics or ActorMetrics(None)
         self._record_every = record_every
         self._boots = create_fair_scheduler(boot_concurrency)
@@ -375,7 +378,7 @@ class ExecutorPool:
         self._spare_row(ex, self._slots.pop(ex), ex.state.value, ex.stop_reason)
         if ex.crashed and not self._closing:
             self._spare_failures += 1
-            pause = min(MAX_BACKOFF, self._backoff * 2 ** (self._spare_failures - 1))
+            pause = self._restarts.pause(self._spare_failures)
             self._spare_backoff_until = self._clock.monotonic() + pause
         self._fill_spares()
         self._spares_changed()
@@ -477,7 +480,7 @@ class ExecutorPool:
         if ex.crashed:
             t.crashes += 1
             t.failures += 1
-            pause = min(MAX_BACKOFF, self._backoff * 2 ** (t.failures - 1))
+            pause = self._restarts.pause(t.failures)
             t.backoff_until = self._clock.monotonic() + pause
             self._metrics.executor_crashed()
         self._changed(ex.tenant)
