@@ -522,11 +522,19 @@ UNION ALL SELECT 'l', ledger.key, 0 FROM ledger;
 -- executors (per-tenant processes that run process()) and leases.
 
 -- name: pending_tenants_among
--- Which of `tenants` have pending rows for this worker: one index probe per tenant.
+-- Which of `tenants` have pending rows for this worker: one probe of the claim index per tenant,
+-- whatever the table's statistics (tests/store/test_pending_tenants.py). Each probe is a
+-- LATERAL ... LIMIT 1 ordered by (tenant, queue_id), an order only the claim index gives
+-- without a sort; the tenant is a range of one value so that the planner cannot drop it from
+-- that order. Planned freely, the same test read every pending row of the worker (a hash
+-- semi-join, when the table had grown since its last ANALYZE) or walked the primary key past
+-- thousands of other rows per tenant (after one).
 SELECT t.tenant FROM json_array_elements_text(%(tenants)s::json) AS t(tenant)
-WHERE EXISTS (
+CROSS JOIN LATERAL (
     SELECT 1 FROM actor_queues q
-    WHERE q.status = 'pending' AND q.worker_id = %(worker_id)s AND q.tenant = t.tenant)
+    WHERE q.status = 'pending' AND q.worker_id = %(worker_id)s
+        AND q.tenant >= t.tenant AND q.tenant <= t.tenant
+    ORDER BY q.tenant, q.queue_id LIMIT 1) AS pending
 ORDER BY t.tenant;
 
 -- name: release_claims
