@@ -76,15 +76,21 @@ async def test_postgres_probes_each_tenant_asked_about_once(
     await s.open()
     await s.close()
     _truncate(pg_url)
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        # Also forgets the table's size: the planner sees it as never analyzed.
-        conn.execute(b"TRUNCATE actor_queues RESTART IDENTITY")
-    _fill(pg_url)
-    if analyzed:
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(b"ANALYZE actor_queues")
-    nodes = _nodes(_explain(pg_url, generic))
+    _forget_queues(pg_url)  # also forgets the table's size: as never analyzed
+    try:
+        _fill(pg_url)
+        if analyzed:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute(b"ANALYZE actor_queues")
+        nodes = _nodes(_explain(pg_url, generic))
+    finally:
+        _forget_queues(pg_url)  # the database is shared by the session's tests
     scans = [n for n in nodes if "Scan" in str(n["Node Type"]) and n.get("Relation Name")]
     assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), nodes
     # At most one row per tenant asked about: flood's first, never its backlog of 5,000.
     assert sum(_rows_read(n) for n in scans) <= len(ASKED), nodes
+
+
+def _forget_queues(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(b"TRUNCATE actor_queues RESTART IDENTITY")
