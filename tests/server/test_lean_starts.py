@@ -38,13 +38,18 @@ async def _chunks(size: int) -> AsyncIterator[bytes]:
 def _requests() -> list[tuple[str, str, dict[str, Any]]]:
     """(who, path, httpx request arguments), sent in this order to a server with one slot."""
     json_type = {"Content-Type": "application/json"}
+    key = {"Idempotency-Key": "k"}
     return [
         ("acme", "/v1/starts", {"json": {"workflow": "hold"}}),
         ("acme", "/v1/starts", {"json": {"workflow": "echo", "input": 1}}),
         ("acme", "/v1/starts?wait=0", {"json": {"workflow": "echo", "input": 2}}),
-        ("acme", "/v1/starts", {"json": {"workflow": "echo"}, "headers": {"Idempotency-Key": "k"}}),
-        ("acme", "/v1/starts", {"json": {"workflow": "echo"}, "headers": {"Idempotency-Key": "k"}}),
-        ("acme", "/v1/starts", {"json": {"workflow": "steps"}, "headers": {"Idempotency-Key": "k"}}),
+        ("acme", "/v1/starts", {"json": {"workflow": "echo"}, "headers": key}),
+        ("acme", "/v1/starts", {"json": {"workflow": "echo"}, "headers": key}),
+        (
+            "acme",
+            "/v1/starts",
+            {"json": {"workflow": "steps"}, "headers": key},
+        ),
         ("nobody", "/v1/starts", {"json": {"workflow": "echo"}}),
         ("scraper", "/v1/starts", {"json": {"workflow": "echo"}}),
         ("globex", "/v1/starts", {"json": {"workflow": "echo", "priority": 5}}),
