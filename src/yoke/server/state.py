@@ -152,6 +152,26 @@ def query_int(request: Incoming, name: str, *, default: int, low: int, high: int
 
 # One encoder for every answer: `json.dumps` with options builds a new one each call.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_JSON_TYPE = (b"content-type", b"application/json")
+
+
+class JsonResponse(Response):
+    """A JSON answer whose head is built at once: the given headers (names in lower case),
+    then its length and type, as Starlette's `Response` lays them out, without its general
+    checks (this body is never absent, and its type never needs a charset)."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes, status: int, headers: dict[str, str] | None) -> None:
+        self.status_code = status
+        self.background = None
+        self.body = body
+        extra = [] if headers is None else [_head(n, v) for n, v in headers.items()]
+        self.raw_headers = [*extra, (b"content-length", str(len(body)).encode()), _JSON_TYPE]
+
+
+def _head(name: str, value: str) -> tuple[bytes, bytes]:
+    return name.lower().encode("latin-1"), value.encode("latin-1")
 
 
 def json_response(
@@ -159,5 +179,4 @@ def json_response(
     status: int = 200,
     headers: dict[str, str] | None = None,
 ) -> Response:
-    text = _ENCODER.encode(data)
-    return Response(text, status_code=status, headers=headers, media_type="application/json")
+    return JsonResponse(_ENCODER.encode(data).encode(), status, headers)
