@@ -3,10 +3,12 @@
 Layers, outermost first: `LastResort` (nothing escapes as a 500 or a traceback), `Guard` (the
 body bound, the loopback-only rules without tokens, security headers), `Authenticate` (who is
 calling), then Starlette's router over the routes of the route table (`routes.table`), each
-checking its roles before its handler runs. The lifespan enters `app.running()` (store,
-dispatcher, heartbeat) and a TaskGroup for the server's own tasks; on exit it shuts the
-executions down in the admission specification's order (refuse queued, let running finish
-within the timeout, abort the rest) before the store closes.
+checking its roles before its handler runs. A lean row's request (`routing.LeanRoutes`) is
+taken aside before Starlette and passes the same three layers straight to its endpoint. The
+lifespan enters `app.running()` (store, dispatcher, heartbeat) and a TaskGroup for the
+server's own tasks; on exit it shuts the executions down in the admission specification's
+order (refuse queued, let running finish within the timeout, abort the rest) before the store
+closes.
 
 This module must never hold a route's logic; it composes.
 """
@@ -22,7 +24,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from yoke.app import App
 from yoke.config import Settings
@@ -50,6 +52,13 @@ from yoke.server.ui import Dashboard
 log = logging.getLogger("yoke.server")
 DEFAULT_RETENTION = 24 * 3600.0
 PURGE_EVERY = 60.0
+
+
+def _behind(middleware: list[Middleware], app: ASGIApp) -> ASGIApp:
+    """`app` inside `middleware`, the first outermost (as Starlette stacks them)."""
+    for cls, args, kwargs in reversed(middleware):
+        app = cls(app, *args, **kwargs)
+    return app
 
 
 class Server:
@@ -92,16 +101,22 @@ class Server:
             )
             + self.dashboard.api.ops()
         )
+        guards = [
+            Middleware(LastResort),
+            Middleware(Guard, max_body=app.settings.max_body_bytes, local_only=tokens is None),
+            Middleware(Authenticate, tokens=tokens, browser=self.dashboard.browser),
+        ]
         self.asgi = Starlette(
             routes=[*starlette_routes(self.ops), *self.dashboard.routes()],
-            middleware=[
-                Middleware(LastResort),
-                Middleware(Guard, max_body=app.settings.max_body_bytes, local_only=tokens is None),
-                Middleware(Authenticate, tokens=tokens, browser=self.dashboard.browser),
-                Middleware(LeanRoutes, routes=lean_routes(self.ops)),
-            ],
+            middleware=guards,
             exception_handlers={YokeError: yoke_error_handler, HTTPException: http_error_handler},
             lifespan=self._lifespan,
+        )
+        # A lean row's request passes the same guards but none of Starlette's own layers (its
+        # error middleware: `LastResort` answers whatever it would have).
+        self._dispatch = LeanRoutes(
+            self.asgi,
+            routes={key: _behind(guards, lean) for key, lean in lean_routes(self.ops).items()},
         )
 
     def __repr__(self) -> str:
@@ -123,7 +138,7 @@ class Server:
         return self._document
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.asgi(scope, receive, send)
+        await self._dispatch(scope, receive, send)
 
     def lifespan(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self._lifespan(self.asgi)

@@ -33,11 +33,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from yoke.errors import BadValue, Forbidden, NotFound, Unauthorized
 from yoke.executions import ADMIN, OPERATOR, Principal
+from yoke.server.calls import Incoming
 
 METRICS = "METRICS"
 ROLES = frozenset({ADMIN, OPERATOR, METRICS})
@@ -221,14 +221,14 @@ def principal_in(scope: Scope) -> Principal | None:
     return p if isinstance(p, Principal) else None
 
 
-def principal_of(request: Request) -> Principal:
+def principal_of(request: Incoming) -> Principal:
     p = request.scope.get(_SCOPE_KEY)
     if not isinstance(p, Principal):  # no valid token (or a route outside the middleware)
         raise Unauthorized("a valid bearer token is required")
     return p
 
 
-def check_priority(request: Request, priority: int) -> None:
+def check_priority(request: Incoming, priority: int) -> None:
     """A token may not ask a start priority above its `max_priority` (fairness: a plain tenant
     would otherwise go ahead of every other tenant), whether it starts, restarts, resumes or
     re-prioritises a queued start, through the API or a dashboard session."""

@@ -17,11 +17,11 @@ import math
 from typing import Any
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from yoke.errors import LimitExceeded, NotLeader, YokeError
+from yoke.server.calls import Incoming
 
 log = logging.getLogger("yoke.server")
 
@@ -90,14 +90,14 @@ def from_yoke_error(exc: YokeError, instance: str | None = None) -> Response:
     )
 
 
-async def yoke_error_handler(request: Request, exc: Exception) -> Response:
+async def yoke_error_handler(request: Incoming, exc: Exception) -> Response:
     assert isinstance(exc, YokeError)
     if exc.status >= 500 and exc.status != 503:
         log.error("store or internal error on %s %s: %s", request.method, request.url.path, exc)
     return from_yoke_error(exc, request.url.path)
 
 
-async def http_error_handler(request: Request, exc: Exception) -> Response:
+async def http_error_handler(request: Incoming, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     titles = {
         404: "Not found",

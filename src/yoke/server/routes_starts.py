@@ -25,6 +25,7 @@ from yoke.server.auth import (
     privileged,
     tenant_of,
 )
+from yoke.server.calls import Incoming
 from yoke.server.explain import RATE_WINDOW, explain
 from yoke.server.metrics import Outcome
 from yoke.server.models import PriorityIn, StartIn, start_json
@@ -39,11 +40,11 @@ class StartsRoutes:
         self.s = state
 
     # -- shared with restart and resume ----------------------------------------------------
-    def wait_of(self, request: Request) -> float | None:
+    def wait_of(self, request: Incoming) -> float | None:
         return query_float(request, "wait", low=0.0, high=self.s.max_wait)
 
     def polling(
-        self, request: Request, wait: float | None
+        self, request: Incoming, wait: float | None
     ) -> contextlib.AbstractContextManager[None]:
         """One of the caller's tenant's long-polls while a request may wait (429 past the cap),
         taken before the request writes anything, so a refused one has changed nothing."""
@@ -68,7 +69,7 @@ class StartsRoutes:
         raise ShuttingDown(f"start {start.start_id} was refused: {start.reason or 'refused'}")
 
     async def counted(
-        self, request: Request, answer: Callable[[], Awaitable[Response]]
+        self, request: Incoming, answer: Callable[[], Awaitable[Response]]
     ) -> Response:
         """Run `answer` under the Idempotency-Key replayer (if a key was sent) and count it."""
         try:
@@ -87,7 +88,7 @@ class StartsRoutes:
             raise
 
     # -- routes ------------------------------------------------------------------------------
-    async def create(self, request: Request) -> Response:
+    async def create(self, request: Incoming) -> Response:
         async def answer() -> Response:
             p = principal_of(request)
             wait = self.wait_of(request)

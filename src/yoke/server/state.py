@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
 from starlette.responses import Response
 
 from yoke.app import App
 from yoke.errors import BadValue, InvalidArgument, NotRunning, YokeError
 from yoke.executions import Executions
 from yoke.server.auth import TokenBook, principal_of
+from yoke.server.calls import Incoming
 from yoke.server.idempotency import Replayer, fingerprint
 from yoke.server.longpolls import LongPolls
 from yoke.server.metrics import Metrics
@@ -67,7 +67,7 @@ class ServerState:
         return store
 
     async def idempotent(
-        self, request: Request, answer: Callable[[], Awaitable[Response]]
+        self, request: Incoming, answer: Callable[[], Awaitable[Response]]
     ) -> tuple[Response, bool]:
         """`answer()`, or with an Idempotency-Key the kept first answer: (response, replayed)."""
         key = request.headers.get("idempotency-key")
@@ -91,7 +91,7 @@ class ServerState:
                 callback()
 
 
-async def read_body(request: Request) -> bytes:
+async def read_body(request: Incoming) -> bytes:
     """The whole body; `guards.Guard` refuses it (413) as soon as it passes the bound."""
     return await request.body()
 
@@ -125,7 +125,7 @@ _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
-def query_float(request: Request, name: str, *, low: float, high: float) -> float | None:
+def query_float(request: Incoming, name: str, *, low: float, high: float) -> float | None:
     raw = request.query_params.get(name)
     if raw is None:
         return None
@@ -137,7 +137,7 @@ def query_float(request: Request, name: str, *, low: float, high: float) -> floa
     return value
 
 
-def query_int(request: Request, name: str, *, default: int, low: int, high: int) -> int:
+def query_int(request: Incoming, name: str, *, default: int, low: int, high: int) -> int:
     raw = request.query_params.get(name)
     if raw is None:
         return default
@@ -152,6 +152,26 @@ def query_int(request: Request, name: str, *, default: int, low: int, high: int)
 
 # One encoder for every answer: `json.dumps` with options builds a new one each call.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_JSON_TYPE = (b"content-type", b"application/json")
+
+
+class JsonResponse(Response):
+    """A JSON answer whose head is built at once: the given headers (names in lower case),
+    then its length and type, as Starlette's `Response` lays them out, without its general
+    checks (this body is never absent, and its type never needs a charset)."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes, status: int, headers: dict[str, str] | None) -> None:
+        self.status_code = status
+        self.background = None
+        self.body = body
+        extra = [] if headers is None else [_head(n, v) for n, v in headers.items()]
+        self.raw_headers = [*extra, (b"content-length", str(len(body)).encode()), _JSON_TYPE]
+
+
+def _head(name: str, value: str) -> tuple[bytes, bytes]:
+    return name.lower().encode("latin-1"), value.encode("latin-1")
 
 
 def json_response(
@@ -159,5 +179,4 @@ def json_response(
     status: int = 200,
     headers: dict[str, str] | None = None,
 ) -> Response:
-    text = _ENCODER.encode(data)
-    return Response(text, status_code=status, headers=headers, media_type="application/json")
+    return JsonResponse(_ENCODER.encode(data).encode(), status, headers)
