@@ -1,26 +1,30 @@
 """`InFlight`: the calls one executor process runs now, apart from the process itself.
 
 It owns the calls in dispatch order (each told once how it ended), the `run` message a call
-is sent as, the deadline of the oldest call (one timer, re-armed, not one per call) and the
-state versions the executor holds (an LRU of `KNOWN_STATES` instances, so an unchanged state
-is not sent again). `ExecutorProcess` (`process.py`) holds one and decides what a death
-means for these calls; this module does no I/O but the frames it adds to the `Outbox`.
+is sent as, the checks on the ctx calls the executor makes for them, the deadline of the
+oldest call (one timer, re-armed, not one per call) and the state versions the executor
+holds (an LRU of `KNOWN_STATES` instances, so an unchanged state is not sent again).
+`ExecutorProcess` (`process.py`) holds one and decides what a death means for these calls;
+this module does no I/O but the frames it adds to the `Outbox`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from yoke.actors.ctx import Fenced, InstanceStateCell
 from yoke.actors.definitions import Event
+from yoke.actors.executor.calls import CallRefused
 from yoke.actors.executor.protocol import Outbox, ProtocolError
 from yoke.actors.runner import Done, RemoteError
 from yoke.clock import Clock
 
 KNOWN_STATES = 10_000  # instances whose state version is tracked per executor (LRU)
+MAX_OUTSTANDING_CALLS = 4096  # ctx calls of one executor being served at once, at most
+OPS = ("cas", "emit", "schedule")  # the ctx calls an executor may make
 
 
 class Call:
@@ -54,6 +58,7 @@ class InFlight:
         self._ids = itertools.count(1)
         self._watchdog: asyncio.TimerHandle | None = None
         self._closed = False
+        self._serving = 0  # ctx calls being served
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -110,8 +115,23 @@ class InFlight:
         for call_id, error in ended:
             calls.pop(call_id).end(error)
 
-    def get(self, call_id: Any) -> Call | None:
-        return self._calls.get(call_id)
+    def requests(self, items: Iterable[Any]) -> Iterator[tuple[Any, Call, str, Any]]:
+        """The ctx calls of one frame, each checked as it comes (made by a call in flight, at
+        most `MAX_OUTSTANDING_CALLS` served at once, a known op) and counted until `served`."""
+        for req_id, call_id, op, args in items:
+            call = self._calls.get(call_id)
+            if call is None:
+                raise ProtocolError(f"a ctx call of call {call_id!r}, which is not in flight")
+            if self._serving >= MAX_OUTSTANDING_CALLS:
+                raise ProtocolError(f"more than {MAX_OUTSTANDING_CALLS} ctx calls at once")
+            if op not in OPS:
+                raise CallRefused(f"no call {op!r}")
+            self._serving += 1
+            yield req_id, call, str(op), args
+
+    def served(self) -> None:
+        """A ctx call of `requests` was answered (or failed)."""
+        self._serving -= 1
 
     def holds(self, call: Call) -> None:
         """The executor holds the state `call` has now (it wrote it)."""
@@ -126,11 +146,17 @@ class InFlight:
             self._watchdog = None
         return list(self._calls.values())
 
-    def take(self) -> list[Call]:
-        """Every call still in flight, forgotten here (none of them is told anything)."""
-        calls = list(self._calls.values())
+    def lose(
+        self, calls: list[Call], *, blame: Call | None, crashed: bool
+    ) -> tuple[list[Call], Call | None]:
+        """The executor is gone: `calls` (those in flight when it went, from `close`) and any
+        still here, all forgotten here, and the one to blame for it: `blame`, or the call that
+        ran alone when it crashed on its own. None of them is told anything yet."""
+        calls = calls + [c for c in self._calls.values() if c not in calls]
         self._calls.clear()
-        return calls
+        if crashed and blame is None and len(calls) == 1:
+            blame = calls[0]  # it ran alone: the crash is its doing
+        return calls, blame
 
     def _arm(self, delay: float) -> None:
         self._watchdog = asyncio.get_running_loop().call_later(max(0.0, delay), self._check)

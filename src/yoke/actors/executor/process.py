@@ -7,14 +7,12 @@ DRAINING (asked to stop: nothing new is sent), STOPPED (ended as asked) and FAIL
 failed, crashed, broke the protocol, or ran a call past its deadline). A life never goes
 back: a restart is a new `ExecutorProcess`.
 
-Start: `python -I -m yoke.executor` by exec (`subprocess.Popen`: no fork of the worker's
-state is kept), in a process group of its own, with one end of a socketpair, a scrubbed
-environment and the tenant's directory as working directory; the bootstrap stamps each boot
-phase on the monotonic clock, which the worker subtracts from its own stamps. A spare is
+Start: `python -I -m yoke.executor` by exec (`spawned.py`: no fork of the worker's state is
+kept), with one end of a socketpair, a scrubbed environment and the tenant's directory as
+working directory; the handshake and the phases of its boot are `boot.py`'s. A spare is
 started the same way but as the worker's user, in a directory of the worker's, and takes its
 tenant's directory and uid when bound (`child.bind`), before the app is imported; its boot as
 the tenant saw it is the bind alone (`queue`, `app`, `handshake`), its own boot is `spare_ms`.
-The exit is watched through a pidfd (no thread per child), the output is logged with the tenant.
 
 Calls: `send` sends a call (batched with the others of the same loop turn) and calls its
 `done` callback when it ended, from the reader, in the same turn for every result of a frame:
@@ -26,10 +24,10 @@ for a call that is in flight. Death: EOF, an exit, a protocol error or a call pa
 the only call in flight when the executor died on its own. A stop asked by the worker charges
 nothing. This module must never touch the store but through the cells and host it is given.
 
-Parts, held by reference: `boot.py` (`Launch`, the handshake, the phases of a boot),
-`spawned.py` (`Spawned`: the OS process, its exit, its output) and `inflight.py` (`InFlight`:
-the calls in flight, their deadline, the state versions the executor holds). This module
-keeps the life: its states, and what a death means for its calls.
+Parts, held by reference: `boot.py`, `spawned.py` (`Spawned`: the OS process, its exit, its
+output) and `inflight.py` (`InFlight`: the calls in flight, their deadline, the state versions
+the executor holds). This module keeps the life: its states, and what a death means for its
+calls.
 """
 
 from __future__ import annotations
@@ -38,8 +36,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
-import signal
 import socket
 from collections.abc import Callable, Coroutine
 from enum import Enum
@@ -47,7 +43,7 @@ from typing import Any
 
 from yoke.actors.ctx import CtxHost, InstanceStateCell
 from yoke.actors.definitions import Event
-from yoke.actors.executor import boot, sandbox, spawned
+from yoke.actors.executor import boot, spawned
 from yoke.actors.executor.boot import PHASES, BootFailed, Launch
 from yoke.actors.executor.calls import CallRefused, serve_call
 from yoke.actors.executor.inflight import Call, InFlight, settle
@@ -59,7 +55,6 @@ log = logging.getLogger("yoke.executor")
 
 __all__ = ["LIVE", "PHASES", "BootFailed", "ExecutorProcess", "ExecutorState", "Launch"]
 
-MAX_OUTSTANDING_CALLS = 4096  # ctx calls of one executor being served at once, at most
 _EXIT_WAIT = 2.0
 
 
@@ -116,7 +111,6 @@ class ExecutorProcess:
         self.self_inflicted = False
         self._calls = InFlight(clock=clock, timeout=launch.dispatch_timeout, overdue=self._overdue)
         self._loop = asyncio.get_running_loop()
-        self._serving = 0
         self._child: spawned.Spawned | None = None  # once started
         self._writer: asyncio.StreamWriter | None = None
         self._out: Outbox | None = None
@@ -235,15 +229,7 @@ class ExecutorProcess:
         else:
             cwd = spawned.spare_directory(launch.directory)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = {
-            **dict(launch.env),
-            "HOME": str(cwd),
-            "TMPDIR": str(cwd),
-            "YOKE_EXECUTOR_FD": str(theirs.fileno()),
-            "YOKE_EXECUTOR_PARENT": str(os.getpid()),
-            "YOKE_EXECUTOR_LIMITS": spawned.compact_json(iso.limits()),
-            "YOKE_EXECUTOR_PRELOAD": ",".join(launch.preload),
-        }
+        env = spawned.environment(launch, cwd, theirs.fileno())
         started = self.spawned = self._clock.monotonic()
         try:
             popen = spawned.popen_executor(launch.python, sock=theirs, env=env, cwd=cwd, uid=uid)
@@ -253,12 +239,11 @@ class ExecutorProcess:
         finally:
             theirs.close()
         self._stamps = {"spawned": started, "returned": self._clock.monotonic()}
-        self.pid = popen.pid
-        cgroup = None
+        child = self._child = spawned.Spawned(popen, spawn=self._spawn)
+        self.pid = child.pid
         if iso.cgroup is not None:
-            name = self.tenant if bound else "spare"
-            cgroup = sandbox.place(iso.cgroup, name, self.pid, memory_mb=iso.memory_mb)
-        child = self._child = spawned.Spawned(popen, cgroup=cgroup, spawn=self._spawn)
+            child.place(iso.cgroup, self.tenant if bound else "spare", memory_mb=iso.memory_mb)
+        child.watch()
         self._spawn(child.log_output(lambda: self.tenant, self._clock.monotonic))
         reader, self._writer = await asyncio.open_unix_connection(sock=ours)
         return reader
@@ -344,16 +329,8 @@ class ExecutorProcess:
         if done:
             self._calls.ended(done)
             self._on_done(self)
-        for req_id, call_id, op, args in msg.get("call", ()):
-            call = self._calls.get(call_id)
-            if call is None:
-                raise ProtocolError(f"a ctx call of call {call_id!r}, which is not in flight")
-            if self._serving >= MAX_OUTSTANDING_CALLS:
-                raise ProtocolError(f"more than {MAX_OUTSTANDING_CALLS} ctx calls at once")
-            if op not in ("cas", "emit", "schedule"):
-                raise CallRefused(f"no call {op!r}")
-            self._serving += 1
-            self._spawn(self._serve(req_id, call, str(op), args))
+        for req_id, call, op, args in self._calls.requests(msg.get("call", ())):
+            self._spawn(self._serve(req_id, call, op, args))
 
     async def _serve(self, req_id: Any, call: Call, op: str, args: Any) -> None:
         try:
@@ -363,7 +340,7 @@ class ExecutorProcess:
             await self._gone(f"protocol_error: {exc}")
             return
         finally:
-            self._serving -= 1
+            self._calls.served()
         if op == "cas":
             self._calls.holds(call)
         if self._out is not None and not self._dead:
@@ -418,26 +395,19 @@ class ExecutorProcess:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_EXIT_WAIT):
                 code = await self._exit_code()
-        killed = code == -signal.SIGKILL
-        if reason is None:
-            if self._stopping:
-                reason = self._asked
-            elif during_boot:
-                reason = f"boot_error: {spawned.exit_text(code)} during the boot"
-            else:
-                reason = f"crash: {spawned.exit_text(code)}"
-        elif reason.startswith("protocol_error"):
-            killed = False  # it broke the protocol: its own doing, though we killed it
-        if self._child is not None and self._child.oom_killed():
-            reason, killed = "oom: the cgroup's memory limit was reached", False
+        reason, killed = spawned.ending(
+            reason,
+            code,
+            asked=self._asked if self._stopping else None,
+            during_boot=during_boot,
+            oom=self._child is not None and self._child.oom_killed(),
+        )
         self.self_inflicted = self.crashed and not self._stopping and not killed
         self.stop_reason = reason
         self.state = ExecutorState.FAILED if self.crashed else ExecutorState.STOPPED
         if self._writer is not None:
             self._writer.close()
-        calls += [c for c in self._calls.take() if c not in calls]
-        if self.crashed and blame is None and len(calls) == 1:
-            blame = calls[0]  # it ran alone: the crash is its doing
+        calls, blame = self._calls.lose(calls, blame=blame, crashed=self.crashed)
         self.lost = tuple(c.event_id for c in calls)
         self.blamed = None if blame is None else blame.event_id
         for call in calls:
@@ -459,6 +429,4 @@ class ExecutorProcess:
             self._child.kill_group()
 
     async def _exit_code(self) -> int:
-        if self._child is None:
-            return -1
-        return await self._child.exit_code()
+        return -1 if self._child is None else await self._child.exit_code()

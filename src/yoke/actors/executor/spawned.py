@@ -3,9 +3,10 @@
 It owns what the kernel hands back for a start: the `Popen` (exec, never fork: nothing of the
 worker's state is kept), its process group, its cgroup, its exit seen through a pidfd (no
 thread per child) and its output copied to the worker's log, bounded. `ExecutorProcess`
-(`process.py`) holds one per life and speaks the protocol over the socket it was given; this
-module knows nothing of calls, tenants' events or the store, and never blocks the loop but for
-the vfork and exec of a start.
+(`process.py`) holds one per life and speaks the protocol over the socket it was given. This
+module also says what an executor sees of the environment and names how one ended; it knows
+nothing of calls, events or the store, and never blocks the loop but for a start's vfork and
+exec.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from yoke.actors.executor import sandbox
+from yoke.actors.executor.boot import Launch
 
 log = logging.getLogger("yoke.executor")
 
@@ -37,26 +39,37 @@ class Spawned:
         self,
         popen: subprocess.Popen[bytes],
         *,
-        cgroup: Path | None,
         spawn: Callable[[Coroutine[Any, Any, None]], object],
     ) -> None:
         self.popen = popen
         self.pid = popen.pid
-        self.cgroup = cgroup
+        self.cgroup: Path | None = None
         self._spawn = spawn
-        self.exited = self._watch_exit()
+        self.exited: asyncio.Future[int] | None = None  # once `watch` was called
 
     def __repr__(self) -> str:
-        return f"Spawned(pid={self.pid}, exited={self.exited.done()})"
+        exited = self.exited is not None and self.exited.done()
+        return f"Spawned(pid={self.pid}, exited={exited})"
+
+    def place(self, group: Path, name: str, *, memory_mb: int) -> None:
+        """Put it into a cgroup of its own below `group` (`sandbox.place`)."""
+        self.cgroup = sandbox.place(group, name, self.pid, memory_mb=memory_mb)
+
+    def watch(self) -> None:
+        """Watch for its exit from now on (through a pidfd: no thread per child)."""
+        self.exited = self._watch_exit()
 
     def kill_group(self) -> None:
         """SIGKILL its process group, unless its exit was seen already."""
-        if self.exited.done():
+        if self.exited is not None and self.exited.done():
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
 
     async def exit_code(self) -> int:
+        """Its exit status once it exited; -1 at once if its exit is not watched."""
+        if self.exited is None:
+            return -1
         return await asyncio.shield(self.exited)
 
     def oom_killed(self) -> bool:
@@ -154,6 +167,41 @@ def prepared(base: Path) -> Path:
     base.mkdir(parents=True, exist_ok=True)
     base.chmod(0o711)  # tenants reach their own directory by name, list nothing
     return base
+
+
+def environment(launch: Launch, cwd: Path, fd: int) -> dict[str, str]:
+    """All an executor sees of the environment: the launch's variables (no credentials), its
+    directory as HOME and TMPDIR, its end of the socketpair, its limits, what a spare preloads."""
+    return {
+        **dict(launch.env),
+        "HOME": str(cwd),
+        "TMPDIR": str(cwd),
+        "YOKE_EXECUTOR_FD": str(fd),
+        "YOKE_EXECUTOR_PARENT": str(os.getpid()),
+        "YOKE_EXECUTOR_LIMITS": compact_json(launch.isolation.limits()),
+        "YOKE_EXECUTOR_PRELOAD": ",".join(launch.preload),
+    }
+
+
+def ending(
+    reason: str | None, code: int | None, *, asked: str | None, during_boot: bool, oom: bool
+) -> tuple[str, bool]:
+    """Why an executor ended (`reason`, if one is known already; else from its exit `code`,
+    or the reason of a stop the worker `asked`), and whether it was killed from outside (a
+    SIGKILL that is not its own doing)."""
+    killed = code == -signal.SIGKILL
+    if reason is None:
+        if asked is not None:
+            reason = asked
+        elif during_boot:
+            reason = f"boot_error: {exit_text(code)} during the boot"
+        else:
+            reason = f"crash: {exit_text(code)}"
+    elif reason.startswith("protocol_error"):
+        killed = False  # it broke the protocol: its own doing, though we killed it
+    if oom:
+        reason, killed = "oom: the cgroup's memory limit was reached", False
+    return reason, killed
 
 
 def exit_text(code: int | None) -> str:
