@@ -7,15 +7,20 @@ sleeps. With `claim="fair"` each tenant takes at most its weighted window of the
 (`claims.ClaimWindows`, a quota per tenant in the statement); with `"first-come"` up to
 `prefetch` rows beyond the running ones, tenants served in name order from a cursor. The
 states of the instances a claim meets for the first time are read in one query before their
-events start. The rows are held by `Holdings` (`holdings.py`) and started by the drain
-(`drain.py`, through `pump`); this module decides nothing about what runs, and must never
-name a store backend or read time but through its `Clock`.
+events start. A claim that failed may still have committed (the connection dropped as its
+answer came back): its rows would be claimed here and held by no one, and as a worker claims
+pending rows only, in flight until it stops. So each claim marks its rows with its own id, and
+the rows of a failed one are put back to pending (`unclaim_lost`) before the next claim. The
+rows are held by `Holdings` (`holdings.py`) and started by the drain (`drain.py`, through
+`pump`); this module decides nothing about what runs, and must never name a store backend or
+read time but through its `Clock`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Callable
 
@@ -64,11 +69,15 @@ class Claimer:
         self.more = False  # the last claim left rows behind: claim again when there is room
         self.claiming = False  # a claim statement is in flight
         self._tenant_cursor = ""  # claims serve tenants in name order from here (wrapping)
+        self._claim_ids = itertools.count(1)  # each claim marks its rows with its own id
+        # A claim that failed: the store may have committed it (its answer lost with the
+        # connection), leaving rows claimed here that nothing holds. Undone before any claim.
+        self._unsure: int | None = None
 
     def __repr__(self) -> str:
         return (
             f"Claimer(claim={self._cfg.claim!r}, claiming={self.claiming}, more={self.more}, "
-            f"cursor={self._tenant_cursor!r})"
+            f"cursor={self._tenant_cursor!r}, unsure={self._unsure})"
         )
 
     def wake(self) -> None:
@@ -107,11 +116,17 @@ class Claimer:
             self._wake.clear()
             try:
                 while not self._stopping() and (room := self.room()) > 0:
+                    if self._unsure is not None:
+                        # Before any later claim, so the rows it took (the oldest due of their
+                        # groups) are claimed again ahead of the rows behind them: FIFO holds.
+                        await self._store.unclaim_lost(self._worker_id, self._unsure)
+                        self._unsure = None
                     limit = min(room, self._cfg.batch_size)
                     tenants = self._claimable()
                     if tenants is not None and not tenants:
                         self.more = False  # no tenant can run now: a READY executor wakes us
                         break
+                    claim_id = next(self._claim_ids)
                     self.claiming = True
                     try:
                         rows = await self._store.claim_next(
@@ -121,7 +136,11 @@ class Claimer:
                             after_tenant=self._tenant_cursor,
                             tenants=tenants,
                             quota=self._windows.quota if self._fair else None,
+                            claim_id=claim_id,
                         )
+                    except YokeError:
+                        self._unsure = claim_id
+                        raise
                     finally:
                         self.claiming = False
                     if self._fair:
