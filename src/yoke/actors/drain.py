@@ -238,7 +238,8 @@ class QueueDrainScheduler:
     def pause(self, ref: InstanceRef) -> None:
         """Start nothing more of `ref`: what is held here and not running is dropped (its rows
         stay claimed until the hand-over puts them back), rows claimed from now on are not
-        held, and a retry waiting for its backoff is dropped (its attempt is written)."""
+        held until `resume`, and a retry waiting for its backoff is dropped (its attempt is
+        written)."""
         self._held.paused.add(ref)
         inst = self._held.instances.get(ref)
         if inst is not None:
@@ -246,9 +247,12 @@ class QueueDrainScheduler:
         for job in self._retries.drop(ref):
             self._held.release_group(job)
 
-    def resume(self, ref: InstanceRef) -> None:
-        """The hand-over of `ref` is over (moved, or cancelled and kept under a new epoch)."""
-        self._held.paused.discard(ref)
+    def resume(self, ref: InstanceRef, epoch: int) -> None:
+        """The hand-over of `ref`, owned here under `epoch` when it began, is over (moved,
+        or cancelled and kept under a new epoch): rows claimed meanwhile under the new one are
+        held now (`Holdings.resume`)."""
+        if self._held.resume(ref, epoch, hold=not self._closing):
+            self._after_stop()
         self._claimer.wake()
 
     def busy(self, ref: InstanceRef) -> bool:

@@ -60,13 +60,15 @@ class Holdings:
         self.jobs: dict[int, Job] = {}
         self.dirty: dict[HeldInstance, None] = {}
         # Instances being handed over (`yoke.actors.fleet`): nothing more of theirs starts or
-        # is held here.
+        # is held here; the rows of theirs a claim brought meanwhile wait for `resume`.
         self.paused: set[InstanceRef] = set()
+        self.skipped: dict[InstanceRef, list[ClaimedEvent]] = {}
 
     def __repr__(self) -> str:
         return (
             f"Holdings(instances={len(self.instances)}, jobs={len(self.jobs)}, "
-            f"dirty={len(self.dirty)}, paused={len(self.paused)}, resting={len(self.resting)})"
+            f"dirty={len(self.dirty)}, paused={len(self.paused)}, skipped={len(self.skipped)}, "
+            f"resting={len(self.resting)})"
         )
 
     def busy(self, ref: InstanceRef) -> bool:
@@ -85,8 +87,9 @@ class Holdings:
         dirty yet) until their states have been read."""
         fresh: dict[HeldInstance, None] = {}
         for row in rows:
-            if row.ref in self.paused:
-                continue  # being handed over: the hand-over puts the row back to pending
+            if row.ref in self.paused:  # being handed over: decided when it ends (`resume`)
+                self.skipped.setdefault(row.ref, []).append(row)
+                continue
             # A row held here already is claimed again under a newer epoch (we lost the
             # instance and took it back): the instance of the old epoch is lost, and what it
             # held but had not started is dropped (`instance_for`), so the row is held afresh.
@@ -105,6 +108,19 @@ class Holdings:
             else:
                 fresh[inst] = None
         return list(fresh)
+
+    def resume(self, ref: InstanceRef, epoch: int, *, hold: bool = True) -> bool:
+        """The hand-over of `ref`, owned here under `epoch`, is over. A row claimed under that
+        epoch while it paused went back to pending with the move; one claimed under a newer
+        epoch was claimed after the move was cancelled (the instance kept here): it is held now
+        (True if any), or it would stay this worker's claim that nothing holds, for good.
+        Not with `hold=False` (a stopping worker: its stop puts its claims back)."""
+        self.paused.discard(ref)
+        skipped = self.skipped.pop(ref, ())
+        rows = [row for row in skipped if row.epoch > epoch] if hold else []
+        for inst in self.accept(rows):
+            self.dirty[inst] = None  # not loaded yet: its runner loads the state
+        return bool(rows)
 
     def hold_here(self, inst: HeldInstance, row: ClaimedEvent) -> Job:
         """A claimed row joins its group in the instance's kernel (queued there)."""
