@@ -61,6 +61,7 @@ class _Row:
     error: str | None = None
     dead_at: float | None = None
     crash_attempts: int = 0
+    claim_id: int | None = None  # the claim that took it (`unclaim_lost`)
 
 
 @dataclass
@@ -139,6 +140,7 @@ class MemoryActorStore:
         after_tenant: str = "",
         tenants: Sequence[str] | None = None,
         quota: Callable[[str], int] | None = None,
+        claim_id: int | None = None,
     ) -> list[ClaimedEvent]:
         await asyncio.sleep(0)
         self._count("claim_next")
@@ -168,8 +170,22 @@ class MemoryActorStore:
             if self._behind_backoff(r, now):
                 continue
             taken[r.ref.tenant] = taken.get(r.ref.tenant, 0) + 1
-            out.append(_claim(r, worker_id, inst.epoch))
+            out.append(_claim(r, worker_id, inst.epoch, claim_id))
         return out
+
+    async def unclaim_lost(self, worker_id: str, claim_id: int) -> int:
+        await asyncio.sleep(0)
+        self._count("unclaim_lost")
+        lost = [
+            r
+            for r in self.rows.values()
+            if r.claim_id == claim_id
+            and r.status is QueueStatus.CLAIMED
+            and r.claimed_by == worker_id
+        ]
+        for r in lost:
+            r.status, r.claimed_by, r.claim_id = QueueStatus.PENDING, None, None
+        return len(lost)
 
     def _behind_backoff(self, r: _Row, now: float) -> bool:
         """An earlier row of its group was put back during its backoff and is not due yet."""
@@ -833,8 +849,9 @@ class MemoryActorStore:
             del self.tenant_running[key]
 
 
-def _claim(r: _Row, worker_id: str, epoch: int) -> ClaimedEvent:
+def _claim(r: _Row, worker_id: str, epoch: int, claim_id: int | None = None) -> ClaimedEvent:
     r.status, r.claimed_by, r.claim_epoch = QueueStatus.CLAIMED, worker_id, epoch
+    r.claim_id = claim_id
     return ClaimedEvent(
         queue_id=r.queue_id,
         event_id=r.event_id,

@@ -114,6 +114,62 @@ async def test_a_move_to_a_worker_gone_since_is_cancelled(
         assert counts["w1"].moving_out == 0 and "w9" not in counts
 
 
+async def test_rows_claimed_after_a_cancelled_move_while_others_settle_are_run_by_the_giver(
+    actor_store: ActorStore, make_runtime: MakeRuntime
+) -> None:
+    # Two moves in one look to a worker gone since: x's ends at once (cancelled: x stays here
+    # under a new epoch, pending again), y's waits for its running call. Meanwhile x gets an
+    # event and the giver claims it; x is still paused (resumed with y, when the whole look
+    # ends), so the row is not held. Left so, it is this worker's claim that nothing holds:
+    # the giver claims pending rows only, so it would stay in flight until the worker stops.
+    ran: list[tuple[str, int]] = []
+    release = asyncio.Event()
+    rt1 = make_runtime("w1", placement="creator", rebalance_interval=0.05, move_grace=30.0)
+
+    @rt1.actor(subscribe=["s"], key="k")
+    async def a(ctx: ActorCtx, event: Event) -> None:
+        if event.data["block"]:
+            await release.wait()
+        ran.append((ctx.instance_id, event.data["seq"]))
+
+    x, y = X, InstanceRef(tenant="default", actor="a", instance_id="y")
+    async with rt1.running(actor_store):
+        await rt1.append_many(
+            "s", [{"k": "x", "seq": 0, "block": False}, {"k": "y", "seq": 0, "block": True}]
+        )
+
+        async def x_done() -> bool:
+            return ("x", 0) in ran
+
+        await wait_until(x_done)
+        await actor_store.register_worker("w9", hostname="h", pid=9, now=rt1.wall())
+        await actor_store.stop_worker("w9", now=rt1.wall())
+        assert await actor_store.mark_moves([(x, "w1", "w9"), (y, "w1", "w9")], now=rt1.wall()) == 2
+
+        async def x_kept() -> bool:
+            i = await actor_store.get_instance(x)
+            return i is not None and i.worker_id == "w1" and i.epoch >= 2
+
+        await wait_until(x_kept)  # cancelled; y's move still waits for its call
+        fleet = rt1.fleet
+        assert fleet is not None and y in fleet.giving
+        await rt1.append_many("s", [{"k": "x", "seq": 1, "block": False}])
+
+        async def x_claimed() -> bool:
+            i = await actor_store.get_instance(x)
+            return i is not None and i.in_flight == 1
+
+        await wait_until(x_claimed)
+        release.set()
+
+        async def all_done() -> bool:
+            i = await actor_store.get_instance(x)
+            return ("x", 1) in ran and i is not None and i.pending == i.in_flight == 0
+
+        await wait_until(all_done)
+    assert sorted(ran) == [("x", 0), ("x", 1), ("y", 0)]
+
+
 async def test_the_balancer_gives_a_joining_worker_its_share(
     actor_store: ActorStore, make_runtime: MakeRuntime
 ) -> None:

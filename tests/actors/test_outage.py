@@ -19,7 +19,7 @@ from tests.actors.pgproxy import PgProxy
 from yoke.actors import ActorCtx, ActorRuntime, Backoff, Event, Queue
 from yoke.actors.protocol import ActorStore
 from yoke.errors import StoreUnavailable
-from yoke.store.actor_records import InstanceRef, NewEvent, Target
+from yoke.store.actor_records import ClaimedEvent, InstanceRef, NewEvent, Target
 from yoke.store.postgres import PostgresStore
 
 
@@ -227,6 +227,46 @@ async def test_a_stopping_worker_gives_up_unwritable_completions_and_releases_th
         await rt2.drain.flush()  # type: ignore[union-attr]
     assert runs == 2
     info = await actor_store.get_instance(InstanceRef(tenant="default", actor="a", instance_id="x"))
+    assert info is not None and info.pending == info.in_flight == 0
+
+
+async def test_a_claim_whose_answer_was_lost_leaves_no_row_claimed_by_no_one(
+    actor_store: ActorStore, make_runtime: MakeRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store commits a claim but its answer never comes back (the connection drops while
+    # the COMMIT is answered, as a cut does under load): the worker sees StoreUnavailable.
+    # Its rows are this worker's claim in the store and held by no one; as a worker claims
+    # pending rows only, left alone they would stay in flight until it stops.
+    real = actor_store.claim_next
+    lost: list[int] = []
+
+    async def answer_lost_once(*args: Any, **kwargs: Any) -> list[ClaimedEvent]:
+        rows = await real(*args, **kwargs)
+        if rows and not lost:
+            lost.extend(r.queue_id for r in rows)
+            raise StoreUnavailable("claim_next: the connection dropped at COMMIT (simulated)")
+        return rows
+
+    monkeypatch.setattr(actor_store, "claim_next", answer_lost_once)
+    rt = make_runtime()
+    ran: dict[int, list[int]] = defaultdict(list)
+    done = asyncio.Event()
+
+    @rt.actor(subscribe=["s"], key="k", queue=Queue(group_by="g"))
+    async def a(ctx: ActorCtx, event: Event) -> None:
+        ran[event.data["g"]].append(event.data["seq"])
+        if sum(map(len, ran.values())) == 20:
+            done.set()
+
+    async with rt.running(actor_store):
+        await rt.append_many("s", [{"k": "x", "g": s % 2, "seq": s} for s in range(20)])
+        await wait_for(done, 10)
+        await rt.drain.flush()  # type: ignore[union-attr]
+        info = await actor_store.get_instance(
+            InstanceRef(tenant="default", actor="a", instance_id="x")
+        )
+    assert lost  # the claim did commit, and its answer was lost
+    assert ran == {0: list(range(0, 20, 2)), 1: list(range(1, 20, 2))}  # each once, FIFO
     assert info is not None and info.pending == info.in_flight == 0
 
 

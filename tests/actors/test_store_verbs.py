@@ -200,3 +200,33 @@ async def test_a_chosen_row_is_claimed_once_whoever_races_for_it(
     )
     ids = [c.queue_id for c in got if c is not None] + [c.queue_id for c in batch]
     assert len(ids) == len(set(ids)) == 30  # every row claimed, none twice
+
+
+async def test_a_lost_claim_is_undone_by_its_id_and_only_its_own_rows(
+    actor_store: ActorStore,
+) -> None:
+    # One instance, rows in order: claim 7 takes the first four, claim 8 the next two.
+    await actor_store.append_events(events(8, instances=1), owner="w1", now=1.0)
+    lost = await actor_store.claim_next("w1", limit=4, now=1.0, claim_id=7)
+    kept = await actor_store.claim_next("w1", limit=2, now=1.0, claim_id=8)
+    assert len(lost) == 4 and len(kept) == 2
+    assert await actor_store.unclaim_lost("w2", 7) == 0  # not its claim
+    # One of claim 7's rows ended meanwhile (a completion): three are still its claim.
+    done = Completion(queue_id=lost[0].queue_id, epoch=lost[0].epoch)
+    assert await actor_store.complete("w1", [done]) == [lost[0].queue_id]
+    assert await actor_store.unclaim_lost("w1", 7) == 3
+    assert await actor_store.unclaim_lost("w1", 7) == 0  # once
+    # Pending again with no attempt counted, first in line: the next claim takes them first.
+    again = await actor_store.claim_next("w1", limit=10, now=1.0, claim_id=9)
+    assert [c.queue_id for c in again][:3] == [c.queue_id for c in lost[1:]]
+    assert len(again) == 3 + 2  # and the two no claim had taken
+    assert all(c.attempts == 0 for c in again)
+    # A row taken by a select's claim is no claim's: undoing claim 9 leaves it claimed.
+    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
+    assert await actor_store.unclaim_lost("w1", 9) == len(again)
+    (p, *_) = await actor_store.list_pending("w1", ref, "0", limit=10, now=2.0)
+    picked = await actor_store.claim_event("w1", p.queue_id, epoch=await _epoch(actor_store, ref))
+    assert picked is not None
+    assert await actor_store.unclaim_lost("w1", 9) == 0
+    info = await actor_store.get_instance(ref)
+    assert info is not None and info.in_flight == len(kept) + 1

@@ -196,7 +196,7 @@ class Fleet:
         finally:
             for o in orders:
                 self.giving.discard(o.ref)
-                self._drain.resume(o.ref)
+                self._drain.resume(o.ref, o.epoch)
         results = [r for r in got if isinstance(r, MoveResult)]
         failed = [r for r in got if not isinstance(r, MoveResult)]
         for exc in failed:

@@ -78,6 +78,7 @@ class ActorStore(LeaseStore, Protocol):
         after_tenant: str = "",
         tenants: Sequence[str] | None = None,
         quota: Callable[[str], int] | None = None,
+        claim_id: int | None = None,
     ) -> list[ClaimedEvent]:
         """Claim due pending rows of instances `worker_id` owns, each under its instance's
         current owner epoch, oldest first per tenant. Tenants share a claim: of the (at most
@@ -86,7 +87,15 @@ class ActorStore(LeaseStore, Protocol):
         never fills the claims while another waits. With `tenants`, only those are claimed
         (the ones whose executor can run their events now). With `quota`, each of those
         tenants gets up to `quota(tenant)` rows instead (the fair claim: what its window at
-        the worker has room for); `quota` is asked once for each tenant with pending rows."""
+        the worker has room for); `quota` is asked once for each tenant with pending rows. The
+        rows are marked with `claim_id`, for `unclaim_lost`."""
+        ...
+
+    async def unclaim_lost(self, worker_id: str, claim_id: int) -> int:
+        """Put back to pending, no attempt counted, the rows that `worker_id`'s claim
+        `claim_id` took and that are still its claim: that claim failed as far as the worker
+        knows (its answer was lost: the store may have committed it), so no one holds them.
+        Returns how many."""
         ...
 
     async def list_pending(

@@ -223,6 +223,7 @@ class ActorVerbs:
         after_tenant: str = "",
         tenants: Sequence[str] | None = None,
         quota: Callable[[str], int] | None = None,
+        claim_id: int | None = None,
     ) -> list[ClaimedEvent]:
         async with self._t.write() as tx:
             if tenants is None:
@@ -259,6 +260,7 @@ class ActorVerbs:
                 "worker_id": worker_id,
                 "now": now,
                 "most": max(shares.values()),
+                "claim_id": claim_id,
                 "quotas": json.dumps([{"tenant": t, "quota": n} for t, n in shares.items()]),
             }
             marked = [int(r["queue_id"]) for r in await tx.all("claim_quotas", params)]
@@ -267,6 +269,10 @@ class ActorVerbs:
             # RETURNING cannot join the events on SQLite: read the claimed rows with them.
             rows = await tx.all("claimed_rows", {"ids": json.dumps(marked), "id_list": marked})
         return [_claimed(r) for r in rows]
+
+    async def unclaim_lost(self, worker_id: str, claim_id: int) -> int:
+        async with self._t.single() as tx:
+            return await tx.run("unclaim_lost", {"worker_id": worker_id, "claim_id": claim_id})
 
     async def list_pending(
         self, worker_id: str, ref: InstanceRef, group_id: str, *, limit: int, now: float

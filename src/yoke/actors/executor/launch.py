@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from yoke.actors.executor import sandbox
-from yoke.actors.executor.process import Launch
+from yoke.actors.executor.boot import Launch
 from yoke.actors.executor.settings import ExecutorSettings
 from yoke.errors import BadValue
 

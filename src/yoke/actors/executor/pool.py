@@ -31,13 +31,8 @@ from typing import Any
 
 from yoke.actors.ctx import CtxHost, InstanceStateCell
 from yoke.actors.definitions import ActorDef, Event
-from yoke.actors.executor.process import (
-    LIVE,
-    BootFailed,
-    ExecutorProcess,
-    ExecutorState,
-    Launch,
-)
+from yoke.actors.executor.boot import BootFailed, Launch
+from yoke.actors.executor.process import LIVE, ExecutorProcess, ExecutorState
 from yoke.actors.metrics import ActorMetrics
 from yoke.actors.protocol import ActorStore
 from yoke.actors.runner import Done, ExecutorLost

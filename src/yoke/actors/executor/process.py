@@ -7,14 +7,12 @@ DRAINING (asked to stop: nothing new is sent), STOPPED (ended as asked) and FAIL
 failed, crashed, broke the protocol, or ran a call past its deadline). A life never goes
 back: a restart is a new `ExecutorProcess`.
 
-Start: `python -I -m yoke.executor` by exec (`subprocess.Popen`: no fork of the worker's
-state is kept), in a process group of its own, with one end of a socketpair, a scrubbed
-environment and the tenant's directory as working directory; the bootstrap stamps each boot
-phase on the monotonic clock, which the worker subtracts from its own stamps. A spare is
+Start: `python -I -m yoke.executor` by exec (`spawned.py`: no fork of the worker's state is
+kept), with one end of a socketpair, a scrubbed environment and the tenant's directory as
+working directory; the handshake and the phases of its boot are `boot.py`'s. A spare is
 started the same way but as the worker's user, in a directory of the worker's, and takes its
 tenant's directory and uid when bound (`child.bind`), before the app is imported; its boot as
 the tenant saw it is the bind alone (`queue`, `app`, `handshake`), its own boot is `spare_ms`.
-The exit is watched through a pidfd (no thread per child), the output is logged with the tenant.
 
 Calls: `send` sends a call (batched with the others of the same loop turn) and calls its
 `done` callback when it ended, from the reader, in the same turn for every result of a frame:
@@ -25,6 +23,11 @@ for a call that is in flight. Death: EOF, an exit, a protocol error or a call pa
 `ExecutorLost`; a call is charged (`charge=True`) when it ran past its deadline, or when it was
 the only call in flight when the executor died on its own. A stop asked by the worker charges
 nothing. This module must never touch the store but through the cells and host it is given.
+
+Parts, held by reference: `boot.py`, `spawned.py` (`Spawned`: the OS process, its exit, its
+output) and `inflight.py` (`InFlight`: the calls in flight, their deadline, the state versions
+the executor holds). This module keeps the life: its states, and what a death means for its
+calls.
 """
 
 from __future__ import annotations
@@ -32,42 +35,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import logging
-import os
-import signal
 import socket
-import subprocess
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
-from yoke.actors.ctx import CtxHost, Fenced, InstanceStateCell
+from yoke.actors.ctx import CtxHost, InstanceStateCell
 from yoke.actors.definitions import Event
-from yoke.actors.executor import sandbox
+from yoke.actors.executor import boot, spawned
+from yoke.actors.executor.boot import PHASES, BootFailed, Launch
 from yoke.actors.executor.calls import CallRefused, serve_call
-from yoke.actors.executor.protocol import PROTOCOL, Outbox, ProtocolError, frame, read_frame
-from yoke.actors.runner import Done, ExecutorLost, RemoteError
+from yoke.actors.executor.inflight import Call, InFlight, settle
+from yoke.actors.executor.protocol import Outbox, ProtocolError, read_frame
+from yoke.actors.runner import Done, ExecutorLost
 from yoke.clock import Clock
 
 log = logging.getLogger("yoke.executor")
 
-PHASES = (
-    "queue",
-    "spawn",
-    "interpreter",
-    "sandbox",
-    "runtime",
-    "app",
-    "handshake",
-    "first_dispatch",
-)
-KNOWN_STATES = 10_000  # instances whose state version is tracked per executor (LRU)
-MAX_OUTSTANDING_CALLS = 4096  # ctx calls of one executor being served at once, at most
-_OUTPUT_LINE = 2000  # characters of one output line kept in the log
-_OUTPUT_LINES_PER_SEC = 50
+__all__ = ["LIVE", "PHASES", "BootFailed", "ExecutorProcess", "ExecutorState", "Launch"]
+
 _EXIT_WAIT = 2.0
 
 
@@ -81,55 +68,6 @@ class ExecutorState(Enum):
 
 
 LIVE = (ExecutorState.SPARE, ExecutorState.STARTING, ExecutorState.READY, ExecutorState.DRAINING)
-
-
-class BootFailed(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Launch:
-    """How this worker starts its executors (the same for every tenant)."""
-
-    python: str
-    app: str  # module:attribute
-    preload: tuple[str, ...]  # yoke's modules the app imports: a spare imports them unbound
-    path: tuple[str, ...]  # the worker's import path, given to the executor
-    env: tuple[tuple[str, str], ...]  # the variables an executor sees (no credentials)
-    directory: Path  # parent of the tenants' working directories
-    isolation: sandbox.Isolation
-    max_frame: int
-    boot_timeout: float
-    dispatch_timeout: float
-
-
-class _Call:
-    __slots__ = ("call_id", "cell", "done", "event_id", "started")
-
-    def __init__(
-        self, call_id: int, cell: InstanceStateCell, event_id: int, done: Done, started: float
-    ) -> None:
-        self.call_id = call_id
-        self.cell = cell
-        self.event_id = event_id  # the queue row's id (`Event.id`)
-        self.done: Done | None = done  # None once told (a call ends once)
-        self.started = started
-
-    def end(self, error: BaseException | None) -> None:
-        done, self.done = self.done, None
-        if done is not None:
-            done(error)
-
-
-def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:
-    if fut.done():
-        return
-    if error is None:
-        fut.set_result(None)
-    else:
-        fut.set_exception(error)
 
 
 class ExecutorProcess:
@@ -171,20 +109,14 @@ class ExecutorProcess:
         self.lost: tuple[int, ...] = ()
         self.blamed: int | None = None
         self.self_inflicted = False
-        self._calls: dict[int, _Call] = {}  # in dispatch order
-        self._known: dict[tuple[str, str], int] = {}  # instance -> state version it holds
-        self._ids = itertools.count(1)
+        self._calls = InFlight(clock=clock, timeout=launch.dispatch_timeout, overdue=self._overdue)
         self._loop = asyncio.get_running_loop()
-        self._serving = 0
-        self._popen: subprocess.Popen[bytes] | None = None
-        self._exited: asyncio.Future[int] | None = None
+        self._child: spawned.Spawned | None = None  # once started
         self._writer: asyncio.StreamWriter | None = None
         self._out: Outbox | None = None
-        self._watchdog: asyncio.TimerHandle | None = None
         self._stopping = False
         self._asked = "stopped"  # the reason of a stop the worker asked for
         self._dead = False
-        self._cgroup: Path | None = None
         self._stamps: dict[str, float] = {}
         self._reader: asyncio.StreamReader | None = None  # a spare's, until it is bound
         self._hello: dict[str, Any] = {}
@@ -225,7 +157,7 @@ class ExecutorProcess:
         async def spare() -> None:
             reader = await self._start(bound=False)
             async with asyncio.timeout(self._launch.boot_timeout):
-                self._hello = await self._read_hello(reader)
+                self._hello = await boot.read_hello(reader, self._launch.max_frame)
             received = self._clock.monotonic()
             self._stamp_phases(self._hello.get("stamps"), received, upto="runtime")
             self._reader = reader
@@ -255,7 +187,7 @@ class ExecutorProcess:
         code = await self._exit_code()
         if self.state is ExecutorState.SPARE and not self._dead:
             self.crashed = True
-            await self._gone(f"spare lost: {_exit_text(code)}")
+            await self._gone(f"spare lost: {spawned.exit_text(code)}")
 
     @property
     def bindable(self) -> bool:
@@ -292,102 +224,46 @@ class ExecutorProcess:
         # A spare runs as the worker's user in a directory of the worker's until it is bound
         # (`child.bind` then takes the tenant's directory and uid).
         uid = iso.uid_of(self.tenant) if bound else None
-        cwd = self._directory(uid) if bound else self._spare_directory()
+        if bound:
+            cwd = spawned.tenant_directory(launch.directory, self.tenant, uid)
+        else:
+            cwd = spawned.spare_directory(launch.directory)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = {
-            **dict(launch.env),
-            "HOME": str(cwd),
-            "TMPDIR": str(cwd),
-            "YOKE_EXECUTOR_FD": str(theirs.fileno()),
-            "YOKE_EXECUTOR_PARENT": str(os.getpid()),
-            "YOKE_EXECUTOR_LIMITS": _json(iso.limits()),
-            "YOKE_EXECUTOR_PRELOAD": ",".join(launch.preload),
-        }
-        spawned = self.spawned = self._clock.monotonic()
+        env = spawned.environment(launch, cwd, theirs.fileno())
+        started = self.spawned = self._clock.monotonic()
         try:
-            # Exec, not fork: nothing of the worker's state is kept. Popen blocks the loop for
-            # the vfork and exec only (about a millisecond); an asyncio subprocess would cost
-            # a thread per child on Python 3.11 and differs under uvloop.
-            self._popen = subprocess.Popen(  # noqa: ASYNC220
-                [launch.python, "-I", "-m", "yoke.executor"],
-                pass_fds=(theirs.fileno(),),
-                env=env,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                process_group=0,
-                user=uid,
-                group=uid,
-                extra_groups=[] if uid is not None else None,
-            )
+            popen = spawned.popen_executor(launch.python, sock=theirs, env=env, cwd=cwd, uid=uid)
         except OSError as exc:
             ours.close()
             raise BootFailed(f"boot_error: cannot start {launch.python}: {exc}") from None
         finally:
             theirs.close()
-        self._stamps = {"spawned": spawned, "returned": self._clock.monotonic()}
-        self.pid = self._popen.pid
+        self._stamps = {"spawned": started, "returned": self._clock.monotonic()}
+        child = self._child = spawned.Spawned(popen, spawn=self._spawn)
+        self.pid = child.pid
         if iso.cgroup is not None:
-            name = self.tenant if bound else "spare"
-            self._cgroup = sandbox.place(iso.cgroup, name, self.pid, memory_mb=iso.memory_mb)
-        self._watch_exit()
-        assert self._popen.stdout is not None
-        self._spawn(self._log_output(self._popen.stdout))
+            child.place(iso.cgroup, self.tenant if bound else "spare", memory_mb=iso.memory_mb)
+        child.watch()
+        self._spawn(child.log_output(lambda: self.tenant, self._clock.monotonic))
         reader, self._writer = await asyncio.open_unix_connection(sock=ours)
         return reader
 
-    def _directory(self, uid: int | None) -> Path:
-        base = self._base_directory()
-        cwd = base / sandbox.tenant_dir_name(self.tenant)
-        cwd.mkdir(mode=0o700, exist_ok=True)
-        if uid is not None:
-            os.chown(cwd, uid, uid)
-        return cwd
-
-    def _spare_directory(self) -> Path:
-        # A name no tenant's directory has (theirs end in a hash); the worker's own, 0700.
-        cwd = self._base_directory() / ".spares"
-        cwd.mkdir(mode=0o700, exist_ok=True)
-        return cwd
-
-    def _base_directory(self) -> Path:
-        base = self._launch.directory
-        base.mkdir(parents=True, exist_ok=True)
-        base.chmod(0o711)  # tenants reach their own directory by name, list nothing
-        return base
-
     async def _handshake(self, reader: asyncio.StreamReader) -> None:
-        await self._init(reader, await self._read_hello(reader))
-
-    async def _read_hello(self, reader: asyncio.StreamReader) -> dict[str, Any]:
-        hello = await read_frame(reader, self._launch.max_frame)
-        if hello.get("t") != "hello" or hello.get("v") != PROTOCOL:
-            raise BootFailed(f"boot_error: protocol mismatch (got {hello.get('t')!r})")
-        return hello
+        await self._init(reader, await boot.read_hello(reader, self._launch.max_frame))
 
     async def _init(self, reader: asyncio.StreamReader, hello: dict[str, Any]) -> None:
         """Tell the executor its tenant and app, and wait for its ready."""
         launch = self._launch
         uid = launch.isolation.uid_of(self.tenant)
         assert self._writer is not None
-        init = {
-            "t": "init",
-            "v": PROTOCOL,
-            "tenant": self.tenant,
-            "app": launch.app,
-            "path": list(launch.path),
-            "max": launch.max_frame,
-            "dir": str(self._directory(uid)),
-            "uid": uid,
-            "parent": os.getpid(),
-        }
-        self._writer.write(frame(init))
-        msg = await read_frame(reader, launch.max_frame)
-        if msg.get("t") == "failed":
-            raise BootFailed(f"boot_error: {str(msg.get('error', ''))[-4000:]}")
-        if msg.get("t") != "ready":
-            raise BootFailed(f"boot_error: expected ready, got {msg.get('t')!r}")
+        msg = await boot.init(
+            reader,
+            self._writer,
+            launch=launch,
+            tenant=self.tenant,
+            directory=spawned.tenant_directory(launch.directory, self.tenant, uid),
+            uid=uid,
+        )
         received = self._clock.monotonic()
         self._stamp_phases(msg.get("stamps"), received, upto="ready")
         self.state = ExecutorState.READY
@@ -396,39 +272,10 @@ class ExecutorProcess:
         self._spawn(self._read_loop(reader))
 
     def _stamp_phases(self, stamps: Any, received: float, *, upto: str) -> None:
-        """The phases of a boot from the executor's stamps: a cold boot's (`upto="ready"`), a
-        spare's own (`"runtime"`: up to its hello), or a bound spare's (`"ready"` after a
-        bind: the init and the app only, what the tenant waited)."""
-        s = self._stamps
-        keys = ("start", "sandbox", "runtime") if upto == "runtime" else ("start", "sandbox",
-                "runtime", "init", "app", "ready")  # fmt: skip
-        try:
-            c = {k: float(stamps[k]) for k in keys}
-        except (TypeError, KeyError, ValueError):
-            raise BootFailed(f"boot_error: {upto} without its stamps") from None
-        if upto == "runtime":
-            self.phases.update(
-                spawn=s["returned"] - s["spawned"],
-                interpreter=c["start"] - s["returned"],
-                sandbox=c["sandbox"] - c["start"],
-                runtime=c["runtime"] - c["sandbox"],
-            )
-            return
-        if "returned" not in s:  # a bound spare: from the bind to its ready
-            self.phases.update(
-                app=c["app"] - c["init"],
-                handshake=(c["init"] - s["spawned"]) + (received - c["app"]),
-            )
-        else:
-            self.phases.update(
-                spawn=s["returned"] - s["spawned"],
-                interpreter=c["start"] - s["returned"],
-                sandbox=c["sandbox"] - c["start"],
-                runtime=c["runtime"] - c["sandbox"],
-                app=c["app"] - c["init"],
-                handshake=(c["init"] - c["runtime"]) + (received - c["app"]),
-            )
-        self.boot_ms = (received - s["spawned"]) * 1000
+        """The phases of this boot (`boot.boot_phases`); its `boot_ms` once it is ready."""
+        self.phases.update(boot.boot_phases(stamps, self._stamps, received, upto=upto))
+        if upto != "runtime":
+            self.boot_ms = (received - self._stamps["spawned"]) * 1000
 
     async def _fail_boot(self, reason: str | None) -> None:
         self.crashed = True
@@ -445,7 +292,7 @@ class ExecutorProcess:
         """`send` with a future that answers when the call ended: what process() raised there
         (`RemoteError`, `Fenced`), or `ExecutorLost`."""
         fut: asyncio.Future[None] = self._loop.create_future()
-        self.send(actor, cell, event, functools.partial(_settle, fut))
+        self.send(actor, cell, event, functools.partial(settle, fut))
         return fut
 
     def send(self, actor: str, cell: InstanceStateCell, event: Event, done: Done) -> None:
@@ -454,38 +301,8 @@ class ExecutorProcess:
         out = self._out
         if self.state is not ExecutorState.READY or out is None or self._dead:
             raise ExecutorLost(f"the executor of {self.tenant!r} is {self.state.value}")
-        key = (actor, cell.ref.instance_id)
-        known = self._known.get(key)
-        if known is None and len(self._known) >= KNOWN_STATES:
-            old = next(iter(self._known))  # the oldest entry: its state is sent again if needed
-            del self._known[old]
-            out.add("forget", list(old))
-        state = None if known == cell.version else cell.state
-        self._known[key] = cell.version
-        call_id = next(self._ids)
-        self._calls[call_id] = _Call(call_id, cell, event.id, done, self._clock.monotonic())
-        if self._watchdog is None:
-            self._arm(self._launch.dispatch_timeout)
+        self._calls.send(out, actor, cell, event, done)
         self.dispatches += 1
-        out.add(
-            "run",
-            [
-                call_id,
-                actor,
-                cell.ref.instance_id,
-                [
-                    event.id,
-                    event.event_id,
-                    event.stream,
-                    event.data,
-                    event.group_id,
-                    event.attempt,
-                    event.appended_at,
-                ],
-                cell.version,
-                state,
-            ],
-        )
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         reason: str | None = None
@@ -510,28 +327,12 @@ class ExecutorProcess:
     def _on_frame(self, msg: dict[str, Any]) -> None:
         done = msg.get("done")
         if done:
-            # The whole frame is checked before any call is told: a bad item fails the
-            # executor with every call of the frame still in flight (each told once, lost).
-            calls = self._calls
-            ended = [(call_id, _outcome(error)) for call_id, error in done]
-            ids = {call_id for call_id, _ in ended}
-            if len(ids) != len(ended) or not all(call_id in calls for call_id in ids):
-                raise ProtocolError("a done for a call that is not in flight (or twice)")
-            for call_id, error in ended:
-                calls.pop(call_id).end(error)
+            self._calls.ended(done)
             self._on_done(self)
-        for req_id, call_id, op, args in msg.get("call", ()):
-            call = self._calls.get(call_id)
-            if call is None:
-                raise ProtocolError(f"a ctx call of call {call_id!r}, which is not in flight")
-            if self._serving >= MAX_OUTSTANDING_CALLS:
-                raise ProtocolError(f"more than {MAX_OUTSTANDING_CALLS} ctx calls at once")
-            if op not in ("cas", "emit", "schedule"):
-                raise CallRefused(f"no call {op!r}")
-            self._serving += 1
-            self._spawn(self._serve(req_id, call, str(op), args))
+        for req_id, call, op, args in self._calls.requests(msg.get("call", ())):
+            self._spawn(self._serve(req_id, call, op, args))
 
-    async def _serve(self, req_id: Any, call: _Call, op: str, args: Any) -> None:
+    async def _serve(self, req_id: Any, call: Call, op: str, args: Any) -> None:
         try:
             ok, value = await serve_call(self._host, self.tenant, call.cell, op, args)
         except CallRefused as exc:
@@ -539,24 +340,15 @@ class ExecutorProcess:
             await self._gone(f"protocol_error: {exc}")
             return
         finally:
-            self._serving -= 1
+            self._calls.served()
         if op == "cas":
-            self._known[(str(call.cell.ref.actor), call.cell.ref.instance_id)] = call.cell.version
+            self._calls.holds(call)
         if self._out is not None and not self._dead:
             self._out.add("res", [req_id, ok, value])
 
     # -- deadlines ----------------------------------------------------------------------------
-    def _arm(self, delay: float) -> None:
-        self._watchdog = asyncio.get_running_loop().call_later(max(0.0, delay), self._overdue)
-
-    def _overdue(self) -> None:
-        self._watchdog = None
-        if not self._calls or self._dead:
-            return
-        oldest = next(iter(self._calls.values()))
-        late = self._clock.monotonic() - oldest.started - self._launch.dispatch_timeout
-        if late < 0:
-            self._arm(-late)
+    def _overdue(self, oldest: Call) -> None:
+        if self._dead:
             return
         self.crashed = True
         timeout = self._launch.dispatch_timeout
@@ -587,7 +379,7 @@ class ExecutorProcess:
         self._spawn(self._gone(reason))
 
     async def _gone(
-        self, reason: str | None, *, blame: _Call | None = None, during_boot: bool = False
+        self, reason: str | None, *, blame: Call | None = None, during_boot: bool = False
     ) -> None:
         if self._dead:
             return
@@ -597,36 +389,25 @@ class ExecutorProcess:
         # executor of its tenant can start before its failure counts (backoff, suspects).
         self._dead = True
         self._on_dying(self)
-        calls = list(self._calls.values())
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
+        calls = self._calls.close()
         self._killpg()
         code: int | None = None
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_EXIT_WAIT):
                 code = await self._exit_code()
-        killed = code == -signal.SIGKILL
-        if reason is None:
-            if self._stopping:
-                reason = self._asked
-            elif during_boot:
-                reason = f"boot_error: {_exit_text(code)} during the boot"
-            else:
-                reason = f"crash: {_exit_text(code)}"
-        elif reason.startswith("protocol_error"):
-            killed = False  # it broke the protocol: its own doing, though we killed it
-        if self._cgroup is not None and sandbox.oom_killed(self._cgroup):
-            reason, killed = "oom: the cgroup's memory limit was reached", False
+        reason, killed = spawned.ending(
+            reason,
+            code,
+            asked=self._asked if self._stopping else None,
+            during_boot=during_boot,
+            oom=self._child is not None and self._child.oom_killed(),
+        )
         self.self_inflicted = self.crashed and not self._stopping and not killed
         self.stop_reason = reason
         self.state = ExecutorState.FAILED if self.crashed else ExecutorState.STOPPED
         if self._writer is not None:
             self._writer.close()
-        calls += [c for c in self._calls.values() if c not in calls]
-        self._calls.clear()
-        if self.crashed and blame is None and len(calls) == 1:
-            blame = calls[0]  # it ran alone: the crash is its doing
+        calls, blame = self._calls.lose(calls, blame=blame, crashed=self.crashed)
         self.lost = tuple(c.event_id for c in calls)
         self.blamed = None if blame is None else blame.event_id
         for call in calls:
@@ -644,88 +425,8 @@ class ExecutorProcess:
         self._on_exit(self)
 
     def _killpg(self) -> None:
-        if self.pid is None or (self._exited is not None and self._exited.done()):
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
+        if self._child is not None:
+            self._child.kill_group()
 
     async def _exit_code(self) -> int:
-        if self._exited is None:
-            return -1
-        return await asyncio.shield(self._exited)
-
-    def _watch_exit(self) -> None:
-        popen = self._popen
-        assert popen is not None
-        loop = asyncio.get_running_loop()
-        exited: asyncio.Future[int] = loop.create_future()
-        self._exited = exited
-
-        def reaped(code: int) -> None:
-            if not exited.done():
-                exited.set_result(code)
-
-        try:
-            pidfd = os.pidfd_open(popen.pid)
-        except (AttributeError, OSError):  # not Linux >= 5.3: a thread waits instead
-            self._spawn(_wait_in_thread(popen, reaped))
-            return
-
-        def readable() -> None:
-            loop.remove_reader(pidfd)
-            os.close(pidfd)
-            reaped(popen.wait())
-
-        loop.add_reader(pidfd, readable)
-
-    async def _log_output(self, pipe: Any) -> None:
-        """The executor's stdout and stderr, in the worker's log, line by line (bounded)."""
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=2**16)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), pipe
-        )
-        budget, window = _OUTPUT_LINES_PER_SEC, self._clock.monotonic()
-        rest = b""
-        try:
-            while chunk := await reader.read(2**16):
-                *lines, rest = (rest + chunk).split(b"\n")
-                rest = rest[-_OUTPUT_LINE:]
-                now = self._clock.monotonic()
-                if now - window >= 1.0:
-                    budget, window = _OUTPUT_LINES_PER_SEC, now
-                for line in lines[:budget]:
-                    text = line[:_OUTPUT_LINE].decode(errors="replace")
-                    log.info("[tenant %s pid %s] %s", self.tenant, self.pid, text)
-                budget = max(0, budget - len(lines))
-        finally:
-            transport.close()
-
-
-async def _wait_in_thread(popen: subprocess.Popen[bytes], done: Callable[[int], None]) -> None:
-    done(await asyncio.to_thread(popen.wait))
-
-
-def _outcome(error: Any) -> Exception | None:
-    """A `done` item's error (None, or [kind, text]) as what the call raised."""
-    if error is None:
-        return None
-    kind, text = error
-    return Fenced(str(text)) if kind == "fenced" else RemoteError(str(text))
-
-
-def _exit_text(code: int | None) -> str:
-    if code is None:
-        return "did not exit after SIGKILL"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-def _json(value: Any) -> str:
-    import json
-
-    return json.dumps(value, separators=(",", ":"))
+        return -1 if self._child is None else await self._child.exit_code()

@@ -108,6 +108,12 @@ DELETE FROM yoke_idempotency WHERE expires_at <= :now;
 -- ===================================================================================
 -- actors (the actors specification, docs/decisions.md): streams, instances, queues, timers.
 
+-- name: unclaim_lost
+-- The rows a claim of this worker took (:claim_id) and still holds, back to pending, no
+-- attempt counted: the claim committed but its answer was lost, so no one holds them.
+UPDATE actor_queues SET status = 'pending', claimed_by = NULL, claim_id = NULL
+WHERE claim_id = :claim_id AND status = 'claimed' AND claimed_by = :worker_id;
+
 -- name: requeue
 UPDATE actor_queues
 SET attempts = attempts + 1, available_at = :available_at, error = :error

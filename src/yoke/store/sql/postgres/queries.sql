@@ -212,7 +212,8 @@ SELECT tenant FROM t WHERE tenant IS NOT NULL LIMIT %(limit)s;
 -- room for. Oldest due rows first, never a row of a group behind an earlier one waiting out its backoff
 -- (FIFO per group); the first-come claim uses it too, with an even split.
 UPDATE actor_queues q
-SET status = 'claimed', claimed_by = %(worker_id)s, claim_epoch = q.owner_epoch
+SET status = 'claimed', claimed_by = %(worker_id)s, claim_epoch = q.owner_epoch,
+    claim_id = %(claim_id)s
 WHERE q.queue_id = ANY(ARRAY(
     SELECT x.queue_id
     FROM json_to_recordset(%(quotas)s::json) AS t(tenant text, quota int)
@@ -317,7 +318,8 @@ WHERE q.tenant = r.tenant AND q.actor = r.actor AND q.instance_id = r.instance_i
 -- The row a select chose, claimed specifically under the owner's epoch. SKIP LOCKED: a row that
 -- a concurrent claim holds is not waited for; that claim wins, and the caller lists again.
 UPDATE actor_queues q
-SET status = 'claimed', claimed_by = %(worker_id)s, claim_epoch = q.owner_epoch
+SET status = 'claimed', claimed_by = %(worker_id)s, claim_epoch = q.owner_epoch,
+    claim_id = NULL
 WHERE q.queue_id = (
     SELECT p.queue_id FROM actor_queues p
     WHERE p.queue_id = %(queue_id)s AND p.status = 'pending' AND p.worker_id = %(worker_id)s

@@ -147,7 +147,7 @@ SELECT tenant FROM t WHERE tenant IS NOT NULL LIMIT :limit;
 -- array of {"tenant", "quota"}); :most is the largest quota (a LIMIT here cannot read the
 -- outer row, so each tenant's first :most rows are numbered and cut at its own quota).
 UPDATE actor_queues
-SET status = 'claimed', claimed_by = :worker_id, claim_epoch = owner_epoch
+SET status = 'claimed', claimed_by = :worker_id, claim_epoch = owner_epoch, claim_id = :claim_id
 WHERE queue_id IN (
     SELECT c.queue_id FROM (
         SELECT p.queue_id, json_extract(t.value, '$.quota') AS quota,
@@ -261,7 +261,7 @@ WHERE status <> 'dead' AND (tenant, actor, instance_id) IN (
 -- The row a select chose, claimed specifically under the owner's epoch (one writer at a time:
 -- the IMMEDIATE transaction).
 UPDATE actor_queues
-SET status = 'claimed', claimed_by = :worker_id, claim_epoch = owner_epoch
+SET status = 'claimed', claimed_by = :worker_id, claim_epoch = owner_epoch, claim_id = NULL
 WHERE queue_id = :queue_id AND status = 'pending' AND worker_id = :worker_id
     AND owner_epoch = :epoch
 RETURNING queue_id;

@@ -153,7 +153,8 @@ CREATE TABLE actor_queues (
     claim_epoch INTEGER NOT NULL DEFAULT 0,
     error TEXT,
     dead_at REAL,
-    crash_attempts INTEGER NOT NULL DEFAULT 0
+    crash_attempts INTEGER NOT NULL DEFAULT 0,
+    claim_id INTEGER  -- the claim that took it (a lost claim is undone by it)
 );
 
 CREATE INDEX actor_queues_claim ON actor_queues (worker_id, tenant, queue_id)

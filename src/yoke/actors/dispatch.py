@@ -1,0 +1,120 @@
+"""`Dispatch`: how the drain starts one `process()` call of a claimed event.
+
+It owns the steps between a worker slot and the call: the tenant must be runnable (its
+executor READY, none of its rows going back), the instance's state loaded, a capped tenant's
+fleet-wide count taken (`tenant_rules.py`), the wait the event had counted at its first
+start; then the call, in a runner task (`process`), or sent from the pump with no task at all
+when nothing needs an await first (`send`, executor processes). How the call ended is
+`Outcomes`' (`outcomes.py`); the slots are the drain's (`drain.py`), told through `hold`,
+`end`, `again` and `cancelled`. This module must never name a store backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+
+from yoke.actors.ctx import Fenced
+from yoke.actors.drain_parts import DrainConfig, Job
+from yoke.actors.fairness import TenantTelemetry
+from yoke.actors.outcomes import Outcomes
+from yoke.actors.releases import Releases
+from yoke.actors.runner import Runner
+from yoke.actors.tenant_rules import TenantRules
+from yoke.clock import Clock
+from yoke.errors import YokeError
+
+log = logging.getLogger("yoke.actors.drain")
+
+
+class Dispatch:
+    def __init__(
+        self,
+        *,
+        calls: Runner,
+        clock: Clock,
+        config: DrainConfig,
+        rules: TenantRules,
+        releases: Releases,
+        telemetry: TenantTelemetry,
+        outcomes: Outcomes,
+        hold: Callable[[Job, float], None],
+        end: Callable[[Job], None],
+        again: Callable[[Job], None],
+        cancelled: Callable[[], None],
+    ) -> None:
+        self._calls = calls
+        self._clock = clock
+        self._cfg = config
+        self._rules = rules
+        self._releases = releases
+        self._telemetry = telemetry
+        self._outcomes = outcomes
+        self._hold = hold  # run it again after a delay, its group slot kept
+        self._end = end  # both of its slots freed
+        self._again = again  # a fenced row claimed here anew is held afresh
+        self._cancelled = cancelled  # its runner was cancelled: its worker slot is given back
+
+    def __repr__(self) -> str:
+        return f"Dispatch(calls={self._calls!r})"
+
+    def may_run(self, tenant: str) -> bool:
+        return not self._releases.busy(tenant) and self._calls.ready(tenant)
+
+    async def process(self, job: Job) -> None:
+        """Run `process(ctx, event)` for one claimed event, in a runner task."""
+        inst = job.inst
+        cell = inst.cell
+        if not self.may_run(job.row.tenant):
+            self._outcomes.release(job)
+            return
+        if not cell.loaded:
+            try:
+                await cell.load()
+            except Fenced as exc:
+                self._outcomes.lost(inst, exc)
+                self._end(job)
+                self._again(job)
+                return
+            except YokeError as exc:  # the store is down: not the event's fault, no attempt
+                log.warning("loading the state of %s failed; retrying: %s", inst.ref, exc)
+                self._hold(job, self._cfg.retry.first)
+                return
+        tenant = job.row.tenant
+        capped = tenant in self._rules.caps
+        if capped and not await self._rules.take(tenant):
+            self._hold(job, self._cfg.cap_retry)  # keeps its group slot: FIFO holds
+            return
+        if not job.failures and not job.row.attempts:  # its first start: the wait it had
+            self._telemetry.started(tenant, self._clock.wall() - job.row.appended_at)
+        try:
+            try:
+                await self._calls.run(inst.actor, cell, job.event)
+            finally:
+                if capped:
+                    await self._rules.free(tenant)
+        except asyncio.CancelledError:
+            self._cancelled()
+            raise
+        except Exception as exc:
+            await self._outcomes.ended_with(job, exc)
+            return
+        self._outcomes.succeeded(job)
+
+    def send(self, job: Job) -> bool:
+        """A runner that `sends` (executor processes) takes a call that can start at once from
+        here, without a runner task: `Outcomes.sent` is told how it ended, for all the results
+        of an executor's frame in one pass. What needs an await first (a state to load, a
+        capped tenant's fleet-wide count, rows of the tenant going back) goes to a runner
+        instead."""
+        inst, tenant = job.inst, job.row.tenant
+        if not inst.cell.loaded or tenant in self._rules.caps or self._releases.busy(tenant):
+            return False
+        done = functools.partial(self._outcomes.sent, job)
+        if not self._calls.send(inst.actor, inst.cell, job.event, done):
+            return False
+        if not job.failures and not job.row.attempts:  # its first start: the wait it had
+            self._telemetry.started(tenant, self._clock.wall() - job.row.appended_at)
+        return True
