@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from yoke.actors.executor.boot import PHASES as BOOT_PHASES  # one list: boot.py times them
 from yoke.actors.fairness import FairnessCollector, FairnessView
 from yoke.actors.inspection import WorkerStatus, worker_status
 from yoke.actors.protocol import ActorStore
@@ -49,16 +50,6 @@ def _prometheus() -> Any:
 
 DEPTH_LIMIT = 50  # yoke_queue_depth series at most: the deepest instances
 OTHER = "_other"  # the tenant and instance label of the rest of an actor's queue rows
-BOOT_PHASES = (
-    "queue",
-    "spawn",
-    "interpreter",
-    "sandbox",
-    "runtime",
-    "app",
-    "handshake",
-    "first_dispatch",
-)
 MOVE_REASONS = ("rebalance", "cancelled", "stop", "takeover", "other")
 EXECUTOR_STATES = ("STARTING", "READY", "DRAINING", "STOPPED", "FAILED")
 BOOT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
