@@ -14,6 +14,8 @@ import psycopg
 import pytest
 
 from tests.conftest import _truncate
+from tests.store.plans import Plan, analyzed_plan
+from tests.store.plans import nodes as plan_nodes
 from yoke.app import open_store
 from yoke.store import sqlfiles
 
@@ -35,26 +37,12 @@ def _fill(url: str) -> None:
         )
 
 
-def _explain(url: str, generic: bool) -> dict[str, object]:
-    sql = sqlfiles.queries("postgres")["pending_tenants_among"]
+def _explain(url: str, generic: bool) -> Plan:
+    args = {"worker_id": "w1", "tenants": json.dumps(ASKED)}
     with psycopg.connect(url, autocommit=True) as conn:
-        if generic:  # as a prepared statement is planned after a few runs
-            conn.execute(b"SET plan_cache_mode = force_generic_plan")
-            conn.prepare_threshold = 0
-        args = {"worker_id": "w1", "tenants": json.dumps(ASKED)}
+        sql = sqlfiles.queries("postgres")["pending_tenants_among"]
         assert [r[0] for r in conn.execute(sql.encode(), args)] == ["flood"]
-        row = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}".encode(), args).fetchone()
-        assert row is not None
-        plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
-        top: dict[str, object] = plan[0]["Plan"]
-        return top
-
-
-def _nodes(plan: dict[str, object]) -> list[dict[str, object]]:
-    out = [plan]
-    for child in plan.get("Plans", []):  # type: ignore[attr-defined]
-        out += _nodes(child)
-    return out
+    return analyzed_plan(url, "pending_tenants_among", args, generic=generic)
 
 
 def _rows_read(node: dict[str, object]) -> int:
@@ -82,7 +70,7 @@ async def test_postgres_probes_each_tenant_asked_about_once(
         if analyzed:
             with psycopg.connect(pg_url, autocommit=True) as conn:
                 conn.execute(b"ANALYZE actor_queues")
-        nodes = _nodes(_explain(pg_url, generic))
+        nodes = plan_nodes(_explain(pg_url, generic))
     finally:
         _forget_queues(pg_url)  # the database is shared by the session's tests
     scans = [n for n in nodes if "Scan" in str(n["Node Type"]) and n.get("Relation Name")]

@@ -5,7 +5,6 @@ PostgreSQL also in a generic plan (as a prepared statement is run after a few ex
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,6 +13,8 @@ import psycopg
 import pytest
 
 from tests.conftest import _truncate
+from tests.store.plans import Plan, analyzed_plan
+from tests.store.plans import nodes as plan_nodes
 from yoke.app import open_store
 from yoke.store import Store, sqlfiles
 
@@ -74,33 +75,16 @@ async def test_a_tenants_pages_hold_its_sessions_alone(store: Store, database_ur
     assert len(await store.list_executions(tenant="globex", limit=5000)) == OTHERS
 
 
-def _pg_explain(url: str, generic: bool) -> dict[str, object]:
-    sql = sqlfiles.queries("postgres")["tenant_executions"]
+def _pg_explain(url: str, generic: bool) -> Plan:
     args = {"tenant": "acme", "before_seq": None, "status": None, "session": None,
             "workflow": None, "limit": 101}  # fmt: skip
-    with psycopg.connect(url, autocommit=True) as conn:
-        if generic:
-            conn.execute(b"SET plan_cache_mode = force_generic_plan")
-            conn.prepare_threshold = 0  # prepared at once: the plan is the generic one
-        cur = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}".encode(), args)
-        row = cur.fetchone()
-        assert row is not None
-        plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
-        top: dict[str, object] = plan[0]["Plan"]
-        return top
+    return analyzed_plan(url, "tenant_executions", args, generic=generic)
 
 
 def _count(node: dict[str, object], key: str) -> int:
     value = node.get(key, 0)
     assert isinstance(value, int | float)
     return int(value)
-
-
-def _nodes(plan: dict[str, object]) -> list[dict[str, object]]:
-    out = [plan]
-    for child in plan.get("Plans", []):  # type: ignore[attr-defined]
-        out += _nodes(child)
-    return out
 
 
 @pytest.mark.postgres
@@ -113,7 +97,7 @@ async def test_postgres_reads_one_tenants_rows_through_its_index(
     await s.close()
     _truncate(pg_url)
     _fill(pg_url)
-    nodes = _nodes(_pg_explain(pg_url, generic))
+    nodes = plan_nodes(_pg_explain(pg_url, generic))
     assert {n.get("Index Name") for n in nodes} >= {"yoke_executions_tenant"}, nodes
     assert all(n["Node Type"] != "Seq Scan" for n in nodes), nodes
     # Rows the scans touched: what the leaf scans found, and what any scan then threw away.

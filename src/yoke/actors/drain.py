@@ -34,6 +34,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from yoke.actors.claimer import Claimer
 from yoke.actors.claims import ClaimWindows
@@ -156,7 +158,7 @@ class QueueDrainScheduler:
             releases=self._releases,
             metrics=self._metrics,
             telemetry=self._telemetry,
-            chore=lambda fn: self._ready.put_nowait(Chore(fn)),
+            chore=self._chore,
             end=self._end,
             hold=self._hold,
             again=self._again,
@@ -182,7 +184,7 @@ class QueueDrainScheduler:
             held=self._held,
             stopping=self._stopping,
             may_run=self._dispatch.may_run,
-            chore=lambda fn: self._ready.put_nowait(Chore(fn)),
+            chore=self._chore,
             start=self._start,
             pump=self._pump,
             ended=self._ended,
@@ -350,6 +352,10 @@ class QueueDrainScheduler:
             job: Job = it.payload  # type: ignore[assignment]
             if not (sends and self._dispatch.send(job)):
                 self._ready.put_nowait(job)
+
+    def _chore(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """A store chore of one of the drain's parts, awaited by a runner in the TaskGroup."""
+        self._ready.put_nowait(Chore(fn))
 
     def _start(self, job: Job) -> None:
         """A picked job, claimed in its instance's kernel, waits for a worker slot."""
