@@ -6,6 +6,7 @@ design). Only the standard library and `yoke.errors` may be imported here.
 """
 
 from yoke.kernel.core import Kernel
+from yoke.kernel.grouped import GroupedKernel, GroupStats
 from yoke.kernel.types import (
     Item,
     ItemState,
@@ -17,6 +18,8 @@ from yoke.kernel.types import (
 )
 
 __all__ = [
+    "GroupStats",
+    "GroupedKernel",
     "Item",
     "ItemState",
     "Kernel",

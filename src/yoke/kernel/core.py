@@ -735,7 +735,7 @@ class Kernel:
             return None
         kh = ks.heap
         ke = kh[0]
-        cls = ke[2]
+        cls: Class = ke[2]
         while cls.entry is not ke:
             heappop(kh)
             ke = kh[0]

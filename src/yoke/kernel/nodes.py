@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
 from yoke.kernel.types import Item, Key
 
@@ -45,9 +45,12 @@ class KeyState:
         self.nid = nid
         self.running = 0
         self.cap: int | None = None
-        self.heap: list[ClassEntry] = []
+        # Parked classes (their entries keyed by the policy); in the grouped kernel, a shared
+        # key's heap holds its groups' `SubKey` entries and a group's its classes and lanes.
+        self.heap: list[tuple[Key, int, Any]] = []
         self.entry: ProxyEntry | None = None
-        self.where: Literal[Where.TOP] | None = None
+        # TOP; in the grouped kernel, the container of a lane's proxy or a group's sub-key.
+        self.where: Literal[Where.TOP] | KeyState | None = None
         self.nparked = 0
         self.users = 0
 
