@@ -2,8 +2,14 @@
 
 It knows no kernel, no heap and no ticket: a start is a plain record with a state, running
 counts are recounted from the records each time, and the next pick is the smallest
-(-priority, running in its session, arrival) among the queued starts that fit every cap. What
-the caller of each start is told is recorded once. If this file and `AdmissionCore` disagree,
+
+    (-priority, running in its tenant, its tenant's virtual time, its tenant's tie-break,
+     running in its session, arrival)
+
+among the queued starts that fit every cap (a tenant is a session's first segment; a start
+charges its tenant `2**32` of virtual time from max(its tag, the system's time), a start that
+goes back in line gets it back, and a tenant with nothing queued or running is forgotten).
+What the caller of each start is told is recorded once. If this file and `AdmissionCore` disagree,
 the core is wrong (or this file is, and then it should be obvious).
 """
 
@@ -12,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from yoke.executions import Limits
+
+STRIDE = 1 << 32  # the virtual time a start charges a tenant of weight 1
 
 
 @dataclass
@@ -26,6 +34,16 @@ class MStart:
     told: str | None = None  # what its caller was told, once
     stored: str = "QUEUED"  # its status in the store
 
+    @property
+    def tenant(self) -> str:
+        return self.session.partition("/")[0]
+
+
+@dataclass
+class MTenant:
+    tb: int  # its tie-break: fresh when it is made and at each of its starts
+    S: int = 0  # its virtual start tag
+
 
 class AdmissionModel:
     def __init__(self, limits: Limits) -> None:
@@ -33,6 +51,9 @@ class AdmissionModel:
         self.starts: dict[str, MStart] = {}
         self.closing = False
         self._seq = 0
+        self.tenants: dict[str, MTenant] = {}
+        self.V = 0
+        self._tb = 0
 
     # -- counts, always recounted ------------------------------------------------------------
     def _holding(self) -> list[MStart]:
@@ -43,6 +64,45 @@ class AdmissionModel:
 
     def session_running(self, session: str) -> int:
         return sum(1 for s in self._holding() if s.session == session)
+
+    def tenant_running(self, tenant: str) -> int:
+        return sum(1 for s in self._holding() if s.tenant == tenant)
+
+    # -- tenants' turns ----------------------------------------------------------------------
+    def _join(self, s: MStart) -> None:
+        """The start enters the kernel (queued or granted at once): its tenant is known."""
+        if s.tenant not in self.tenants:
+            self._tb += 1
+            self.tenants[s.tenant] = MTenant(tb=self._tb)
+
+    def _charge(self, s: MStart) -> None:
+        t = self.tenants[s.tenant]
+        seff = max(t.S, self.V)
+        self.V = max(self.V, seff)
+        t.S = seff + STRIDE
+        self._tb += 1
+        t.tb = self._tb
+
+    def _refund(self, s: MStart) -> None:
+        t = self.tenants[s.tenant]
+        t.S = max(0, t.S - STRIDE)
+
+    def _forget(self) -> None:
+        held = ("queued", "granting", "running")
+        live = {s.tenant for s in self.starts.values() if s.state in held}
+        for name in [n for n in self.tenants if n not in live]:
+            del self.tenants[name]
+
+    def key(self, s: MStart) -> tuple[int, ...]:
+        t = self.tenants[s.tenant]
+        return (
+            -s.prio,
+            self.tenant_running(s.tenant),
+            max(t.S, self.V),
+            t.tb,
+            self.session_running(s.session),
+            s.seq,
+        )
 
     def fits(self, s: MStart) -> bool:
         lim = self.limits
@@ -67,6 +127,8 @@ class AdmissionModel:
         if fits:
             s.seq, self._seq = self._seq, self._seq + 1
             s.state, s.at_once = "granting", True
+            self._join(s)
+            self._charge(s)
             return "grant"
         s.state = "logging"
         return "log"
@@ -74,8 +136,10 @@ class AdmissionModel:
     def logged(self, s: MStart) -> list[str]:
         """The ids sent to the ledger, in order."""
         s.seq, self._seq = self._seq, self._seq + 1
+        self._join(s)
         if not self.closing and not self._in("queued") and self.fits(s):
             s.state, s.at_once = "granting", True
+            self._charge(s)
             return [s.id]
         s.state = "queued"
         return self._decide(s, pump=True)
@@ -103,8 +167,9 @@ class AdmissionModel:
             ready = [s for s in self._in("queued") if self.fits(s)]
             if not ready:
                 return picks
-            best = min(ready, key=lambda s: (-s.prio, self.session_running(s.session), s.seq))
+            best = min(ready, key=self.key)
             best.state, best.at_once = "granting", False
+            self._charge(best)
             picks.append(best.id)
 
     def granted(self, s: MStart, outcome: str) -> list[str]:
@@ -128,10 +193,12 @@ class AdmissionModel:
             self._end(s, "ended")
             return []
         s.state = "queued"
+        self._refund(s)
         return self._decide(s, pump=False)
 
     def finished(self, s: MStart) -> None:
         s.state = "ended"
+        self._forget()
 
     def cancel(self, s: MStart) -> None:
         s.stored = "CANCELLED"
@@ -148,3 +215,4 @@ class AdmissionModel:
         if stored is not None and s.stored == "QUEUED":
             s.stored = stored
         self._tell(s, told)
+        self._forget()

@@ -45,7 +45,7 @@ from yoke.store import (
 
 from .admission_model import AdmissionModel, MStart
 
-SESSIONS = ("a", "b", "c")
+SESSIONS = ("a", "a/x", "b")  # tenants a (two sessions) and b
 WORKFLOWS = ("w1", "w2")
 _PHASE_OF = {
     "logging": {Phase.LOGGING},
@@ -370,3 +370,33 @@ def test_ids_from_the_buffered_source_are_distinct_uuid4s() -> None:
     for text in seen[::97]:
         u = uuid.UUID(text)
         assert (u.version, u.variant, str(u)) == (4, uuid.RFC_4122, text)
+
+
+def test_a_tenant_spreading_its_starts_over_sessions_waits_its_turn_with_the_others() -> None:
+    """Tenant a runs one start in session a/x and queues one in session a; tenant b queues
+    one later. When a slot frees, b goes first: a already runs one (its session a runs none,
+    which alone would have put it first as the older start)."""
+    ids = (f"e{i}" for i in itertools.count())
+    core = AdmissionCore(Limits(max_running=2), instance_id="here", new_id=lambda: next(ids))
+    store = Store()
+    running: list[Ticket] = []
+    for i, session in enumerate(("a/x", "c")):
+        t, g = core.arrive(_new(i, session, "w1", 0), None, now=float(i))
+        assert isinstance(g, Grant)
+        [launch] = core.granted([g], [store.grant(g)], now=float(i))
+        assert isinstance(launch, Launch)
+        running.append(t)
+    queued = []
+    for i, session in ((2, "a"), (3, "b")):
+        t, log_ = core.arrive(_new(i, session, "w1", 0), None, now=float(i))
+        assert isinstance(log_, Log)
+        assert not [a for a in core.logged(t, store.log(log_.start), True, now=float(i))
+                    if isinstance(a, Grant)]  # fmt: skip
+        queued.append(t)
+    c = running[1]
+    assert core.begin(c)
+    core.finishing(c)
+    store.finish(c.start_id)
+    core.finished(c, now=5.0)
+    [pick] = core.next_grants(now=6.0)
+    assert isinstance(pick, Grant) and pick.ticket is queued[1]  # b's start, not a's older one

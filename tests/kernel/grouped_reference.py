@@ -190,6 +190,8 @@ class GroupedReference:
         it = self.items[item_id]
         assert it.state == "running"
         it.state = "queued"
+        g = self.groups[it.group]
+        g.S = max(0, g.S - round(K / self.weight_of(it.group)))
 
     def drain(self) -> list[Hashable]:
         out = sorted(self.live("queued"), key=lambda i: (-i.prio, i.seq))

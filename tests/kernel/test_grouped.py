@@ -489,3 +489,21 @@ def test_a_lane_belongs_to_one_group() -> None:
     with pytest.raises(BadValue):
         k.push(2, "s", group="b")
     assert k.queued == 1
+
+
+def test_a_start_at_once_into_a_class_with_stale_entries_starts_that_item() -> None:
+    """A re-prioritised item leaves a stale entry in its class heap; once it runs, an item
+    offered into the same class with nothing queued starts at once, and the class heap still
+    holds the next item pushed into it."""
+    k = GroupedKernel(global_cap=1)
+    k.push("a", "s", group="t", priority=0)
+    assert k.reprioritize("a", 5)
+    assert ident(k.pop_next()) == "a"
+    k.set_global_cap(None)
+    b = k.offer("b", "s", group="t")
+    assert b.state is ItemState.RUNNING
+    k.set_global_cap(2)
+    k.push("c", "s", group="t")
+    assert k.pop_next() is None  # the cap of 2 is held by a and b
+    k.release("a")
+    assert ident(k.pop_next()) == "c"

@@ -2,13 +2,15 @@
 a grant must take, and the retry-after estimate of a refusal.
 
 Two layers decide a start, and this module keeps them in step:
-- the kernel (`yoke.kernel`, `least_running` with global priority scope) orders the starts
-  queued in this process and counts what runs here; it is the fairness decision;
+- the kernel (`yoke.kernel.GroupedKernel`: priority, then the tenant furthest below its
+  weighted share of running, then the session with the fewest running, then arrival) orders
+  the starts queued in this process and counts what runs here; it is the fairness decision;
 - the ledger rows in the store make every grant exact across processes; a kernel pick that the
   ledger refuses (another process took the slot) goes back to its place with `requeue`.
 
-Lane = session; cap keys: the global cap, the lane cap (`max_running_per_session`) and
-`("workflow", name)`. Ledger keys: `global`, `session:<s>`, `workflow:<w>` with the same caps.
+Lane = session, group = its tenant; caps: the global cap, the lane cap
+(`max_running_per_session`, the same for every session) and `("workflow", name)`. Ledger keys:
+`global`, `session:<s>`, `workflow:<w>` with the same caps.
 This module must never await or touch the store: it maps limits to caps and slots, and measures.
 """
 
@@ -20,7 +22,7 @@ from collections.abc import Hashable
 from sortedcontainers import SortedList
 
 from yoke.executions.model import Limits
-from yoke.kernel import Item, ItemState, Kernel
+from yoke.kernel import GroupedKernel, Item, ItemState
 from yoke.store import Slot
 
 GLOBAL_KEY = "global"
@@ -30,8 +32,13 @@ def workflow_key(workflow: str) -> tuple[str, str]:
     return ("workflow", workflow)
 
 
-def make_kernel(limits: Limits) -> Kernel:
-    return Kernel(policy="least_running", priority_scope="global", global_cap=limits.max_running)
+def make_kernel(limits: Limits) -> GroupedKernel:
+    return GroupedKernel(global_cap=limits.max_running, lane_cap=limits.max_running_per_session)
+
+
+def tenant_of(session: str) -> str:
+    """A session's tenant: its first segment (`acme` for `acme` and `acme/nightly`)."""
+    return session.partition("/")[0]
 
 
 def slots_for(limits: Limits, *, session: str, workflow: str) -> list[Slot]:
@@ -45,34 +52,24 @@ def slots_for(limits: Limits, *, session: str, workflow: str) -> list[Slot]:
 
 
 class Caps:
-    """Applies `Limits` to a kernel, lane by lane as sessions appear (the kernel keeps a capped
-    lane, and forgets an idle uncapped one)."""
+    """Applies `Limits` to a kernel: the global and lane caps at once, a workflow's cap when
+    the workflow is first seen (the kernel keeps a capped key, and forgets an idle uncapped
+    one)."""
 
-    def __init__(self, kernel: Kernel, limits: Limits) -> None:
+    def __init__(self, kernel: GroupedKernel, limits: Limits) -> None:
         self.kernel = kernel
         self.limits = limits
-        self._lanes: set[Hashable] = set()
         self._workflows: set[str] = set()
 
     def apply(self, limits: Limits) -> None:
         self.limits = limits
         k = self.kernel
         k.set_global_cap(limits.max_running)
-        cap = limits.max_running_per_session
-        # Every lane the kernel holds now (a session with starts queued or running gets the
-        # new cap at once, also one first seen while there was none), and the capped ones.
-        lanes = set(k.stats().lanes) | self._lanes
-        for lane in lanes:
-            k.set_lane_cap(lane, cap)
-        self._lanes = lanes if cap is not None else set()
+        k.set_lane_cap(limits.max_running_per_session)
         for wf in self._workflows:
             k.set_cap(workflow_key(wf), limits.workflow_cap(wf))
 
-    def before_offer(self, session: str, workflow: str) -> None:
-        cap = self.limits.max_running_per_session
-        if cap is not None and session not in self._lanes:
-            self.kernel.set_lane_cap(session, cap)
-            self._lanes.add(session)
+    def before_offer(self, workflow: str) -> None:
         if workflow not in self._workflows:
             self._workflows.add(workflow)
             self.kernel.set_cap(workflow_key(workflow), self.limits.workflow_cap(workflow))

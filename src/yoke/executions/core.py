@@ -35,7 +35,7 @@ from yoke.executions import admission
 from yoke.executions.admission import Caps, DrainRate, QueueOrder, make_kernel, slots_for
 from yoke.executions.model import Limits
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
-from yoke.kernel import ItemState, Kernel
+from yoke.kernel import GroupedKernel, ItemState
 from yoke.store import (
     GrantOutcome,
     GrantRequest,
@@ -73,7 +73,7 @@ class AdmissionCore:
         retry_default: float = 1.0,
     ) -> None:
         self.limits = limits
-        self.kernel: Kernel = make_kernel(limits)
+        self.kernel: GroupedKernel = make_kernel(limits)
         self.caps = Caps(self.kernel, limits)
         self.order = QueueOrder()
         self.drain_rate = DrainRate()
@@ -108,10 +108,11 @@ class AdmissionCore:
         t = Ticket(row, copy, Phase.LOGGING)
         self.tickets[row.start_id] = t
         if not self._logging:
-            self.caps.before_offer(row.session, row.workflow)
+            self.caps.before_offer(row.workflow)
             item = self.kernel.admit(
                 row.start_id,
                 row.session,
+                group=admission.tenant_of(row.session),
                 priority=row.priority,
                 keys=(admission.workflow_key(row.workflow),),
             )
@@ -136,10 +137,11 @@ class AdmissionCore:
             t.error = self.not_leader()
             return self._end(t, row)
         t.row = row
-        self.caps.before_offer(row.session, row.workflow)
+        self.caps.before_offer(row.workflow)
         t.item = self.kernel.offer(
             row.start_id,
             row.session,
+            group=admission.tenant_of(row.session),
             priority=row.priority,
             keys=(admission.workflow_key(row.workflow),),
         )
@@ -415,10 +417,11 @@ class AdmissionCore:
             t = Ticket(row, copy, Phase.QUEUED)
             t.settled = True  # its caller was answered by the server that logged it
             self.tickets[row.start_id] = t
-            self.caps.before_offer(row.session, row.workflow)
+            self.caps.before_offer(row.workflow)
             t.item = self.kernel.offer(
                 row.start_id,
                 row.session,
+                group=admission.tenant_of(row.session),
                 priority=row.priority,
                 keys=(admission.workflow_key(row.workflow),),
             )

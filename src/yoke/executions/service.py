@@ -67,7 +67,7 @@ from yoke.executions.state import (
 )
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
 from yoke.executions.workflows import Registry, Workflow
-from yoke.kernel import Kernel
+from yoke.kernel import GroupedKernel
 from yoke.retry import RetryPolicy, until_done
 from yoke.store import (
     ExecutionRow,
@@ -141,7 +141,7 @@ class Executions:
         return self._s.core.closing
 
     @property
-    def kernel(self) -> Kernel:
+    def kernel(self) -> GroupedKernel:
         """This process's queue of starts and what it runs, for introspection (`why`, the
         scheduler view). Read it; never change it: the admission core keeps it in step with
         the store."""

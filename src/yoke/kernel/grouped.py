@@ -278,14 +278,18 @@ class GroupedKernel:
         self._tidy_top()
 
     def requeue(self, item_id: Hashable) -> Item:
-        """A running item goes back in line, keeping its place (its `seq`)."""
+        """A running item goes back in line, keeping its place (its `seq`), and its group the
+        virtual time its start was charged (it did not run)."""
         item = self._lookup(item_id, "requeue")
         if item.state is not RUNNING:
             raise BadValue(f"cannot requeue item {item_id!r}: it is {item.state.name}, not RUNNING")
         cls = item._cls
         assert cls is not None
+        g: Group = cls.lane.group  # type: ignore[attr-defined]
+        # The start did not happen: its group gets back the virtual time it was charged.
+        g.S = max(0, g.S - g.stride)
         self._stop(item, leaving=False)
-        self._enqueue(item, cls.lane.group.name, fresh=False)  # type: ignore[attr-defined]
+        self._enqueue(item, g.name, fresh=False)
         self._tidy_top()
         return item
 
@@ -871,10 +875,17 @@ class GroupedKernel:
         del sub.group.subs[sub.key]
 
     def _dispatch(self, cls: Class) -> Item:
-        """QUEUED -> RUNNING for the head of a class; its entry in its container is the caller's."""
+        """Start the head of a class; its entry in its container is the caller's."""
         h = cls.heap
         head = heappop(h)
+        while head[2]._entry is not head:
+            head = heappop(h)
         item: Item = head[2]
+        self._start(cls, item)
+        return item
+
+    def _start(self, cls: Class, item: Item) -> None:
+        """QUEUED -> RUNNING: the counts, and the group's virtual time."""
         item._entry = None
         item.state = RUNNING
         cls.n -= 1
@@ -890,7 +901,7 @@ class GroupedKernel:
         self._running += 1
         for ks in cls.keys:
             ks.running += 1
-        # The group's virtual time: start at max(S, V), move past it by its stride.
+        # Start at max(S, V), then move past it by the group's stride.
         s = g.S
         v = self._V
         if v > s:
@@ -900,7 +911,6 @@ class GroupedKernel:
         g.S = s + g.stride
         self._tb += 1
         g.tb = self._tb
-        return item
 
     def _after_dispatch(self, cls: Class, where: Any) -> None:
         """The class at the top of `where` started its head: re-key it there, or drop it."""
@@ -1011,9 +1021,7 @@ class GroupedKernel:
         cls.n += 1
         ln.queued += 1
         g.queued += 1
-        item._entry = e = (-item.priority, item.seq, item)
-        heappush(cls.heap, e)
-        self._dispatch(cls)
+        self._start(cls, item)
         self._items[item.id] = item
         return True
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from yoke.executions import Executions, Limits, Start, StartStatus
-from yoke.kernel import Item, Kernel
+from yoke.kernel import GroupedKernel, Item
 
 GLOBAL = "global"
 
 
-def _kernel(ex: Executions) -> Kernel:
+def _kernel(ex: Executions) -> GroupedKernel:
     return ex.kernel
 
 

@@ -1,9 +1,9 @@
 """The queue as the dashboard shows it: the next picks, and each session's share, from the kernel.
 
-Large queues: nothing here lists every queued start. `Kernel.lane_heads` gives each session with
-queued starts in one pass without sorting (O(sessions)); the views keep the top K of it with
+Large queues: nothing here lists every queued start. `GroupedKernel.lane_heads` gives each session
+with queued starts in one pass without sorting (O(sessions)); the views keep the top K of it with
 `heapq.nsmallest` and look at the first K starts of those sessions only
-(`Kernel.first_pending`). Every number is read from memory: no store query, no count of rows.
+(`GroupedKernel.first_pending`). Every number is read from memory: no store query, no count of rows.
 
 Pick order is the executions' queue rule (priority first, then the session with the fewest
 running per weight, then arrival), skipping what a full per-session or per-workflow limit holds
@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
 from yoke.executions import Limits
-from yoke.kernel import Item, Kernel
+from yoke.kernel import GroupedKernel, Item
 
 _ONE = 1 << 32  # the least_running key's fixed point, as the kernel scales running / weight
 
@@ -49,7 +49,7 @@ class Shares:
 
 
 def shares(
-    kernel: Kernel,
+    kernel: GroupedKernel,
     *,
     visible: Callable[[str], bool] | None,
     query: str | None,
@@ -111,7 +111,7 @@ class Pick:
 
 
 def next_picks(
-    kernel: Kernel,
+    kernel: GroupedKernel,
     limits: Limits,
     ledger: dict[str, int],
     *,
