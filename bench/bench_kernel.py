@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from yoke.kernel import Kernel
+from yoke.kernel import GroupedKernel, Kernel
 
 RUNS = 5
 _clock = time.perf_counter_ns  # `--cpu` swaps in time.thread_time_ns
@@ -170,7 +170,148 @@ def memory(n: int) -> dict[str, float]:
     return {"items": n, "bytes_per_item": round(used / n, 1)}
 
 
+def admission_cycle(tenants: int, sessions: int, cycles: int, *, grouped: bool) -> dict[str, float]:
+    """The admission order's steady state: release + push + pop_next with 16 running, every
+    session capped at 2 and every start under one of 8 workflow keys; 2 starts queued per
+    session. `grouped`: the two-level kernel (group = tenant) executions use; else the flat
+    `least_running` kernel with global priority they used before (same caps)."""
+
+    def run() -> int:
+        if grouped:
+            k: Any = GroupedKernel(lane_cap=2)
+        else:
+            k = Kernel(policy="least_running", priority_scope="global")
+        tenant_of: dict[str, str] = {}
+        n = 0
+        for t in range(tenants):
+            for s_ in range(sessions):
+                lane = f"t{t}/s{s_}"
+                tenant_of[lane] = f"t{t}"
+                if not grouped:
+                    k.set_lane_cap(lane, 2)
+                for _ in range(2):
+                    keys = (("workflow", n % 8),)
+                    if grouped:
+                        k.push(n, lane, group=tenant_of[lane], keys=keys)
+                    else:
+                        k.push(n, lane, keys=keys)
+                    n += 1
+        running: deque[Any] = deque(k.pop_next() for _ in range(16))
+        gc.collect()
+        gc.disable()
+        t0 = _clock()
+        if grouped:
+            for _ in range(cycles):
+                done = running.popleft()
+                k.release(done.id)
+                k.push(n, done.lane, group=tenant_of[done.lane], keys=done.keys)
+                n += 1
+                running.append(k.pop_next())
+        else:
+            for _ in range(cycles):
+                done = running.popleft()
+                k.release(done.id)
+                k.push(n, done.lane, keys=done.keys)
+                n += 1
+                running.append(k.pop_next())
+        dt = _clock() - t0
+        gc.enable()
+        return dt // cycles
+
+    return _median([float(run()) for _ in range(RUNS)])
+
+
+def admission_costs(cycles: int) -> dict[str, dict[str, Any]]:
+    """Flat and grouped, interleaved run by run so both see the same machine."""
+    out: dict[str, dict[str, Any]] = {}
+    for tenants, sessions in ((1, 10), (100, 10), (10_000, 10)):
+        flat: list[float] = []
+        grouped: list[float] = []
+        for _ in range(RUNS):
+            flat.append(admission_cycle(tenants, sessions, cycles, grouped=False)["median"])
+            grouped.append(admission_cycle(tenants, sessions, cycles, grouped=True)["median"])
+        ratios = [g / f for g, f in zip(grouped, flat, strict=True)]
+        out[f"{tenants}x{sessions}"] = {
+            "flat": _median(flat),
+            "grouped": _median(grouped),
+            "ratio": round(statistics.median(ratios), 2),
+        }
+    return out
+
+
 # ------------------------------------------------------------------ fairness
+
+
+def _admission_kernel(grouped: bool, cap: int) -> Any:
+    if grouped:
+        return GroupedKernel(global_cap=cap)
+    return Kernel(policy="least_running", priority_scope="global", global_cap=cap)
+
+
+def _push(k: Any, iid: Any, session: str, grouped: bool) -> None:
+    if grouped:
+        k.push(iid, session, group=session.partition("/")[0])
+    else:
+        k.push(iid, session)
+
+
+def splitting_flood(grouped: bool, *, sessions: int = 50, per_session: int = 10,
+                    light: int = 20, slots: int = 4) -> dict[str, float]:  # fmt: skip
+    """A tenant spreads `sessions` x `per_session` starts over sessions evil/s0...; tenant acme
+    then queues `light` starts in one session. Unit task times, `slots` slots; acme's waits in
+    task times (tenant-fair ideal: its starts go every other grant, about `light` / 2 *
+    2 / slots task times for the last)."""
+    k = _admission_kernel(grouped, slots)
+    for s_ in range(sessions):
+        for i in range(per_session):
+            _push(k, ("evil", s_, i), f"evil/s{s_}", grouped)
+    for i in range(light):
+        _push(k, ("acme", i), "acme", grouped)
+    waits: list[int] = []
+    running: list[Any] = []
+    t = 0
+    while len(waits) < light:
+        for iid in running:
+            k.release(iid)
+        running = []
+        while (item := k.pop_next()) is not None:
+            running.append(item.id)
+            if item.id[0] == "acme":
+                waits.append(t)
+        t += 1
+    waits.sort()
+    return {
+        "p50": float(waits[len(waits) // 2]),
+        "max": float(waits[-1]),
+        "ideal_max": float(-(-2 * light // slots)),
+    }
+
+
+def tie_flood(grouped: bool, *, slots: int = 4) -> dict[str, float]:
+    """One flooding tenant (600 starts) and five light tenants (20 starts each) that end in
+    the same time unit they start, so every tenant sits at 0 running: the flood's share of
+    the grants made while light work waits (ideal 1/6)."""
+    k = _admission_kernel(grouped, slots)
+    for i in range(600):
+        _push(k, ("flood", i), "flood", grouped)
+    for t in range(5):
+        for i in range(20):
+            _push(k, (f"light{t}", i), f"light{t}", grouped)
+    light_left = 100
+    flood = total = 0
+    while light_left:
+        picked = []
+        while (item := k.pop_next()) is not None:
+            picked.append(item.id)
+        for iid in picked:
+            total += 1
+            if iid[0] == "flood":
+                flood += 1
+            else:
+                light_left -= 1
+            k.release(iid)
+    return {"flood_share": round(flood / total, 3), "ideal": round(1 / 6, 3)}
+
 
 POLICIES: list[tuple[str, dict[str, Any]]] = [
     ("sfq credit 0", {"policy": "sfq"}),
@@ -297,6 +438,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "caps": cycle(t, cycles, caps=True),
         }
     res["hot_key_ns"] = {str(t): hot_key(t, cycles // 5) for t in (100, 1_000, 10_000)}
+    res["admission_ns"] = admission_costs(cycles // 5)
+    res["splitting_flood"] = {
+        "flat": splitting_flood(False),
+        "grouped": splitting_flood(True),
+    }
+    res["tie_flood"] = {"flat": tie_flood(False), "grouped": tie_flood(True)}
     res["op_ns"] = single_ops(20_000 if q else 200_000)
     res["memory"] = memory(100_000 if q else 1_000_000)
     steps = 300 if q else 2_000
@@ -337,6 +484,32 @@ def render(res: dict[str, Any]) -> str:
     lines += ["", "### Hot key (cap 4 shared by all lanes, 100% of items)", ""]
     lines += ["| lanes | release + push + pop |", "|---|---|"]
     lines += [f"| {int(t):,} | {_fmt(m)} |" for t, m in res["hot_key_ns"].items()]
+    lines += [
+        "",
+        "### The admission order: two-level (tenant, then session) against the flat order",
+        "",
+        "release + push + pop_next, 16 running, 2 queued per session, session cap 2, 8 workflow"
+        " keys; flat and grouped interleaved run by run.",
+        "",
+        "| tenants x sessions | flat | two-level | ratio (median of per-run ratios) |",
+        "|---|---|---|---|",
+    ]
+    for shape, a in res["admission_ns"].items():
+        lines.append(f"| {shape} | {_fmt(a['flat'])} | {_fmt(a['grouped'])} | {a['ratio']}x |")
+    sf, tf = res["splitting_flood"], res["tie_flood"]
+    lines += [
+        "",
+        "Session-splitting flood (50 sessions x 10 starts of one tenant, then 20 of another in"
+        " one session; 4 slots, unit task times): the light tenant's wait in task times,"
+        f" p50 / max, flat {sf['flat']['p50']:.0f} / {sf['flat']['max']:.0f}, two-level"
+        f" {sf['grouped']['p50']:.0f} / {sf['grouped']['max']:.0f} (tenant-fair max about"
+        f" {sf['grouped']['ideal_max']:.0f}).",
+        "",
+        "Ties (one tenant flooding 600 starts, five light tenants of 20, every start ending in"
+        " its time unit): the flood's share of the grants while light work waits, flat"
+        f" {tf['flat']['flood_share']}, two-level {tf['grouped']['flood_share']} (ideal"
+        f" {tf['grouped']['ideal']}).",
+    ]
     lines += ["", "| operation | µs |", "|---|---|"]
     lines += [f"| {op} | {_fmt(m)} |" for op, m in res["op_ns"].items()]
     mem = res["memory"]

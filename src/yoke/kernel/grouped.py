@@ -109,7 +109,7 @@ class GroupedKernel:
         """A group's part of the key around a class's inner key (-priority, lane running, seq)."""
         s = g.S
         v = self._V
-        return (ik[0], int(g.running * K // g.w), s if s > v else v, g.tb, ik[1], ik[2])
+        return (ik[0], g.load, s if s > v else v, g.tb, ik[1], ik[2])
 
     @staticmethod
     def _inner(cls: Class) -> Key:
@@ -181,6 +181,7 @@ class GroupedKernel:
         g.own_weight = w is not None
         g.w = self._dw if w is None else w
         g.stride = stride_of(g.w)
+        g.load = int(g.running * K // g.w)
         self._regroup(g)
         self._maybe_forget_group(g)
         self._tidy_top()
@@ -192,6 +193,7 @@ class GroupedKernel:
             if not g.own_weight:
                 g.w = w
                 g.stride = self._dstride
+                g.load = int(g.running * K // w)
                 self._regroup(g)
         self._tidy_top()
 
@@ -209,9 +211,7 @@ class GroupedKernel:
         payload: object = None,
     ) -> Item:
         item = self._new_item(item_id, lane, group, priority, keys, seq, payload)
-        self._enqueue(item, group, fresh=True)
-        self._items[item_id] = item
-        self._tidy_top()
+        self._enqueue_new(item, group)
         return item
 
     def offer(
@@ -227,9 +227,7 @@ class GroupedKernel:
         """`push`, or start at once when nothing is queued and every cap has room."""
         item = self._new_item(item_id, lane, group, priority, keys, None, payload)
         if not self._start_at_once(item, group):
-            self._enqueue(item, group, fresh=True)
-            self._items[item_id] = item
-            self._tidy_top()
+            self._enqueue_new(item, group)
         return item
 
     def admit(
@@ -254,28 +252,116 @@ class GroupedKernel:
         top = self._top
         while top:
             entry = top[0]
-            node = entry[2]
-            if node.entry is not entry:
+            g = entry[2]
+            if g.entry is not entry:
                 heappop(top)
                 continue
-            if type(node) is Group:
-                item = self._pop_group(node, entry)
+            if type(g) is Group:
+                item = self._pop_visible(g, entry)
+                if item is None:
+                    item = self._pop_group(g, entry)
             else:
-                item = self._pop_key(node, entry)
+                item = self._pop_key(g, entry)
             if item is not None:
                 self._tidy_top()
                 return item
         self._tidy_top()
         return None
 
+    def _pop_visible(self, g: Group, entry: Entry) -> Item | None:
+        """`_pop_group` for its common case (a visible class of a group under no cap, whose
+        keys are exact), with `_start` and `_after_dispatch` inlined; None, changing nothing,
+        when the case is another (`_pop_group` then handles it)."""
+        c = g.cap
+        gh = g.heap
+        if not gh or (c is not None and g.running >= c):
+            return None
+        ie = gh[0]
+        cls = ie[2]
+        if type(cls) is not Class or cls.entry is not ie:
+            return None
+        h = cls.heap
+        head = h[0]
+        item: Item = head[2]
+        while item._entry is not head:
+            heappop(h)
+            head = h[0]
+            item = head[2]
+        ln = cls.lane
+        negp = head[0]
+        seq = head[1]
+        lrun = ln.running
+        sv = g.S
+        v = self._V
+        seff = sv if sv > v else v
+        if ie[0] != (negp, lrun, seq) or entry[0] != (negp, g.load, seff, g.tb, lrun, seq):
+            return None
+        lc = self._lane_cap
+        keys = cls.keys
+        if (lc is not None and lrun >= lc) or (keys and self._blocker(cls, True) is not None):
+            return None
+        heappop(h)
+        item._entry = None
+        item.state = RUNNING
+        n = cls.n - 1
+        cls.n = n
+        cls.nrun += 1
+        ln.queued -= 1
+        ln.running = lrun = lrun + 1
+        ln.started += 1
+        g.queued -= 1
+        g.running = r = g.running + 1
+        g.load = load = int(r * K // g.w)
+        g.started += 1
+        self._running += 1
+        for ks in keys:
+            ks.running += 1
+        if seff > v:
+            self._V = seff
+        g.S = sv = seff + g.stride
+        self._tb = tb = self._tb + 1
+        g.tb = tb
+        if n:  # the class re-keyed in its group, or dropped
+            head = h[0]
+            while head[2]._entry is not head:
+                heappop(h)
+                head = h[0]
+            cls.entry = ne = ((head[0], lrun, head[1]), cls.nid, cls)
+            heapreplace(gh, ne)
+        else:
+            heappop(gh)
+            cls.entry = None
+            cls.where = None
+            g.nparked -= 1
+            _shrunk(g)
+        top = self._top
+        if g.nparked and (c is None or r < c):  # the group's key grew
+            ik = gh[0][0]
+            g.entry = ge = ((ik[0], load, sv, g.tb, ik[1], ik[2]), g.nid, g)
+            heapreplace(top, ge)
+        else:
+            heappop(top)
+            g.entry = None
+            g.where = None
+            self._live -= 1
+        return item
+
     def release(self, item_id: Hashable) -> None:
-        item = self._lookup(item_id, "release")
-        if item.state is not RUNNING:
+        items = self._items
+        try:
+            item = items.pop(item_id, None)
+        except TypeError:
+            raise BadType(f"item id {item_id!r} is not hashable") from None
+        if item is None or item.state is not RUNNING:
+            if item is None:
+                item = self._lookup(item_id, "release")
+            items[item_id] = item  # refused: put it back
             raise BadValue(f"cannot release item {item_id!r}: it is {item.state.name}, not RUNNING")
-        del self._items[item_id]
         item.state = DONE
         self._stop(item, leaving=True)
-        self._tidy_top()
+        top = self._top
+        if len(top) > 2 * self._live + SLACK:
+            self._tidy_top()
 
     def requeue(self, item_id: Hashable) -> Item:
         """A running item goes back in line, keeping its place (its `seq`), and its group the
@@ -896,7 +982,8 @@ class GroupedKernel:
         ln.running += 1
         ln.started += 1
         g.queued -= 1
-        g.running += 1
+        g.running = r = g.running + 1
+        g.load = int(r * K // g.w)
         g.started += 1
         self._running += 1
         for ks in cls.keys:
@@ -1054,33 +1141,118 @@ class GroupedKernel:
         else:
             _tidy_class(cls)
 
+    def _enqueue_new(self, item: Item, group: Hashable) -> None:
+        """`_enqueue(item, group, fresh=True)` for a new item, with its class's first placing
+        (`_place` and `_lowered` into its group) inlined: push and offer are hot paths."""
+        g = self._groups.get(group)
+        if g is None:
+            g = self._new_group(group)
+        ln = self._lanes.get(item.lane)
+        if ln is None:
+            ln = self._new_lane(item.lane, g)
+        sig = item.keys
+        cls = ln.classes.get(sig)
+        if cls is None:
+            cls = self._new_class(ln, sig)
+        for ks in cls.keys:
+            ks.users += 1
+        item._cls = cls
+        ln.queued += 1
+        g.queued += 1
+        cls.n += 1
+        negp = -item.priority
+        seq = item.seq
+        item._entry = e = (negp, seq, item)
+        h = cls.heap
+        if h:  # drop a dead head, so that `h[0] is e` below tells whether e is the live head
+            x = h[0]
+            while x[2]._entry is not x:
+                heappop(h)
+                if not h:
+                    break
+                x = h[0]
+        heappush(h, e)
+        ce = cls.entry
+        if ce is None:
+            ik = (negp, ln.running, seq)
+            cls.entry = ne = (ik, cls.nid, cls)
+            gh = g.heap
+            heappush(gh, ne)
+            cls.where = g
+            g.nparked = nparked = g.nparked + 1
+            ge = g.entry
+            c = g.cap
+            if ge is not None or c is None or g.running < c:
+                sv = g.S
+                v = self._V
+                fk = (negp, g.load, sv if sv > v else v, g.tb, ik[1], seq)
+                if ge is None or fk < ge[0]:
+                    self._to_top(g, fk)
+                    if len(self._top) > 2 * self._live + SLACK:
+                        self._tidy_top()
+            if len(gh) > 2 * nparked + SLACK:
+                _tidy(gh)
+        elif h[0] is e:
+            ik = (negp, ln.running, seq)
+            if ik < ce[0]:
+                self._relocate(cls, ik)
+                self._tidy_top()
+        elif len(h) > 2 * cls.n + SLACK:
+            _tidy_class(cls)
+        self._items[item.id] = item
+
     def _stop(self, item: Item, *, leaving: bool) -> None:
         """RUNNING -> DONE (`leaving`) or back to QUEUED: free the counts, re-key what they
-        lowered, wake what they freed, forget what is left idle."""
+        lowered, wake what they freed, forget what is left idle. Written out for the common
+        case (a lane whose classes are all visible or empty, a group with no sub-keys); the
+        helpers it would call are named where they apply."""
         cls = item._cls
         assert cls is not None
         ln: GroupLane = cls.lane  # type: ignore[assignment]
         g = ln.group
         self._running -= 1
-        ln.running -= 1
-        g.running -= 1
+        ln.running = lrun = ln.running - 1
+        g.running = r = g.running - 1
+        g.load = load = int(r * K // g.w)
         cls.nrun -= 1
-        for ks in cls.keys:
+        keys = cls.keys
+        for ks in keys:
             ks.running -= 1
             if leaving:
                 ks.users -= 1
-        self._rekey_lane(ln)
-        self._wake_lane(ln)
-        self._regroup(g)
-        for ks in cls.keys:
-            self._wake_key(ks)
+        # `_rekey_lane`: the lane's classes' keys fell by one running.
+        for c in ln.classes.values():
+            ce = c.entry
+            if ce is not None:
+                ik = self._inner(c)
+                if ik < ce[0]:
+                    self._relocate(c, ik)
+        if ln.nparked:
+            self._wake_lane(ln)
+        # `_regroup`: the group's key fell, and it may have room again.
+        gc = g.cap
+        if gc is None or r < gc:
+            if g.nparked:
+                ik = g.heap[0][0]
+                sv = g.S
+                v = self._V
+                fk = (ik[0], load, sv if sv > v else v, g.tb, ik[1], ik[2])
+                ge = g.entry
+                if ge is None or fk < ge[0]:
+                    self._to_top(g, fk)
+            if g.subs:
+                self._regroup(g)
+        for ks in keys:
+            if ks.nparked:
+                self._wake_key(ks)
         if leaving:
             if not cls.n and not cls.nrun:
                 del ln.classes[cls.sig]
-            for ks in cls.keys:
+            for ks in keys:
                 if not ks.users and ks.cap is None:
                     self._forget_key(ks)
-            self._maybe_forget_lane(ln)
+            if not ln.queued and not lrun:
+                self._maybe_forget_lane(ln)
 
     def _dequeue(self, item: Item) -> None:
         """A QUEUED item leaves without running (cancel, drain); its entry is already dead."""

@@ -29,6 +29,7 @@ class Group(KeyState):
     __slots__ = (
         "S",
         "lanes",
+        "load",
         "own_cap",
         "own_weight",
         "queued",
@@ -46,6 +47,7 @@ class Group(KeyState):
         self.cap = cap  # in effect: its own, else the kernel's default group cap
         self.own_cap = False
         self.own_weight = False
+        self.load = 0  # running * 2**32 // w, kept with `running` and `w`
         self.S = 0  # virtual start tag: max(S, V) is its place among groups tied on load
         self.tb = 0
         self.queued = 0
