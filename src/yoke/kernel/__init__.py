@@ -6,7 +6,7 @@ design). Only the standard library and `yoke.errors` may be imported here.
 """
 
 from yoke.kernel.core import Kernel
-from yoke.kernel.grouped import GroupedKernel, GroupStats
+from yoke.kernel.grouped import GroupedKernel, GroupStats, GroupTurn
 from yoke.kernel.types import (
     Item,
     ItemState,
@@ -19,6 +19,7 @@ from yoke.kernel.types import (
 
 __all__ = [
     "GroupStats",
+    "GroupTurn",
     "GroupedKernel",
     "Item",
     "ItemState",

@@ -57,6 +57,17 @@ Entry = tuple[Key, int, Any]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class GroupTurn:
+    """What a group's place among groups is computed from (for a view that predicts picks)."""
+
+    running: int
+    weight: float
+    S: int  # its virtual start tag; its place is max(S, the kernel's virtual time)
+    tb: int
+    stride: int  # what one start adds to its tag
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GroupStats:
     queued: int
     running: int
@@ -490,6 +501,21 @@ class GroupedKernel:
             if c is not None and ks.running >= c:
                 return ks.name
         return None
+
+    @property
+    def virtual_time(self) -> int:
+        return self._V
+
+    @property
+    def tie_breaks(self) -> int:
+        """The last tie-break given; the next start's is larger."""
+        return self._tb
+
+    def group_turn(self, group: Hashable) -> GroupTurn:
+        g = self._groups.get(group)
+        if g is None:  # a new group: made now, it would get the next tie-break
+            return GroupTurn(running=0, weight=self._dw, S=0, tb=self._tb + 1, stride=self._dstride)
+        return GroupTurn(running=g.running, weight=g.w, S=g.S, tb=g.tb, stride=g.stride)
 
     def group_stats(self, group: Hashable) -> GroupStats:
         g = self._groups.get(group)

@@ -5,11 +5,11 @@ with queued starts in one pass without sorting (O(sessions)); the views keep the
 `heapq.nsmallest` and look at the first K starts of those sessions only
 (`GroupedKernel.first_pending`). Every number is read from memory: no store query, no count of rows.
 
-Pick order is the executions' queue rule (priority first, then the session with the fewest
-running per weight, then arrival), skipping what a full per-session or per-workflow limit holds
-and counting each pick as running before the next; the global cap is left out (it says when a
-start goes, not which goes next). Only the K sessions first in that order can supply the first K
-picks: a session picked once only moves back, so one ranked below K is reached after K picks.
+Pick order is the executions' queue rule (priority first, then the tenant furthest below its
+share of running, the one served least recently on a tie, then the session with the fewest
+running, then arrival), skipping what a full tenant, per-session or per-workflow limit holds and
+counting each pick as running before the next; the global cap is left out (it says when a start
+goes, not which goes next). `next_picks` says why its K tenants and their K sessions suffice.
 
 This module must never change the kernel.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from yoke.executions import Limits
 from yoke.kernel import GroupedKernel, Item
@@ -31,10 +32,6 @@ def _workflow(item: Item) -> str | None:
         if isinstance(key, tuple) and len(key) == 2 and key[0] == "workflow":
             return str(key[1])
     return None
-
-
-def _rank(running: int, weight: float) -> int:
-    return int(running * _ONE // weight)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,6 +107,39 @@ class Pick:
     running: int | None
 
 
+class _Turns:
+    """The tenants' places in the order while picks are replayed: a copy of each tenant's
+    running count, weight, tag and tie-break, advanced by each replayed pick as the kernel
+    advances its own (docs/kernel.md, the grouped kernel)."""
+
+    def __init__(self, kernel: GroupedKernel) -> None:
+        self._kernel = kernel
+        self._of: dict[Hashable, list[Any]] = {}  # group -> [running, weight, S, tb, stride]
+        self.v = kernel.virtual_time
+        self._tb = kernel.tie_breaks
+
+    def _get(self, group: Hashable) -> list[Any]:
+        t = self._of.get(group)
+        if t is None:
+            gt = self._kernel.group_turn(group)
+            t = self._of[group] = [gt.running, gt.weight, gt.S, gt.tb, gt.stride]
+        return t
+
+    def key(self, group: Hashable, negp: int, lane_running: int, seq: int) -> tuple[int, ...]:
+        t = self._get(group)
+        s = t[2] if t[2] > self.v else self.v
+        return (negp, int(t[0] * _ONE // t[1]), s, t[3], lane_running, seq)
+
+    def start(self, group: Hashable) -> None:
+        t = self._get(group)
+        s = t[2] if t[2] > self.v else self.v
+        self.v = max(self.v, s)
+        t[0] += 1
+        t[2] = s + t[4]
+        self._tb += 1
+        t[3] = self._tb
+
+
 def next_picks(
     kernel: GroupedKernel,
     limits: Limits,
@@ -120,31 +150,39 @@ def next_picks(
     k: int = 50,
 ) -> list[Pick]:
     """The first `k` picks among the starts `visible` lets the caller see (by session; None:
-    every one), then what a full limit holds among the starts looked at."""
+    every one), then what a full limit holds among the starts looked at.
+
+    The picks replay the kernel's order over the `k` tenants first in it and, in each, its `k`
+    sessions first in the tenant's own order: a session's place in its tenant changes only
+    when it is picked, so a tenant's j-th pick comes from its first j sessions, and the first
+    `k` picks come from at most `k` tenants. Each tenant keeps a heap of its sessions' first
+    eligible starts, so a pick costs O(tenants + log sessions)."""
     q = query.lower() if query else None
-    one = _ONE
-    if visible is None and q is None:  # an operator's view of everything: the lean loop
-        ranked: Iterable[tuple[int, int, int, int, Hashable, int, float]] = (
-            (-head.priority, int(running * one // weight) if running else 0, head.seq, i, lane,
-             running, weight)
-            for i, (lane, _, running, weight, head) in enumerate(kernel.lane_heads())
-        )  # fmt: skip
-    else:
-        see = visible or (lambda _: True)
-        ranked = (
-            (-head.priority, int(running * one // weight), head.seq, i, lane, running, weight)
-            for i, (lane, _, running, weight, head) in enumerate(kernel.lane_heads())
-            if see(str(lane)) and (q is None or q in str(lane).lower())
-        )
-    heads = heapq.nsmallest(k, ranked)
-    lanes: dict[Hashable, list[Item]] = {h[4]: kernel.first_pending(h[4], k) for h in heads}
-    running = {h[4]: h[5] for h in heads}
-    weight = {h[4]: h[6] for h in heads}
+    turns = _Turns(kernel)
+    group_of = kernel.lane_group
+    by_tenant: dict[Hashable, list[tuple[int, int, int, Hashable]]] = {}
+    for lane, _, lane_run, _, head in kernel.lane_heads():
+        name = str(lane)
+        if (visible is None or visible(name)) and (q is None or q in name.lower()):
+            group = group_of(lane)
+            by_tenant.setdefault(group, []).append((-head.priority, lane_run, head.seq, lane))
+    tenants = heapq.nsmallest(k, by_tenant, key=lambda g: turns.key(g, *min(by_tenant[g])[:3]))
+    lanes: dict[Hashable, list[Item]] = {}
+    running: dict[Hashable, int] = {}
+    groups: dict[Hashable, Hashable] = {}
+    for group in tenants:
+        for _, lane_running, _, lane in heapq.nsmallest(k, by_tenant[group]):
+            lanes[lane] = kernel.first_pending(lane, k)
+            running[lane] = lane_running
+            groups[lane] = group
     counts = dict(ledger)
     scap = limits.max_running_per_session
-    picks: list[Pick] = []
 
     def held(item: Item) -> tuple[str, int, int] | None:
+        tenant = groups[item.lane]
+        tcap = kernel.group_stats(tenant).cap
+        if tcap is not None and counts.get(f"tenant:{tenant}", 0) >= tcap:
+            return ("executions.max_running of the tenant", tcap, counts[f"tenant:{tenant}"])
         if scap is not None and counts.get(f"session:{item.lane}", 0) >= scap:
             return ("max_running_per_session", scap, counts.get(f"session:{item.lane}", 0))
         wf = _workflow(item)
@@ -153,23 +191,59 @@ def next_picks(
             return ("max_running_per_workflow", wcap, counts.get(f"workflow:{wf}", 0))
         return None
 
+    def candidate(lane: Hashable) -> tuple[int, int, int, Hashable, Item] | None:
+        """The lane's first start no full limit holds, keyed in its tenant's order."""
+        for item in lanes[lane]:
+            if held(item) is None:
+                return (-item.priority, running[lane], item.seq, lane, item)
+        return None
+
+    heads: dict[Hashable, list[tuple[int, int, int, Hashable, Item]]] = {g: [] for g in tenants}
+    for lane, group in groups.items():
+        c = candidate(lane)
+        if c is not None:
+            heads[group].append(c)
+    for h in heads.values():
+        heapq.heapify(h)
+
+    def best_of(group: Hashable) -> tuple[int, int, int, Hashable, Item] | None:
+        """The tenant's best candidate, checked again: a pick elsewhere may have filled a
+        limit that now holds it (then its lane offers its next start)."""
+        h = heads[group]
+        while h:
+            top = h[0]
+            if held(top[4]) is None:
+                return top
+            c = candidate(top[3])
+            if c is None:
+                heapq.heappop(h)
+            else:
+                heapq.heapreplace(h, c)
+        return None
+
+    picks: list[Pick] = []
     while len(picks) < k:
-        best: tuple[tuple[int, int, int], Hashable, Item] | None = None
-        for lane, items in lanes.items():
-            for item in items:
-                if held(item) is None:
-                    key = (-item.priority, _rank(running[lane], weight[lane]), item.seq)
-                    if best is None or key < best[0]:
-                        best = (key, lane, item)
-                    break  # a lane's first eligible start is its candidate
+        best: tuple[tuple[int, ...], Hashable, tuple[int, int, int, Hashable, Item]] | None = None
+        for group in tenants:
+            top = best_of(group)
+            if top is not None:
+                key = turns.key(group, top[0], top[1], top[2])
+                if best is None or key < best[0]:
+                    best = (key, group, top)
         if best is None:
             break
-        _, lane, item = best
+        _, group, (_, _, _, lane, item) = best
         lanes[lane].remove(item)
         running[lane] += 1
+        turns.start(group)
         wf = _workflow(item)
-        for name in ("global", f"session:{item.lane}", f"workflow:{wf}"):
+        for name in ("global", f"tenant:{group}", f"session:{item.lane}", f"workflow:{wf}"):
             counts[name] = counts.get(name, 0) + 1
+        c = candidate(lane)
+        if c is None:
+            heapq.heappop(heads[group])
+        else:
+            heapq.heapreplace(heads[group], c)
         picks.append(_pick(len(picks) + 1, item, None))
     rest = [i for items in lanes.values() for i in items]
     rest.sort(key=lambda i: (-i.priority, i.seq))
