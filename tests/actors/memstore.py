@@ -827,7 +827,11 @@ class MemoryActorStore:
     async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
         row = self.tenants.get(tenant)
         if row is not None and row.max_running is not None:
-            live = {w for w, r in self.workers.items() if r.heartbeat_at >= live_after}
+            live = {
+                w
+                for w, r in self.workers.items()
+                if r.stopped_at is None and r.heartbeat_at >= live_after
+            }
             running = sum(
                 n
                 for (t, w), n in self.tenant_running.items()
