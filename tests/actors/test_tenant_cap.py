@@ -1,20 +1,21 @@
 """A tenant's `max_running` holds across the fleet: two real worker processes on one
 PostgreSQL, each owning half of a capped tenant's instances and each with slots to spare, never
 run more of its `process()` calls at once than the cap (counted across the processes). The
-counters of a worker that stopped or went stale lapse (every store), and a call that raises
-gives its counter back like one that returns (`test_drain_edges.py`)."""
+counters of a worker that stopped or went stale lapse, and a call that raises gives its
+counter back like one that returns (every store)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.actors.conftest import open_actor_store, truncate_actor_tables
+from tests.actors.conftest import MakeRuntime, open_actor_store, truncate_actor_tables, wait_for
 from tests.actors.test_processes import until, workers
 from tests.actors.worker_proc import Running, define
-from yoke.actors import ActorRuntime, ActorSettings
+from yoke.actors import ActorCtx, ActorRuntime, ActorSettings, Backoff, Event
 from yoke.actors.protocol import ActorStore
 from yoke.store import NewControl
 
@@ -56,6 +57,32 @@ async def test_a_stopped_or_stale_workers_counters_no_longer_hold_the_cap(
     assert await store.take_tenant_slot("globex", "w2", live_after=live_after)
     assert await store.take_tenant_slot("globex", "w2", live_after=live_after)
     assert not await store.take_tenant_slot("globex", "w2", live_after=live_after)
+
+
+async def test_a_call_that_raises_gives_its_tenant_slot_back(
+    actor_store: ActorStore, make_runtime: MakeRuntime
+) -> None:
+    await actor_store.put_tenant_settings("acme", weight=1, max_running=1, audit=audit_of("acme"))
+    rt = make_runtime()
+    succeeded: list[int] = []
+    done = asyncio.Event()
+
+    @rt.actor(subscribe=["s"], key="k", backoff=Backoff(max_attempts=1))
+    async def flaky(ctx: ActorCtx, event: Event) -> None:
+        if event.data["fail"]:
+            raise RuntimeError("refused")  # a dead letter at once (one attempt)
+        succeeded.append(event.data["n"])
+        if len(succeeded) == 3:
+            done.set()
+
+    async with rt.running(actor_store):
+        # One instance, FIFO: three calls that raise, then three that return, each taking the
+        # tenant's only fleet-wide slot in turn.
+        rows = [{"k": "x", "n": n, "fail": n < 3} for n in range(6)]
+        await rt.append_many("s", rows, tenant="acme")
+        await wait_for(done)
+        view = await rt.instance("flaky", "x", tenant="acme")
+    assert succeeded == [3, 4, 5] and view.dead == 3
 
 
 @pytest.mark.postgres
