@@ -45,6 +45,28 @@ async def test_a_tenant_sees_only_its_own_sessions_in_every_twin(serve: Serve) -
     assert [i["session"] for i in (await admin.get("/v1/queue?q=ACM")).json()["items"]] == ["acme"]
 
 
+async def test_a_tenant_gets_no_why_of_another_tenants_start(serve: Serve) -> None:
+    _, client = await _queue_two_tenants(serve)
+    admin, acme = client("admin"), client("acme")
+    queued = {i["session"]: i["start_id"] for i in (await admin.get("/v1/queue")).json()["items"]}
+    theirs, own = queued["globex"], queued["acme"]
+    unknown = "00000000-0000-4000-8000-000000000000"
+
+    async def seen(path: str, start_id: str) -> tuple[int, str]:
+        r = await acme.get(path.format(start_id))
+        return r.status_code, r.text.replace(start_id, "<id>")
+
+    # Another tenant's start is absent, as one that never was: the same answer, word for word.
+    for path in ("/ui/starts/{}", "/ui/f/why?id={}", "/v1/starts/{}/why"):
+        status, text = await seen(path, theirs)
+        assert (status, text) == await seen(path, unknown), path
+        assert "globex" not in text and "no start <id>" in text, path
+    for path in (f"/ui/starts/{own}", f"/ui/f/why?id={own}"):
+        r = await acme.get(path)
+        assert r.status_code == 200 and own in r.text, path
+    assert (await admin.get(f"/ui/f/why?id={theirs}")).status_code == 200
+
+
 async def test_login_trades_a_token_for_a_cookie_that_only_reads_the_api(serve: Serve) -> None:
     _, client = await serve()
     anon = client("nobody")
