@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -68,6 +69,26 @@ async def test_durable_demo_light_tenants_wait_less_than_the_flood(tmp_path: Pat
     assert s.light_p50 < s.flood_p50
     assert s.flood_share is not None and s.flood_share > 0.5
     assert s.starts_per_second > 0 and s.jain is not None
+
+
+async def test_the_demo_says_so_when_its_port_is_taken(tmp_path: Path) -> None:
+    import io
+    import socket
+
+    from rich.console import Console
+
+    from yoke.server.demo import run
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = io.StringIO()
+        await run(0.5, port=port, console=Console(file=out, width=200), directory=tmp_path)
+    text = out.getvalue()
+    moved = re.search(rf"port {port} on 127\.0\.0\.1 is taken: serving on port (\d+) instead", text)
+    assert moved is not None, text
+    assert f"dashboard: http://127.0.0.1:{moved.group(1)}/ui/" in text
 
 
 def test_demo_refuses_a_run_longer_than_twenty_seconds() -> None:
