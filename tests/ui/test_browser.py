@@ -53,7 +53,7 @@ def test_every_view_renders_its_data_without_console_errors_or_csp_violations(
         "/ui/executions": f"#e-{steps_id}",
         f"/ui/executions/{steps_id}": "#children a",
         "/ui/actors": "#r-actors",
-        "/ui/workers": "#r-workers h2 >> text=mode here: inline",
+        "/ui/workers": "#executor-mode >> text=this server's own worker: inline",
         "/ui/timers": "#r-timers",
         "/ui/audit": "#r-audit tbody tr",
     }
