@@ -6,6 +6,7 @@ the hub coalesces signals without dropping the last one."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -157,3 +158,41 @@ async def test_jain_is_sampled_over_every_session_with_work(serve: Serve) -> Non
     [jain] = [j for j in server.state.recorder.series(10, [])["jain"] if j is not None][-1:]
     assert jain == pytest.approx(0.9)
     assert (await client("admin").get("/v1/fairness")).json()["jain"] == pytest.approx(0.9)
+
+
+async def test_the_fairness_view_reads_its_running_counts_from_one_snapshot(serve: Serve) -> None:
+    # The Running card and the rows must be one reading: the rows never add up to more than
+    # the card, nor their shares of it to more than 100%, even while a grant is in flight
+    # (the scheduler has picked it; the store has not counted it yet).
+    server, client = await serve(Limits(max_running=4, max_running_per_session=1))
+    admin = client("admin")
+    store = server.app.store
+    assert store is not None
+
+    async def start(workflow: str, session: str) -> int:
+        r = await admin.post("/v1/starts", json={"workflow": workflow, "session": session})
+        return r.status_code
+
+    assert await start("hold", "s") == 201  # runs, counted in the store
+    assert await start("echo", "s") == 202  # queued behind it (one per session)
+    real, in_store, let_go = store.grant_starts, asyncio.Event(), asyncio.Event()
+
+    async def held_grants(requests: Any, *, now: float) -> Any:
+        in_store.set()
+        await let_go.wait()
+        return await real(requests, now=now)
+
+    store.grant_starts = held_grants  # type: ignore[method-assign]
+    granting = asyncio.create_task(start("hold", "t"))  # picked; its grant waits
+    await asyncio.wait_for(in_store.wait(), 10)
+    assert await start("echo", "t") == 202
+    try:
+        body = (await admin.get("/v1/fairness")).json()
+        running = {r["session"]: r["running"] for r in body["items"]}
+        assert running == {"s": 1, "t": 1}
+        assert body["running"] == 2, body
+        assert sum(r["share_running"] for r in body["items"]) == pytest.approx(1.0)
+    finally:
+        let_go.set()
+        assert await granting == 201
+        server.app.gate.set()  # type: ignore[attr-defined]
