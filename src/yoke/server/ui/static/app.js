@@ -97,14 +97,20 @@
 
   // -- charts: uPlot over the /v1/series twin, redrawn at most once a second --------------
   var COLORS = ["#2b6cb0", "#c05621", "#2f855a", "#9b2c2c", "#6b46c1", "#b7791f"];
-  // A session's colour comes from its name alone (FNV-1a, then a hue and one of two
-  // lightnesses), so it keeps it from one chart, view and second to the next, whatever its rank.
+  // A session's colour comes from its name alone (FNV-1a, mixed so that short names spread,
+  // then a hue and one of two lightnesses), so it keeps it from one chart, view and second to
+  // the next, whatever its rank.
   function colourOf(name) {
     var h = 2166136261;
     for (var i = 0; i < name.length; i++) {
       h ^= name.charCodeAt(i);
       h = Math.imul(h, 16777619);
     }
+    h ^= h >>> 16;
+    h = Math.imul(h, 0x85ebca6b);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    h ^= h >>> 16;
     h >>>= 0;
     return "hsl(" + (h % 360) + ", 70%, " + ((h >>> 9) % 2 ? 36 : 48) + "%)";
   }
