@@ -6,6 +6,10 @@ Three workflows show what the scheduler deals with:
 - `send_receipt`: the child, also startable on its own;
 - `restock`: a slow job (`{"seconds": n}`), handy to fill slots and watch starts queue.
 
+And one actor, README's: `cart` (stream `carts`, one instance per `cart_id`, FIFO per `line`)
+counts a cart's items in its state and schedules a reminder 30 s after each addition;
+`yoke worker --app examples.shop:app` runs it (so does `yoke serve`, unless `--no-worker`).
+
 Try it (no tokens file: the server binds 127.0.0.1 and every caller is the local admin):
 
     yoke serve --app examples.shop:app --database-url sqlite:///./.yoke/shop.db &
@@ -13,6 +17,9 @@ Try it (no tokens file: the server binds 127.0.0.1 and every caller is the local
     yoke limits set --max-running 1 && yoke start restock --input '{"seconds": 30}'
     yoke start restock --input '{"seconds": 1}'      # 202 QUEUED behind the first
     yoke executions list
+    curl -s -X POST localhost:8000/v1/streams/carts/events -H 'content-type: application/json' \
+        -d '{"cart_id": "c1", "line": "tea"}'
+    curl -s localhost:8000/v1/actors/cart/instances/c1      # its state: {"items": 1}
 """
 
 from __future__ import annotations
@@ -51,6 +58,18 @@ async def checkout(ctx: yoke.Context, input: Any) -> dict[str, Any]:
     receipt = await ctx.child(send_receipt, {"order": order.get("order")})
     shipped = await ctx.step("ship", lambda: {"shipped": True})
     return {**reserved, **charged, **receipt, **shipped}
+
+
+@app.actor(
+    subscribe=["carts"],
+    key="cart_id",
+    queue=yoke.Queue(mode="fifo", concurrency=3, group_by="line"),
+)
+async def cart(ctx: yoke.ActorCtx, event: Any) -> None:
+    if event.data.get("kind") == "reminder":
+        return  # where the shop would remind the buyer of the cart left behind
+    await ctx.state.update(lambda s: {**s, "items": s.get("items", 0) + 1})  # atomic
+    await ctx.schedule("carts", {"cart_id": ctx.instance_id, "kind": "reminder"}, delay=30)
 
 
 @app.workflow()

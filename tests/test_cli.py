@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -68,6 +69,26 @@ async def test_durable_demo_light_tenants_wait_less_than_the_flood(tmp_path: Pat
     assert s.light_p50 < s.flood_p50
     assert s.flood_share is not None and s.flood_share > 0.5
     assert s.starts_per_second > 0 and s.jain is not None
+
+
+async def test_the_demo_says_so_when_its_port_is_taken(tmp_path: Path) -> None:
+    import io
+    import socket
+
+    from rich.console import Console
+
+    from yoke.server.demo import run
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = io.StringIO()
+        await run(0.5, port=port, console=Console(file=out, width=200), directory=tmp_path)
+    text = out.getvalue()
+    moved = re.search(rf"port {port} on 127\.0\.0\.1 is taken: serving on port (\d+) instead", text)
+    assert moved is not None, text
+    assert f"dashboard: http://127.0.0.1:{moved.group(1)}/ui/" in text
 
 
 def test_demo_refuses_a_run_longer_than_twenty_seconds() -> None:
@@ -455,3 +476,59 @@ def test_worker_command_refuses_an_unknown_executor_mode(tmp_path: Path) -> None
     with contextlib.chdir(tmp_path):
         result = CliRunner().invoke(app, ["worker", "--app", "execapp:app", "--executors", "vm"])
     assert result.exit_code == 2 and "inline" in result.output
+
+
+def test_the_example_shop_runs_a_worker_with_its_cart_actor(tmp_path: Path) -> None:
+    import asyncio
+    import os
+    import signal
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    db = tmp_path / "shop.db"
+    log = tmp_path / "worker.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("YOKE_")}
+    env["YOKE_NOTIFY_POLL_BACKUP_SECS"] = "0.2"  # SQLite: another process's append is polled
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                *("-m", "yoke", "worker", "--app", "examples.shop:app", "--log-level", "info"),
+                *("--database-url", f"sqlite:///{db}"),
+            ],
+            cwd=root,  # as README runs it, from the checkout
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while "starting" not in log.read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+        start = next(line for line in log.read_text().splitlines() if "starting" in line)
+        assert "actors cart," in start, start
+        # An appender that runs no worker, with the same fan-out as the shop's.
+        appender = yoke.App(f"sqlite:///{db}", actor_worker=False)
+
+        @appender.actor(subscribe=["carts"], key="cart_id")
+        async def cart(ctx: object, event: object) -> None:
+            raise AssertionError("never run here")
+
+        async def add_and_see() -> object:
+            async with appender.running():
+                await appender.append("carts", {"cart_id": "c1", "line": "tea"}, tenant="acme")
+                while not (
+                    view := await appender.actors.instance("cart", "c1", tenant="acme")
+                ).state:
+                    assert time.monotonic() < deadline + 30, log.read_text()
+                    await asyncio.sleep(0.05)  # polling the store, which the worker writes
+                return view.state
+
+        assert asyncio.run(add_and_see()) == {"items": 1}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

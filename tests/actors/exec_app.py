@@ -71,6 +71,22 @@ async def job(ctx: ActorCtx, event: Event) -> None:
     await ctx.state.update(lambda s: {**s, "done": [*s.get("done", []), n]})
 
 
+@registry.actor(
+    subscribe=["risky"],
+    key="k",
+    queue=Queue(concurrency=4, group_by="g"),
+    backoff=Backoff(max_attempts=1),
+)
+async def risky(ctx: ActorCtx, event: Event) -> None:
+    """After `sleep` seconds, `exit`: the process dies under the call; else it raises (one
+    attempt: a dead letter at once, which shows its counts)."""
+    data = event.data
+    await asyncio.sleep(float(data["sleep"]))
+    if data.get("exit"):
+        os._exit(3)
+    raise RuntimeError(f"refused {data['n']}")
+
+
 @registry.actor(subscribe=["evil"], key="k", backoff=Backoff(initial=0.0))
 async def evil(ctx: ActorCtx, event: Event) -> None:
     """Writes on its executor's own socket to the worker: `bytes` as given, hex-encoded."""

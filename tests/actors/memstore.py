@@ -738,6 +738,24 @@ class MemoryActorStore:
     async def list_workers(self) -> list[WorkerRow]:
         return sorted(self.workers.values(), key=lambda w: w.worker_id)
 
+    async def forget_workers(self, *, before: float) -> int:
+        await asyncio.sleep(0)
+        busy = {i.worker_id for i in self.instances.values()}
+        busy |= {i.moving_to for i in self.instances.values()}
+        gone = {
+            w.worker_id
+            for w in self.workers.values()
+            if (w.heartbeat_at if w.stopped_at is None else w.stopped_at) < before
+            and w.worker_id not in busy
+        }
+        for worker_id in gone:
+            del self.workers[worker_id]
+        known = self.workers
+        self.executors = {k: r for k, r in self.executors.items() if k[0] in known}
+        self.spares = {k: r for k, r in self.spares.items() if k[0] in known}
+        self.tenant_running = {k: n for k, n in self.tenant_running.items() if k[1] in known}
+        return len(gone)
+
     async def listen_actor_wakeups(
         self,
         on_queue: Callable[[], None],
@@ -827,7 +845,11 @@ class MemoryActorStore:
     async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
         row = self.tenants.get(tenant)
         if row is not None and row.max_running is not None:
-            live = {w for w, r in self.workers.items() if r.heartbeat_at >= live_after}
+            live = {
+                w
+                for w, r in self.workers.items()
+                if r.stopped_at is None and r.heartbeat_at >= live_after
+            }
             running = sum(
                 n
                 for (t, w), n in self.tenant_running.items()

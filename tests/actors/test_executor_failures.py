@@ -106,6 +106,45 @@ async def test_an_event_that_kills_its_executor_is_dead_lettered_after_3_crashes
     assert max(lateness) < 2.0, lateness  # no wait on the other tenant's restarts
 
 
+async def test_a_crash_in_company_charges_only_the_call_that_crashes(app_url: str) -> None:
+    async with running(app_url) as (rt, _):
+        # Four calls of one tenant in flight at once; g=2 kills the executor while the others
+        # still run. Nobody ran alone, so nobody is charged yet: each runs again alone, and only
+        # g=2 crashes (three times: a dead letter). The others raise when they run (one
+        # attempt: a dead letter too), which shows the crash attempts they were charged.
+        rows = [{"k": "0", "g": g, "n": g, "sleep": 1.0} for g in range(4)]
+        rows[2] = {"k": "0", "g": 2, "n": 2, "sleep": 0.3, "exit": True}
+        await rt.append_many("risky", rows, tenant="acme")
+        first = None
+
+        def crashed() -> bool:
+            nonlocal first
+            ex = executor(rt, "acme")
+            if first is None and ex is not None and ex.pid:
+                first = ex
+            return first is not None and first.state.value == "FAILED"
+
+        await until(crashed, seconds=20)
+        assert first is not None and first.blamed is None
+        assert len(first.lost) == 4  # died in company: all four were in flight
+
+        async def settled() -> bool:
+            view = await rt.instance("risky", "0", tenant="acme")
+            return view.dead == 4 and view.pending + view.in_flight == 0
+
+        await until(settled, seconds=60)
+        view = await rt.instance("risky", "0", tenant="acme")
+        drain = rt.drain
+        assert drain is not None
+        crashed_attempts = drain.stats().crashed
+    dead = {d.group_id: d for d in view.dead_letters}
+    assert dead["2"].crash_attempts == 3 and dead["2"].attempts == 0
+    for g in ("0", "1", "3"):  # in its company, never to blame
+        assert (dead[g].crash_attempts, dead[g].attempts) == (0, 1), dead[g]
+        assert (dead[g].error or "").startswith("RuntimeError: refused")
+    assert crashed_attempts == 3
+
+
 async def test_a_call_past_its_deadline_kills_its_executor_and_only_it_is_charged(
     app_url: str,
 ) -> None:

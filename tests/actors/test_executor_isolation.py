@@ -1,21 +1,29 @@
 """Isolation tiers of executor processes: what is detected and reported, the uid per tenant
-(run for real when the worker is root and a Python every user can run is at hand), the cgroup
-placement (on a stand-in directory: this machine has no delegated cgroup v2)."""
+(run for real when the worker is root and a Python every user can run is at hand, from a copy
+every user can read, wherever the checkout is), the cgroup placement (on a stand-in directory:
+this machine has no delegated cgroup v2)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import yoke
-from tests.actors.executors import running, state, until
+from tests.actors import exec_app
+from tests.actors.conftest import open_actor_store
+from tests.actors.executors import state, until
+from tests.actors.uid_worker import WORKER_ID
 from yoke.actors.executor import sandbox
 
 
@@ -83,35 +91,89 @@ def test_a_delegated_cgroup_gets_one_cgroup_per_executor(tmp_path: Path) -> None
     assert sandbox.oom_killed(leaf)
 
 
+# What an executor of `tests.actors.uid_worker` imports: yoke, and the executor tests' app.
+APP_FILES = ("tests/__init__.py", "tests/actors/__init__.py", "tests/actors/exec_app.py")
+WORKER_FILE = "tests/actors/uid_worker.py"
+
+
+def readable_tree(root: Path) -> None:
+    """Every directory enterable and every file readable by any user (and runnable, if its
+    owner may run it), whatever the umask or the modes of the checkout it was copied from.
+    Symbolic links are left alone: a chmod follows them (the venv's `python` is the system's
+    interpreter, which is not ours to change)."""
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        if path.is_dir():
+            path.chmod(mode | 0o755)
+        else:
+            path.chmod(mode | 0o444 | (0o111 if mode & stat.S_IXUSR else 0))
+
+
 @pytest.fixture
-def shared_python() -> Iterator[str]:
-    """A Python of this version that any user can run, with yoke on its path."""
+def readable_copy() -> Iterator[tuple[Path, str]]:
+    """(a directory, a Python) that any user can read and run: a copy of yoke, of the
+    executor tests' app and of the worker that runs it, and a venv of this Python version
+    whose only addition is that copy.
+
+    A tenant's uid must import yoke and the app, and the worker offers the uid tier only when
+    it can (`sandbox.detect`). The checkout itself may sit in a directory other users cannot
+    enter (a temporary clone is 0700, as is many a home directory), and so may its virtualenv:
+    the worker and its executors run from the copy instead, never from the checkout."""
     system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
     if os.geteuid() != 0 or not system.exists():
         pytest.skip(f"needs root and {system}")
     home = Path(tempfile.mkdtemp(prefix="yoke-uid-test-"))  # not below pytest's 0700 base
     try:
-        home.chmod(0o755)
+        code = home / "code"
+        shutil.copytree(
+            Path(yoke.__file__).resolve().parent,
+            code / "yoke",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        checkout = Path(__file__).resolve().parents[2]
+        for name in (*APP_FILES, WORKER_FILE):
+            (code / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(checkout / name, code / name)
         venv = home / "venv"
         subprocess.run([str(system), "-m", "venv", "--without-pip", str(venv)], check=True)
         site = next((venv / "lib").glob("python3.*/site-packages"))
-        ours = [p for p in sys.path if p.endswith("site-packages")]
-        yoke_root = str(Path(yoke.__file__).resolve().parents[1])
-        (site / "yoke-executor.pth").write_text("\n".join([*ours, yoke_root]) + "\n")
-        yield str(venv / "bin" / "python")
+        (site / "yoke-executor.pth").write_text(f"{code}\n")
+        readable_tree(home)
+        yield code, str(venv / "bin" / "python")
     finally:
         shutil.rmtree(home)
 
 
 async def test_as_root_each_tenant_runs_under_a_uid_of_its_own(
-    app_url: str, shared_python: str
+    app_url: str, readable_copy: tuple[Path, str]
 ) -> None:
-    python = shared_python
-    async with running(app_url, python=python, uid_base=3_000_000, uid_count=1000) as (rt, store):
-        pool = rt.pool
-        assert pool is not None and "uid" in pool.isolation.split("+")
+    code, python = readable_copy
+    base, count = 3_000_000, 1000
+    # The worker is this test's Python (root reads the checkout's virtualenv) started in the
+    # copy: `tests` and `yoke` are imported from there, as its executors import them.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.actors.uid_worker", app_url, python, str(base), str(count),
+        cwd=code, env=env, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    backend = open_actor_store(app_url)
+    await backend.open()
+    store = backend.actors
+    try:
+        assert worker.stdout is not None
+        lines: list[str] = []
+        async with asyncio.timeout(60):
+            while not lines or lines[-1] != "ready":
+                line = await worker.stdout.readline()
+                assert line, f"the worker ended: {lines}"
+                lines.append(line.decode().strip())
+        isolation = next(x for x in lines if x.startswith("isolation ")).split()[1]
+        assert "uid" in isolation.split("+"), lines
         for tenant in ("acme", "zeta"):
-            await rt.append("probes", {"k": "p"}, tenant=tenant)
+            events = exec_app.registry.new_events("probes", [{"k": "p"}], tenant=tenant)
+            await store.append_events(events, owner=WORKER_ID, now=time.time())
         seen = {}
         for tenant in ("acme", "zeta"):
 
@@ -120,11 +182,19 @@ async def test_as_root_each_tenant_runs_under_a_uid_of_its_own(
 
             await until(probed)
             seen[tenant] = (await state(store, tenant, "probe", "p"))["seen"]
+    finally:
+        if worker.returncode is None:
+            worker.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(30):
+            await worker.wait()
+        await backend.close()
+    assert worker.returncode == 0
     iso = sandbox.Isolation(
-        memory_mb=0, uid_base=3_000_000, uid_span=1000, uid_note="", cgroup=None, cgroup_note=""
+        memory_mb=0, uid_base=base, uid_span=count, uid_note="", cgroup=None, cgroup_note=""
     )
     for tenant, s in seen.items():
         assert s["uid"] == iso.uid_of(tenant) and s["uid"] != 0
         assert os.stat(s["cwd"]).st_uid == s["uid"]
         assert s["peek"] == "denied"  # it cannot even list the other tenants' directories
+        assert s["modules"] == []  # no driver, no server: only yoke's executor side
     assert seen["acme"]["uid"] != seen["zeta"]["uid"]

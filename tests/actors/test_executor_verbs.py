@@ -207,6 +207,25 @@ async def test_a_lease_has_one_holder_per_term(actor_store: ActorStore) -> None:
     assert cur is not None and cur.holder == "b" and cur.epoch == 2
 
 
+async def test_a_holders_own_older_term_can_neither_renew_nor_release_its_newer_one(
+    actor_store: ActorStore,
+) -> None:
+    store = actor_store
+    first = await store.acquire_lease("p", holder="a", ttl=30.0)
+    assert first is not None and await store.release_lease(first)
+    second = await store.acquire_lease("p", holder="a", ttl=5.0)  # the same holder, a new term
+    assert second is not None and second.epoch == first.epoch + 1
+    # A renewal or release still in flight from the first term (a slow loop, a retry) names
+    # the right holder but an ended term: it must change nothing of the second.
+    assert await store.renew_lease(first, ttl=600.0) is None
+    assert not await store.release_lease(first)
+    cur = await store.get_lease("p")
+    assert cur is not None and (cur.holder, cur.epoch) == ("a", second.epoch)
+    assert cur.expires_at == second.expires_at
+    renewed = await store.renew_lease(second, ttl=30.0)
+    assert renewed is not None and renewed.epoch == second.epoch
+
+
 async def test_an_expired_lease_is_taken_with_a_new_epoch(actor_store: ActorStore) -> None:
     store = actor_store
     a = await store.acquire_lease("p", holder="a", ttl=0.05)

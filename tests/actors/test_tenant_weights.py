@@ -70,6 +70,41 @@ async def test_weights_set_live_share_the_worker(app_url: str) -> None:
     assert stored == {t: float(w) for t, w in WEIGHTS.items()}
 
 
+async def test_a_heavy_tenant_holds_the_rows_of_its_share_with_a_shallow_claim(
+    app_url: str,
+) -> None:
+    # With claim_depth 1 a worker holds about two rounds of its slots (16 rows for 8 slots).
+    # Windows by weight let the heavy tenant hold 12 of them and run its 6 of 8 slots; equal
+    # windows (4 rows each) would hold it to 4 running, half the slots.
+    weights = {"heavy": 9, "l1": 1, "l2": 1, "l3": 1}
+    setup = app_for(app_url)
+    async with setup.running():
+        await setup.tenants.set_weight("heavy", weights["heavy"], principal=ADMIN)
+    app = app_for(app_url, concurrency=8, claim_depth=1)
+    warm, measured = 40, 240
+    starts: list[str] = []
+    enough = asyncio.Event()
+
+    @app.actor(subscribe=["s"], key="k", queue=Queue(concurrency=1000))
+    async def work(ctx: yoke.ActorCtx, event: Event) -> None:
+        starts.append(ctx.tenant)
+        if len(starts) == warm + measured:
+            enough.set()
+        await asyncio.sleep(0.02)
+
+    async with app.running():
+        for tenant in ("l1", "l2", "l3", "heavy"):
+            n = 400 if tenant == "heavy" else 150  # every tenant backlogged throughout
+            rows = [{"k": f"{tenant}{i % 50}"} for i in range(n)]
+            await app.append_many("s", rows, tenant=tenant)
+        await wait_for(enough, 60)
+    counted = Counter(starts[warm : warm + measured])
+    shares = {t: counted[t] / measured for t in weights}
+    total = sum(weights.values())
+    for tenant, weight in weights.items():
+        assert abs(shares[tenant] - weight / total) <= 0.05, shares
+
+
 async def list_settings(url: str) -> list[yoke.executions.tenants.TenantSettings]:
     app = app_for(url)
     async with app.running():

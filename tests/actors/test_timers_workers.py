@@ -269,6 +269,46 @@ async def test_heartbeat_takeover_and_fencing(actor_store: ActorStore) -> None:
     ]
 
 
+async def test_a_heartbeat_forgets_the_workers_long_gone_that_own_nothing(
+    actor_store: ActorStore,
+) -> None:
+    from tests.actors.test_executor_verbs import _row, _spare
+
+    clock, store = ManualClock(), actor_store
+
+    def worker(worker_id: str) -> WorkerHeartbeat:
+        return WorkerHeartbeat(
+            store=store, worker_id=worker_id, clock=clock, heartbeat_interval=15,
+            stale_after=60, forget_after=600, on_takeover=lambda: None,
+        )  # fmt: skip
+
+    live, quitter, crashed = worker("live"), worker("quitter"), worker("crashed")
+    for w in (live, quitter, crashed):
+        await w.boot()
+    target = (Target(actor="x", instance_id="i1", group_id=""),)
+    await store.append_events(
+        [NewEvent(tenant="t", stream="s", data="{}", targets=target)],
+        owner="crashed",
+        now=clock.wall(),
+    )
+    await store.record_executors([_row("t", "READY", worker_id="quitter")])
+    await store.record_spares([_spare(0, 8, worker_id="quitter")])
+    assert await store.take_tenant_slot("t", "quitter", live_after=0)
+    await quitter.stop()  # `crashed` just goes silent, still owning i1
+    clock.advance(700)
+    assert await store.worker_heartbeat("live", now=clock.wall())
+    # Both gone for 700 s, but `crashed` still owns i1: only `quitter` goes, with its rows.
+    assert await store.forget_workers(before=clock.wall() - 600) == 1
+    assert {w.worker_id for w in await store.list_workers()} == {"live", "crashed"}
+    assert await store.list_executors(tenant=None, limit=10) == []
+    # The live worker's next beat takes i1 over, then forgets `crashed`, which owns nothing.
+    assert (await live.tick()).instances == 1
+    assert [w.worker_id for w in await store.list_workers()] == ["live"]
+    # A worker forgotten while it was only frozen registers again at its next beat.
+    await crashed.tick()
+    assert [w.worker_id for w in await store.list_workers()] == ["crashed", "live"]
+
+
 async def test_stopping_a_worker_hands_its_instances_over(
     actor_store: ActorStore, make_runtime: MakeRuntime
 ) -> None:

@@ -431,3 +431,29 @@ async def test_a_key_taken_while_its_start_fits_replays_the_first_answer(databas
         assert app.executions.kernel.running <= 1  # the retries released their kernel slots
     assert count_rows(database_url, "yoke_starts") == 1
     assert count_rows(database_url, "yoke_executions") == 1
+
+
+async def test_a_retried_key_takes_no_slot_in_the_ledger(database_url: str) -> None:
+    app = make_app(database_url)
+
+    @app.workflow()
+    async def echo(ctx: Context, input: Any) -> Any:
+        return input
+
+    async with app.running():
+        store = app.store
+        assert store is not None
+        first = await app.executions.start(echo, 1, idempotency_key="once")
+        assert first.execution_id is not None
+        await app.executions.wait(first.execution_id, timeout=10)
+        assert await store.ledger() == {}
+        # No cap, nothing queued: each retry is logged and granted in one batch (on
+        # PostgreSQL one statement), which finds the key taken and must count no slot for it.
+        for _ in range(3):
+            assert await app.executions.start(echo, 1, idempotency_key="once") == first
+        assert await store.ledger() == {}  # nothing runs: no slot is held
+        second = await app.executions.start(echo, 2)
+        assert second.execution_id is not None
+        await app.executions.wait(second.execution_id, timeout=10)
+        assert await store.ledger() == {}
+    assert count_rows(database_url, "yoke_executions") == 2

@@ -171,6 +171,44 @@ async def test_why_names_the_limit_and_the_starts_ahead(serve: Serve) -> None:
     assert first["position"] == 1
 
 
+async def test_why_suggests_raising_a_limit_only_in_proportion_to_the_starts_ahead(
+    serve: Serve,
+) -> None:
+    _, client = await serve(Limits(max_running=4, max_running_per_session=2))
+    admin = client("admin")
+
+    async def raises(start_id: str) -> list[tuple[str, int]]:
+        why = (await admin.get(f"/v1/starts/{start_id}/why")).json()
+        return [(f["limit"], f["to"]) for f in why["fixes"] if f["action"] == "raise_limit"]
+
+    for session in ("a", "b"):  # four running: the global cap is full
+        for _ in range(2):
+            r = await admin.post("/v1/starts", json={"workflow": "hold", "session": session})
+            assert r.status_code == 201
+    queued = []
+    for n in range(12):  # twelve queued in sessions c..n, one each
+        r = await admin.post("/v1/starts", json={"workflow": "echo", "session": f"s{n}"})
+        queued.append(r.json()["start_id"])
+    # The first needs one more slot; the fourth four (it and three ahead); the fifth would
+    # need five, more than doubling the cap: no raise is suggested for it, nor after it.
+    assert await raises(queued[0]) == [("max_running", 5)]
+    assert await raises(queued[3]) == [("max_running", 8)]
+    assert await raises(queued[4]) == []
+    assert await raises(queued[11]) == []
+    why = (await admin.get(f"/v1/starts/{queued[11]}/why")).json()
+    assert why["ahead"] == 11  # what it would take instead: its priority above the others'
+    assert [f["action"] for f in why["fixes"]] == ["set_priority"]
+    # Held by its own session's cap: the starts ahead of it in its session count.
+    await admin.put("/v1/limits", json={"max_running": 100, "max_running_per_session": 2})
+    ours = []
+    for _ in range(5):  # session a runs two (still held): these five wait for it
+        r = await admin.post("/v1/starts", json={"workflow": "echo", "session": "a"})
+        ours.append(r.json()["start_id"])
+    assert await raises(ours[0]) == [("max_running_per_session", 3)]
+    assert await raises(ours[1]) == [("max_running_per_session", 4)]
+    assert await raises(ours[2]) == []
+
+
 async def test_another_tenants_start_is_404_not_403(serve: Serve) -> None:
     _, client = await serve(Limits(max_running=1))
     acme, globex = client("acme"), client("globex")

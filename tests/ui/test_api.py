@@ -6,6 +6,7 @@ the hub coalesces signals without dropping the last one."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,28 @@ async def test_a_tenant_sees_only_its_own_sessions_in_every_twin(serve: Serve) -
     found = await admin.get("/ui/admission", params={"q": "glob"})
     assert "globex" in found.text and "acme</td>" not in found.text
     assert [i["session"] for i in (await admin.get("/v1/queue?q=ACM")).json()["items"]] == ["acme"]
+
+
+async def test_a_tenant_gets_no_why_of_another_tenants_start(serve: Serve) -> None:
+    _, client = await _queue_two_tenants(serve)
+    admin, acme = client("admin"), client("acme")
+    queued = {i["session"]: i["start_id"] for i in (await admin.get("/v1/queue")).json()["items"]}
+    theirs, own = queued["globex"], queued["acme"]
+    unknown = "00000000-0000-4000-8000-000000000000"
+
+    async def seen(path: str, start_id: str) -> tuple[int, str]:
+        r = await acme.get(path.format(start_id))
+        return r.status_code, r.text.replace(start_id, "<id>")
+
+    # Another tenant's start is absent, as one that never was: the same answer, word for word.
+    for path in ("/ui/starts/{}", "/ui/f/why?id={}", "/v1/starts/{}/why"):
+        status, text = await seen(path, theirs)
+        assert (status, text) == await seen(path, unknown), path
+        assert "globex" not in text and "no start <id>" in text, path
+    for path in (f"/ui/starts/{own}", f"/ui/f/why?id={own}"):
+        r = await acme.get(path)
+        assert r.status_code == 200 and own in r.text, path
+    assert (await admin.get(f"/ui/f/why?id={theirs}")).status_code == 200
 
 
 async def test_login_trades_a_token_for_a_cookie_that_only_reads_the_api(serve: Serve) -> None:
@@ -135,3 +158,41 @@ async def test_jain_is_sampled_over_every_session_with_work(serve: Serve) -> Non
     [jain] = [j for j in server.state.recorder.series(10, [])["jain"] if j is not None][-1:]
     assert jain == pytest.approx(0.9)
     assert (await client("admin").get("/v1/fairness")).json()["jain"] == pytest.approx(0.9)
+
+
+async def test_the_fairness_view_reads_its_running_counts_from_one_snapshot(serve: Serve) -> None:
+    # The Running card and the rows must be one reading: the rows never add up to more than
+    # the card, nor their shares of it to more than 100%, even while a grant is in flight
+    # (the scheduler has picked it; the store has not counted it yet).
+    server, client = await serve(Limits(max_running=4, max_running_per_session=1))
+    admin = client("admin")
+    store = server.app.store
+    assert store is not None
+
+    async def start(workflow: str, session: str) -> int:
+        r = await admin.post("/v1/starts", json={"workflow": workflow, "session": session})
+        return r.status_code
+
+    assert await start("hold", "s") == 201  # runs, counted in the store
+    assert await start("echo", "s") == 202  # queued behind it (one per session)
+    real, in_store, let_go = store.grant_starts, asyncio.Event(), asyncio.Event()
+
+    async def held_grants(requests: Any, *, now: float) -> Any:
+        in_store.set()
+        await let_go.wait()
+        return await real(requests, now=now)
+
+    store.grant_starts = held_grants  # type: ignore[method-assign]
+    granting = asyncio.create_task(start("hold", "t"))  # picked; its grant waits
+    await asyncio.wait_for(in_store.wait(), 10)
+    assert await start("echo", "t") == 202
+    try:
+        body = (await admin.get("/v1/fairness")).json()
+        running = {r["session"]: r["running"] for r in body["items"]}
+        assert running == {"s": 1, "t": 1}
+        assert body["running"] == 2, body
+        assert sum(r["share_running"] for r in body["items"]) == pytest.approx(1.0)
+    finally:
+        let_go.set()
+        assert await granting == 201
+        server.app.gate.set()  # type: ignore[attr-defined]

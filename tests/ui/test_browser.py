@@ -1,11 +1,14 @@
 """The dashboard in a real browser (Debian's Chromium through Playwright) against a real
 `yoke serve`: every view renders its data with no console error and no CSP violation, a start
 made elsewhere shows up live, controls are applied and audited (and refused to a plain tenant),
-the Why text is exact, charts draw, ten tabs stay live, shutdown does not wait for open streams,
+the Why text is exact, charts draw (each session in a colour of its own name), ten tabs share
+one stream and stay live, the Fairness and Workers views read as they should, shutdown does not
+wait for open streams,
 and axe-core finds no serious accessibility violation."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -53,7 +56,7 @@ def test_every_view_renders_its_data_without_console_errors_or_csp_violations(
         "/ui/executions": f"#e-{steps_id}",
         f"/ui/executions/{steps_id}": "#children a",
         "/ui/actors": "#r-actors",
-        "/ui/workers": "#r-workers h2 >> text=mode here: inline",
+        "/ui/workers": "#executor-mode >> text=this server's own worker: inline",
         "/ui/timers": "#r-timers",
         "/ui/audit": "#r-audit tbody tr",
     }
@@ -65,6 +68,8 @@ def test_every_view_renders_its_data_without_console_errors_or_csp_violations(
         assert w.csp_violations() == [], (path, w.csp_violations())
     page.goto(f"{server.url}/ui/starts/{queued}")
     assert page.inner_text("#why-text") == "held by max_running=1: 1 running"
+    page.goto(f"{server.url}/ui/fairness")
+    assert page.inner_text("#jain-hint").startswith("1 is fair")
 
 
 def test_a_start_made_by_another_client_appears_within_a_second(
@@ -184,6 +189,40 @@ def test_charts_draw_pixels(browser: Any, server: Running) -> None:
         assert len(set(axis)) == len(axis), axis
 
 
+WAIT_LINES = """() => {
+  const n = document.querySelector('.chart[data-chart="waits"]');
+  if (!n || !n._plot) { return null; }
+  return n._plot.series.slice(1).map((x, i) =>
+    [x.label, typeof x.stroke === "function" ? x.stroke(n._plot, i + 1) : x.stroke]);
+}"""
+
+
+def test_a_session_keeps_its_colour_across_views_and_ranks(browser: Any, server: Running) -> None:
+    def starts(session: str, n: int) -> None:
+        with api(server, "admin") as c:
+            for _ in range(n):
+                c.post("/v1/starts", json={"workflow": "echo", "session": session})
+
+    def lines(page: Any, order: list[str]) -> dict[str, str]:
+        page.wait_for_function(
+            f"() => JSON.stringify(({WAIT_LINES})()?.map((x) => x[0])) === "
+            f"'{json.dumps(order, separators=(',', ':'))}'",
+            timeout=10_000,
+        )
+        return dict(page.evaluate(WAIT_LINES))
+
+    starts("beta", 3)
+    starts("alpha", 1)
+    page = login(browser, server, "admin").page
+    live(page)
+    on_overview = lines(page, ["beta", "alpha"])  # busiest first
+    assert on_overview["alpha"] != on_overview["beta"]
+    page.goto(f"{server.url}/ui/fairness")
+    assert lines(page, ["beta", "alpha"]) == on_overview
+    starts("alpha", 5)  # alpha becomes the busiest: the ranks swap, the colours stay
+    assert lines(page, ["alpha", "beta"]) == on_overview
+
+
 HIDE = """(hidden) => {
   Object.defineProperty(document, "visibilityState", {value: hidden ? "hidden" : "visible",
                         configurable: true});
@@ -191,10 +230,38 @@ HIDE = """(hidden) => {
 }"""
 
 
-def test_ten_tabs_stay_live(browser: Any, server: Running) -> None:
+def test_ten_visible_tabs_share_one_stream_and_all_stay_live(browser: Any, server: Running) -> None:
+    # A browser keeps six connections to one server: with a stream per tab, the seventh tab
+    # would never load. All ten are visible here, side by side.
     with api(server, "admin") as c:
         c.put("/v1/limits", json={"max_running": 0})
     first = login(browser, server, "admin").page
+    tabs = [first] + [first.context.new_page() for _ in range(9)]
+    for tab in tabs:
+        tab.goto(f"{server.url}/ui/admission", timeout=10_000)
+        live(tab)
+    hidden = tabs[-1]
+    hidden.evaluate(HIDE, True)  # a hidden tab is told too, and refreshes once it shows
+    with api(server, "acme") as c:
+        start = c.post("/v1/starts", json={"workflow": "echo"}).json()["start_id"]
+    for tab in tabs[:-1]:
+        tab.wait_for_selector(f"#q-{start}", timeout=3000)
+        assert tab.get_attribute("#live", "data-state") == "live"
+    hidden.evaluate(HIDE, False)
+    hidden.wait_for_selector(f"#q-{start}", timeout=3000)
+    # The tabs still load pages: the browser's connections are not held by ten streams.
+    for tab in tabs:
+        tab.goto(f"{server.url}/ui/", timeout=10_000)
+        live(tab)
+
+
+def test_without_a_shared_worker_hidden_tabs_let_their_streams_go(
+    browser: Any, server: Running
+) -> None:
+    with api(server, "admin") as c:
+        c.put("/v1/limits", json={"max_running": 0})
+    first = login(browser, server, "admin").page
+    first.context.add_init_script("delete window.SharedWorker;")  # a browser without one
     tabs = [first] + [first.context.new_page() for _ in range(9)]
     for tab in tabs:  # a browser holds 6 connections per host: hidden tabs close their stream
         tab.goto(f"{server.url}/ui/admission")

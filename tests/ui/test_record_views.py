@@ -46,16 +46,30 @@ async def test_the_workers_view_lists_executors_and_the_mode(start: Start) -> No
     server, client = await start()
     store = server.app.actors._require()
     now = server.app.clock.wall()
-    row = ExecutorRow(worker_id=WORKER, tenant="acme", pid=4242, state="READY", started_at=now,
-                      boot_ms=85.0, dispatches=7, active_dispatch=1, crashes=2,
-                      isolation="rlimit", stop_reason=None, updated_at=now)  # fmt: skip
+    forget = server.app.actors.inspect.forget_after
     ops = client("operator")
     inline = (await ops.get("/ui/workers")).text
-    assert "mode here: inline" in inline and "No executor processes recorded" in inline
+    assert "this server's own worker: inline" in inline and "No executor process" in inline
+    # Another worker, started with --executors process, recorded one of its executors.
+    await store.register_worker("elsewhere", hostname="h2", pid=9, now=now)
+    row = ExecutorRow(worker_id="elsewhere", tenant="acme", pid=4242, state="READY",
+                      started_at=now, boot_ms=301.90996900000755, dispatches=7,
+                      active_dispatch=1, crashes=2, isolation="process+rlimit",
+                      stop_reason=None, updated_at=now)  # fmt: skip
     await store.record_executors([row])
+    # Two workers that left: one just now, one longer ago than `forget_after`.
+    await store.register_worker("left-now", hostname="h3", pid=10, now=now)
+    await store.stop_worker("left-now", now=now)
+    await store.register_worker("left-long-ago", hostname="h4", pid=11, now=now - forget - 60)
+    await store.stop_worker("left-long-ago", now=now - forget - 1)
     server.dashboard.hub.bump()  # a new version: the Workers region is rendered again
     page = (await ops.get("/ui/workers")).text
-    assert '<table id="executors">' in page and "<td>4242</td>" in page and "85.0 ms" in page
+    assert '<table id="executors">' in page and "<td>4242</td>" in page
+    assert "<td>301.9 ms</td>" in page and "301.909" not in page
+    assert "<h2>Executors</h2>" in page  # no mode claimed for other workers' executors
+    assert "<td>left-now</td>" in page and "left-long-ago" not in page
+    listed = [w["worker_id"] for w in (await ops.get("/v1/workers")).json()["items"]]
+    assert "left-now" in listed and "left-long-ago" not in listed
     over = (await ops.get("/v1/overview")).json()
     assert over["executor_mode"] == "inline" and over["executors_live"] == 1
     refused = (await client("acme").get("/ui/workers")).text

@@ -40,6 +40,12 @@ class WorkerStatus(Enum):
     STOPPED = "stopped"  # left cleanly; its instances were released
 
 
+def forgotten(w: WorkerRow, *, now: float, forget_after: float) -> bool:
+    """Stopped, or silent, for `forget_after` seconds: once it owns nothing, the heartbeats of
+    the live workers delete it (`forget_workers`), and the views no longer list it."""
+    return (w.heartbeat_at if w.stopped_at is None else w.stopped_at) < now - forget_after
+
+
 def worker_status(w: WorkerRow, *, now: float, stale_after: float) -> WorkerStatus:
     if w.stopped_at is not None:
         return WorkerStatus.STOPPED
@@ -102,11 +108,13 @@ class ActorInspector:
         store: Callable[[], ActorStore],
         clock: Clock,
         stale_after: float,
+        forget_after: float = 3600.0,
     ) -> None:
         self._registry = registry
         self._store = store  # a getter: the store is attached only while the app runs
         self._clock = clock
         self.stale_after = stale_after
+        self.forget_after = forget_after
 
     def __repr__(self) -> str:
         return f"ActorInspector(actors={self._registry.names()}, stale_after={self.stale_after})"
@@ -193,6 +201,10 @@ class ActorInspector:
         views = []
         for w in rows:
             c = counts.get(w.worker_id, none)
+            if forgotten(w, now=now, forget_after=self.forget_after) and not (
+                c.owned or c.moving_in
+            ):
+                continue  # the next heartbeat of a live worker deletes it
             views.append(
                 WorkerView(
                     row=w,
@@ -208,15 +220,23 @@ class ActorInspector:
 
     async def executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRowView]:
         """Executor processes as their workers recorded them (of `tenant`, or of all), each
-        with the status of its worker: a stale worker's rows are what it last wrote."""
+        with the status of its worker: a stale worker's rows are what it last wrote; a
+        forgotten worker's are left out."""
         store = self._store()
         rows = await store.list_executors(tenant=tenant, limit=limit)
         now = self._clock.wall()
-        status = {
-            w.worker_id: worker_status(w, now=now, stale_after=self.stale_after)
-            for w in await store.list_workers()
+        workers = await store.list_workers()
+        gone = {
+            w.worker_id for w in workers if forgotten(w, now=now, forget_after=self.forget_after)
         }
-        return [ExecutorRowView(row=r, worker=status.get(r.worker_id)) for r in rows]
+        status = {
+            w.worker_id: worker_status(w, now=now, stale_after=self.stale_after) for w in workers
+        }
+        return [
+            ExecutorRowView(row=r, worker=status.get(r.worker_id))
+            for r in rows
+            if r.worker_id not in gone
+        ]
 
 
 def no_instance(actor: str, instance_id: str) -> NotFound:

@@ -221,6 +221,11 @@ class ActorStore(LeaseStore, Protocol):
 
     async def list_workers(self) -> list[WorkerRow]: ...
 
+    async def forget_workers(self, *, before: float) -> int:
+        """Delete the workers stopped, or silent, since `before` that own no instance and are
+        no move's taker, with the executors and tenant counters they recorded; how many."""
+        ...
+
     # -- the fleet: placement and rebalancing (`yoke.actors.fleet`) ---------------------------
     async def fleet_counts(
         self, *, tenant: str | None = None, with_pending: bool = False

@@ -85,6 +85,7 @@ class ActorRuntime:
             store=self._require,
             clock=self._clock,
             stale_after=self.settings.stale_after,
+            forget_after=self.settings.forget_after,
         )
         self._drain: QueueDrainScheduler | None = None
         self._timers: TimerDispatch | None = None
@@ -353,6 +354,7 @@ class ActorRuntime:
             clock=self._clock,
             heartbeat_interval=s.heartbeat_interval,
             stale_after=s.stale_after,
+            forget_after=s.forget_after,
             on_takeover=new_rows,
             metrics=self.metrics,
             retry=self.retry,

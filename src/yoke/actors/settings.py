@@ -26,6 +26,7 @@ ENV = {  # field -> variable
     "concurrency": "YOKE_WORKER_CONCURRENCY",
     "heartbeat_interval": "YOKE_WORKER_HEARTBEAT_SECS",
     "stale_after": "YOKE_WORKER_STALE_SECS",
+    "forget_after": "YOKE_WORKER_FORGET_SECS",
     "poll_interval": "YOKE_NOTIFY_POLL_BACKUP_SECS",
     "timer_poll_interval": "YOKE_SCHEDULE_WAKE_POLL_SECS",
     "batch_size": "YOKE_ACTOR_BATCH_SIZE",
@@ -50,6 +51,11 @@ class ActorSettings:
     heartbeat_interval: float = setting(15.0, "seconds between a worker's heartbeats")
     stale_after: float = setting(
         60.0, "seconds without a heartbeat after which a worker is stale; others take its instances"
+    )
+    forget_after: float = setting(
+        3600.0,
+        "seconds after which a stopped or silent worker owning no instance is forgotten: its "
+        "row, executors and counters deleted, and dropped from `/v1/workers` and the dashboard",
     )
     poll_interval: float = setting(15.0, "drain backup poll when a NOTIFY was missed")
     timer_poll_interval: float = setting(10.0, "timer backup poll")
@@ -114,6 +120,7 @@ class ActorSettings:
         for name in (
             "heartbeat_interval",
             "stale_after",
+            "forget_after",
             "poll_interval",
             "timer_poll_interval",
             "tenant_settings_poll",

@@ -7,7 +7,10 @@ unknown or silent for `stale_after`, for the owner the placement rule names
 further, docs/decisions.md). A takeover bumps each instance's owner epoch, which fences the
 old owner: its later completions, requeues and state writes are refused, and the rows it had
 claimed are pending again for the new owner. A stopping worker hands its instances over by the
-same rule. `tick(now)` is one round, so tests drive it with a fake clock.
+same rule. Each heartbeat also forgets the workers stopped or silent for `forget_after` that own
+nothing any more (their rows, executors and counters), so a fleet whose workers come and go
+(each incarnation a new id) keeps a bounded table. `tick(now)` is one round, so tests drive it
+with a fake clock.
 
 This module must never name a store backend and reads time only through its `Clock`.
 """
@@ -46,6 +49,7 @@ class WorkerHeartbeat:
         heartbeat_interval: float,
         stale_after: float,
         on_takeover: Callable[[], None],
+        forget_after: float = 3600.0,
         metrics: ActorMetrics | None = None,
         depth_limit: int = DEPTH_LIMIT,
         retry: RetryPolicy | None = None,
@@ -59,6 +63,7 @@ class WorkerHeartbeat:
         self._clock = clock
         self._interval = heartbeat_interval
         self._stale_after = stale_after
+        self._forget_after = forget_after
         self._on_takeover = on_takeover
         self._metrics = metrics or ActorMetrics(None)
         self._depth_limit = depth_limit
@@ -94,7 +99,8 @@ class WorkerHeartbeat:
         return got
 
     async def tick(self) -> Takeover:
-        """One heartbeat: refresh our row, take orphans over, refresh the gauges."""
+        """One heartbeat: refresh our row, take orphans over, forget long-gone workers, refresh
+        the gauges."""
         now = self._clock.wall()
         if not await self._store.worker_heartbeat(self.worker_id, now=now):
             log.warning("worker %s was stopped or forgotten; registering again", self.worker_id)
@@ -102,6 +108,9 @@ class WorkerHeartbeat:
                 self.worker_id, hostname=socket.gethostname(), pid=os.getpid(), now=now
             )
         got = await self._claim(now)
+        forgotten = await self._store.forget_workers(before=now - self._forget_after)
+        if forgotten:
+            log.info("forgot %d workers gone for %.0fs", forgotten, self._forget_after)
         await self._metrics.refresh(
             self._store, now=now, stale_after=self._stale_after, depth_limit=self._depth_limit
         )

@@ -209,6 +209,8 @@ async def run(
         app = demo_app(f"sqlite:///{folder}/demo.db")
         server = Server(app, tokens=None)
         chosen = _free_port(port)
+        if port and chosen != port:
+            console.print(f"port {port} on 127.0.0.1 is taken: serving on port {chosen} instead")
         url = f"http://127.0.0.1:{chosen}"
         config = uvicorn.Config(
             server, host="127.0.0.1", port=chosen, lifespan="on", log_level="warning"

@@ -7,9 +7,13 @@ This adds what a person needs to act on it:
   queued start outranks this one are looked at);
 - `eta_seconds`: when, at the recent grant rate, the starts ahead will have gone
   (`(ahead + 1) / rate`; None without a recent grant);
-- `fixes`: the changes that would let it go sooner, each the same call the API makes (raise
-  the limit that holds it: ADMIN, `PUT /v1/limits`; raise its priority above the first one
-  ahead: OPERATOR, `PATCH /v1/starts/{id}`), listed only for a principal holding the role.
+- `fixes`: the changes that would let it go sooner, each the same call the API makes, listed
+  only for a principal holding the role: raise the limit that holds it (ADMIN,
+  `PUT /v1/limits`) by enough for it and the starts ahead of it under that limit, only when
+  that at most doubles the limit (a start with 841 ahead of it under `max_running=4` gets no
+  raise to suggest: none in proportion would help); raise its priority above every queued
+  start's (OPERATOR, `PATCH /v1/starts/{id}`) when starts ahead of it outrank it or, under
+  `max_running` or no limit, merely came first.
 
 This module must never change anything.
 """
@@ -34,6 +38,26 @@ def higher_ahead(ex: Executions, start: Start) -> int:
     return total
 
 
+def raise_to(ex: Executions, start: Start, why: dict[str, Any]) -> int | None:
+    """The value of the limit that holds `start` at which it would run now (it and the starts
+    ahead of it under that limit), or None when that more than doubles the limit."""
+    limit, blocked = why["limit"], why["blocked_by"]
+    if limit is None or blocked is None:
+        return None
+    room = max(limit, 1)
+    if blocked == "max_running_per_session":  # its own session's starts are the ones ahead
+        item = ex.kernel.get(start.start_id)
+        if item is None:
+            return None
+        first = [str(i.id) for i in ex.kernel.first_pending(item.lane, room)]
+        if start.start_id not in first:
+            return None
+        needed = first.index(start.start_id) + 1
+    else:  # every start ahead may take a slot of it first
+        needed = (why["ahead"] or 0) + 1
+    return limit + needed if needed <= room else None
+
+
 def explain(
     ex: Executions,
     start: Start,
@@ -53,17 +77,19 @@ def explain(
     if grants_per_second:
         out["eta_seconds"] = round((ahead + 1) / grants_per_second, 3)
     fixes: list[dict[str, Any]] = []
-    if principal.has_any(ADMIN) and out["blocked_by"] and out["limit"] is not None:
+    to = raise_to(ex, start, out) if principal.has_any(ADMIN) else None
+    if to is not None:
         fixes.append(
             {
                 "action": "raise_limit",
                 "limit": out["blocked_by"],
-                "to": out["limit"] + 1,
+                "to": to,
                 "call": "PUT /v1/limits",
                 "role": ADMIN,
             }
         )
-    if principal.has_any(OPERATOR, ADMIN) and higher:
+    first_come = ahead and out["blocked_by"] in (None, "max_running")
+    if principal.has_any(OPERATOR, ADMIN) and (higher or first_come):
         top = max(head.priority for *_, head in ex.kernel.lane_heads())
         fixes.append(
             {

@@ -146,6 +146,10 @@ class ExecutorListOut(BaseModel):
 
 class WorkerListOut(BaseModel):
     stale_after: float = Field(description="seconds of silence after which a worker is stale")
+    forget_after: float = Field(
+        description="seconds stopped or silent after which a worker owning nothing is no longer "
+        "listed (and its row is deleted)"
+    )
     placement: Literal["balanced", "tenant", "creator"] = Field(
         description="where new instances go (YOKE_PLACEMENT)"
     )

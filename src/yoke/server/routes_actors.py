@@ -108,6 +108,7 @@ class ActorsRoutes:
         return json_response(
             {
                 "stale_after": self.inspect.stale_after,
+                "forget_after": self.inspect.forget_after,
                 "placement": self.placement,
                 "moves": sum(w.moving_out for w in views),
                 "items": [worker_json(w) for w in views],

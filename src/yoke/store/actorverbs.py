@@ -500,6 +500,9 @@ class ActorVerbs:
     async def list_workers(self) -> list[WorkerRow]:
         return await self.fleet.list_workers()
 
+    async def forget_workers(self, *, before: float) -> int:
+        return await self.fleet.forget_workers(before=before)
+
     async def fleet_counts(
         self, *, tenant: str | None = None, with_pending: bool = False
     ) -> list[FleetCounts]:

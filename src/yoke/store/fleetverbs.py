@@ -57,6 +57,14 @@ class FleetVerbs:
             await self._hand_over_to(tx, refs, to)
         return len(refs)
 
+    async def forget_workers(self, *, before: float) -> int:
+        async with self._t.write() as tx:
+            gone = await tx.all("forget_workers", {"before": before})
+            if gone:
+                for query in ("forget_executors", "forget_spares", "forget_tenant_counters"):
+                    await tx.run(query, {})
+        return len(gone)
+
     async def claim_orphans(
         self, worker_id: str, *, stale_before: float, now: float, to: Owner | None = None
     ) -> Takeover:

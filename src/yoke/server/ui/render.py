@@ -56,6 +56,20 @@ def _when(at: float | None) -> str:
     return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _duration(seconds: float) -> str:
+    """A setting's length of time: `60 s`, `10 min`, `1 h`."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 120 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+
+def _ms(ms: float | None) -> str:
+    """A duration in milliseconds as a person reads it: `301.9 ms`."""
+    return "-" if ms is None or not math.isfinite(ms) else f"{ms:.1f} ms"
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f}%"
 
@@ -71,6 +85,8 @@ def environment() -> jinja2.Environment:
     env.filters["ago"] = _ago
     env.filters["when"] = _when
     env.filters["pct"] = _pct
+    env.filters["ms"] = _ms
+    env.filters["duration"] = _duration
     return env
 
 

@@ -1,6 +1,7 @@
-"""`GET /ui/events`: one Server-Sent Events stream per visible dashboard tab, carrying only
-"changed" signals (`event: changed`, `data: {"v": <version>}`); each region of the page then
-re-fetches its own fragment.
+"""`GET /ui/events`: one Server-Sent Events stream per browser (its dashboard tabs share it
+through a SharedWorker, `static/stream.js`; a browser without one opens a stream per visible
+tab), carrying only "changed" signals (`event: changed`, `data: {"v": <version>}`); each region
+of the page then re-fetches its own fragment.
 
 The stream sends the current version at once (a tab that reconnects resyncs), then each new
 version as the hub raises it (coalesced there: the latest version is always sent), a comment
@@ -30,7 +31,7 @@ from yoke.server.problems import from_yoke_error
 from yoke.server.ui.hub import Hub
 
 PING = 15.0
-PER_VIEWER = 32  # a browser holds at most 6 connections per server: room for a team's tabs
+PER_VIEWER = 32  # one per browser (a tab each without SharedWorker): room for a team's
 
 
 class TooManyStreams(NotRunning):

@@ -199,6 +199,7 @@ async def workers(s: ServerState, p: Principal) -> dict[str, Any]:
     executors = await inspect.executors(tenant=None, limit=EXECUTORS_SHOWN)
     return {
         "stale_after": inspect.stale_after,
+        "forget_after": inspect.forget_after,
         "items": [worker_json(w) for w in views],
         "executor_mode": executor_mode(s),
         "executors": [executor_json(e) for e in executors],

@@ -161,7 +161,6 @@ async def fairness(
     s: ServerState, p: Principal, *, window: int, q: str | None, k: int
 ) -> dict[str, Any]:
     ex = s.executions
-    ledger = await s.store().ledger()
     see = _visible(p)
     served = s.recorder.sessions(window)
     folded = {t: w for t, w in s.recorder.folded(window).items() if see(t)}
@@ -175,7 +174,10 @@ async def fairness(
         k=k,
     )
     total_weight = now.total_weight or 1.0
-    total_running = ledger.get("global", ex.kernel.running)
+    # The same snapshot as the rows: the kernel, read with no await since `shares` (the
+    # ledger, read from the store a moment apart, counted a different set of grants), so the
+    # rows' running add up to at most this and their shares of it to at most 100%.
+    total_running = ex.kernel.running
     none = SessionWindow(session="", starts=0, waits=())
     rows = []
     for name, queued, running, weight in now.top:

@@ -199,6 +199,27 @@ UPDATE runtime_workers SET stopped_at = :now WHERE worker_id = :worker_id;
 SELECT worker_id, hostname, pid, started_at, heartbeat_at, stopped_at FROM runtime_workers
 ORDER BY worker_id;
 
+-- name: forget_workers
+-- Workers stopped or silent since `before` that own no instance and take no move: a takeover
+-- re-owns a gone worker's instances long before (`stale_after`), so their rows can go.
+DELETE FROM runtime_workers
+WHERE coalesce(stopped_at, heartbeat_at) < :before
+    AND NOT EXISTS (SELECT 1 FROM actor_instances i WHERE i.worker_id = runtime_workers.worker_id)
+    AND NOT EXISTS (SELECT 1 FROM actor_instances i WHERE i.moving_to = runtime_workers.worker_id)
+RETURNING worker_id;
+
+-- name: forget_executors
+DELETE FROM runtime_executors
+WHERE NOT EXISTS (SELECT 1 FROM runtime_workers w WHERE w.worker_id = runtime_executors.worker_id);
+
+-- name: forget_spares
+DELETE FROM runtime_spares
+WHERE NOT EXISTS (SELECT 1 FROM runtime_workers w WHERE w.worker_id = runtime_spares.worker_id);
+
+-- name: forget_tenant_counters
+DELETE FROM tenant_running
+WHERE NOT EXISTS (SELECT 1 FROM runtime_workers w WHERE w.worker_id = tenant_running.worker_id);
+
 -- name: gone_workers
 -- Workers stopped or silent since `stale_before`: a takeover never places an orphan on one.
 SELECT worker_id FROM runtime_workers

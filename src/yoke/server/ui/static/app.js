@@ -1,10 +1,9 @@
-// The dashboard's own script: one event stream per visible tab, live regions, charts.
+// The dashboard's own script: live regions over one event stream per browser, and charts.
 // No inline script anywhere (the Content-Security-Policy forbids it); htmx does the fetching.
 (function () {
   "use strict";
   var badge = document.getElementById("live");
-  var source = null;
-  var retry = null;
+  var behind = false;  // a signal came while this tab was hidden: refresh once it shows
 
   function state(text) {
     if (badge) { badge.textContent = text; badge.setAttribute("data-state", text); }
@@ -15,17 +14,53 @@
     charts.schedule();
   }
 
+  function seen(v) {
+    if (v === null || v === undefined || String(v) === document.body.getAttribute("data-version")) {
+      return;
+    }
+    document.body.setAttribute("data-version", String(v));
+    if (document.visibilityState === "visible") { changed(); } else { behind = true; }
+  }
+
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "visible" && behind) { behind = false; changed(); }
+  });
+
+  // One stream for all the tabs of a browser: a browser keeps six connections to a server,
+  // so a stream per tab would leave the seventh tab unable to load. The SharedWorker
+  // (stream.js) holds it and tells every tab; a tab says goodbye when it goes.
+  function shared() {
+    if (!window.SharedWorker) { return false; }
+    var worker;
+    try {
+      worker = new SharedWorker("/ui/static/stream.js", { name: "yoke-events" });
+    } catch (e) {
+      return false;
+    }
+    var port = worker.port;
+    port.onmessage = function (m) {
+      if (m.data.state) { state(m.data.state); }
+      seen(m.data.v);
+    };
+    worker.addEventListener("error", function () { own(); });  // the worker could not start
+    window.addEventListener("pagehide", function () { port.postMessage("bye"); });
+    window.addEventListener("pageshow", function (e) { if (e.persisted) { port.postMessage("hello"); } });
+    return true;
+  }
+
+  // Without a SharedWorker, each visible tab holds its own stream and a hidden tab lets it go
+  // (so hidden tabs leave the browser's connections to the visible ones).
+  var source = null;
+  var retry = null;
+  var owned = false;
+
   function open() {
     if (source || document.visibilityState !== "visible") { return; }
     source = new EventSource("/ui/events");
     state("connecting");
     source.addEventListener("open", function () { state("live"); });
     source.addEventListener("changed", function (event) {
-      var v = JSON.parse(event.data).v;
-      if (String(v) !== document.body.getAttribute("data-version")) {
-        document.body.setAttribute("data-version", String(v));
-        changed();
-      }
+      seen(JSON.parse(event.data).v);
       state("live");
     });
     source.addEventListener("error", function () {
@@ -45,13 +80,40 @@
     state("paused");
   }
 
-  document.addEventListener("visibilitychange", function () {
-    if (document.visibilityState === "visible") { open(); changed(); } else { close(); }
-  });
-  window.addEventListener("pagehide", close);
+  function own() {
+    if (owned) { return; }
+    owned = true;
+    document.addEventListener("visibilitychange", function () {
+      if (document.visibilityState === "visible") { open(); changed(); } else { close(); }
+    });
+    window.addEventListener("pagehide", close);
+    open();
+  }
+
+  function start() {
+    if (!shared()) { own(); }
+    charts.draw();
+  }
 
   // -- charts: uPlot over the /v1/series twin, redrawn at most once a second --------------
   var COLORS = ["#2b6cb0", "#c05621", "#2f855a", "#9b2c2c", "#6b46c1", "#b7791f"];
+  // A session's colour comes from its name alone (FNV-1a, mixed so that short names spread,
+  // then a hue and one of two lightnesses), so it keeps it from one chart, view and second to
+  // the next, whatever its rank.
+  function colourOf(name) {
+    var h = 2166136261;
+    for (var i = 0; i < name.length; i++) {
+      h ^= name.charCodeAt(i);
+      h = Math.imul(h, 16777619);
+    }
+    h ^= h >>> 16;
+    h = Math.imul(h, 0x85ebca6b);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    h ^= h >>> 16;
+    h >>>= 0;
+    return "hsl(" + (h % 360) + ", 70%, " + ((h >>> 9) % 2 ? 36 : 48) + "%)";
+  }
   var charts = {
     plots: [],
     pending: null,
@@ -83,14 +145,16 @@
         series.push({ label: "Jain", stroke: COLORS[2], width: 2, spanGaps: true });
         columns.push(data.jain || data.t.map(function () { return null; }));
       } else {
-        data.sessions.forEach(function (name, i) {
-          series.push({ label: name, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: true });
+        data.sessions.forEach(function (name) {
+          series.push({ label: name, stroke: colourOf(name), width: 2, spanGaps: true });
           columns.push(data.waits[name]);
         });
         if (data.sessions.length === 0) { series.push({ label: "no grants yet", stroke: COLORS[5], width: 1 }); columns.push(data.t.map(function () { return 0; })); }
       }
       var width = Math.max(280, node.clientWidth || 600);
-      var key = kind + ":" + (series.length);
+      // Redrawn in place only for the same series: a session that joins, leaves or changes
+      // rank makes a new plot, so that no line keeps another session's label or colour.
+      var key = kind + ":" + series.map(function (x) { return x.label || ""; }).join("\u0000");
       var old = node._plot;
       if (old && old._key === key) { old.setData(columns); return; }
       if (old) { old.destroy(); }
@@ -109,6 +173,8 @@
     }
   };
 
-  document.addEventListener("DOMContentLoaded", function () { open(); charts.draw(); });
-  if (document.readyState !== "loading") { open(); charts.draw(); }
+  var started = false;
+  function once() { if (!started) { started = true; start(); } }
+  document.addEventListener("DOMContentLoaded", once);
+  if (document.readyState !== "loading") { once(); }
 })();
