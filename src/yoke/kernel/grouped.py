@@ -555,6 +555,24 @@ class GroupedKernel:
             if head is not None:
                 yield (name, ln.queued, ln.running, ln.w, head)
 
+    def lane_keys(self) -> Iterator[tuple[Key, Hashable, Hashable]]:
+        """Every lane with queued items as (the full key of its head, lane, group), in lane
+        creation order: O(lanes), no sort, nothing changed (a view ranks its top K of it)."""
+        v = self._V
+        for name, ln in self._lanes.items():
+            if not ln.queued:
+                continue
+            head: Item | None = None
+            for c in ln.classes.values():
+                first = _first_live(c.heap)
+                if first is not None and (head is None or _order(first) < _order(head)):
+                    head = first
+            if head is not None:
+                g = ln.group
+                s = g.S
+                key = (-head.priority, g.load, s if s > v else v, g.tb, ln.running, head.seq)
+                yield (key, name, g.name)
+
     def pending(self, lane: Hashable) -> list[Item]:
         ln = self._lanes.get(lane)
         if ln is None:

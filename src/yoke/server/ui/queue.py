@@ -158,15 +158,22 @@ def next_picks(
     `k` picks come from at most `k` tenants. Each tenant keeps a heap of its sessions' first
     eligible starts, so a pick costs O(tenants + log sessions)."""
     q = query.lower() if query else None
-    turns = _Turns(kernel)
-    group_of = kernel.lane_group
-    by_tenant: dict[Hashable, list[tuple[int, int, int, Hashable]]] = {}
-    for lane, _, lane_run, _, head in kernel.lane_heads():
+    seen: list[tuple[tuple[int, ...], Hashable, Hashable]] = []
+    first: dict[Hashable, tuple[int, ...]] = {}  # each tenant's best session's key
+    for key, lane, group in kernel.lane_keys():
         name = str(lane)
         if (visible is None or visible(name)) and (q is None or q in name.lower()):
-            group = group_of(lane)
-            by_tenant.setdefault(group, []).append((-head.priority, lane_run, head.seq, lane))
-    tenants = heapq.nsmallest(k, by_tenant, key=lambda g: turns.key(g, *min(by_tenant[g])[:3]))
+            seen.append((key, lane, group))
+            b = first.get(group)
+            if b is None or key < b:
+                first[group] = key
+    tenants = heapq.nsmallest(k, first, key=first.__getitem__)
+    chosen = set(tenants)
+    by_tenant: dict[Hashable, list[tuple[int, int, int, Hashable]]] = {g: [] for g in tenants}
+    for key, lane, group in seen:
+        if group in chosen:
+            by_tenant[group].append((key[0], key[4], key[5], lane))
+    turns = _Turns(kernel)
     lanes: dict[Hashable, list[Item]] = {}
     running: dict[Hashable, int] = {}
     groups: dict[Hashable, Hashable] = {}
