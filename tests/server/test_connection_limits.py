@@ -16,7 +16,6 @@ import contextlib
 import resource
 import select
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -24,11 +23,11 @@ import httpx
 import pytest
 
 from tests.server.e2e import Running, yoke_serve
+from tests.server.slowloris import SLOW_HEAD, SlowLoris
 
 pytestmark = pytest.mark.slow
 
 ANOTHER_CLIENT = "127.0.0.2"
-SLOW_HEAD = b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n" + b"x-slow: 1\r\n" * 4000
 
 
 @pytest.fixture(autouse=True)
@@ -68,60 +67,6 @@ def still_open(*socks: socket.socket) -> bool:
     return poll.poll(300) == []
 
 
-class SlowLoris:
-    """`count` connections from `sources` in turn, each sending a request head one byte a tick
-    (never finishing it); a connection the server closes is opened again on the next tick, as
-    a real attacker does. Runs in a thread of its own."""
-
-    def __init__(self, port: int, count: int, sources: list[str], tick: float = 1.0) -> None:
-        self.port, self.count, self.sources, self.tick = port, count, sources, tick
-        self.ticks = self.opened = self.closed = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> SlowLoris:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _open(self, n: int) -> socket.socket:
-        s = socket.socket()
-        s.setblocking(False)
-        s.bind((self.sources[n % len(self.sources)], 0))
-        with contextlib.suppress(BlockingIOError):
-            s.connect(("127.0.0.1", self.port))
-        self.opened += 1
-        return s
-
-    def _run(self) -> None:
-        socks: list[socket.socket | None] = [None] * self.count
-        sent = [0] * self.count
-        try:
-            while not self._stop.is_set():
-                for n in range(self.count):
-                    s = socks[n]
-                    if s is None:
-                        socks[n], sent[n] = self._open(n), 0
-                        continue
-                    try:
-                        sent[n] += s.send(SLOW_HEAD[sent[n] : sent[n] + 1])
-                    except BlockingIOError:
-                        pass  # not connected yet: the server's backlog is full
-                    except OSError:  # the server closed it
-                        s.close()
-                        socks[n] = None
-                        self.closed += 1
-                self.ticks += 1
-                self._stop.wait(self.tick)
-        finally:
-            for s in socks:
-                if s is not None:
-                    s.close()
-
-
 def test_1200_slow_connections_at_1024_descriptors_leave_another_client_served(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -130,10 +75,7 @@ def test_1200_slow_connections_at_1024_descriptors_leave_another_client_served(
         yoke_serve(database_url, tmp_path, nofile=(1024, 1024)) as srv,
         SlowLoris(srv.port, 1200, attackers) as flood,
     ):
-        deadline = time.monotonic() + 30
-        while flood.ticks < 3:  # every connection opened and trickling for two ticks
-            assert time.monotonic() < deadline, "the flood did not start"
-            time.sleep(0.05)
+        flood.wait_ticks(3)  # every connection opened and trickling for two ticks
         transport = httpx.HTTPTransport(local_address=ANOTHER_CLIENT)
         answers: list[int | str] = []
         slowest = 0.0

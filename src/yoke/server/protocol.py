@@ -142,7 +142,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             transport.close()
             return
         if room is not None:
-            room.transport.close()
+            room.transport.abort()  # its descriptor now, whatever it has not yet written
         self.sweep.arm(self.loop)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -234,6 +234,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._head = 0
+        cycle = self.cycle
+        if cycle is not None and cycle.response_complete and not self.transport.is_closing():
+            # Answered before its body ended, and kept open: it waits from now.
+            self.table.answered(self, self.loop.time(), head_begun=False)
 
 
 class _HeadWithBody:

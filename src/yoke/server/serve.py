@@ -157,6 +157,7 @@ def run(
         host=host,
         port=port,
         http=bounded_protocol(head, connections),
+        ws="none",  # no route speaks WebSocket: no connection leaves the protocol's table
         lifespan="on",
         log_level=settings.log_level.lower(),
         log_config=None,  # the handlers of `configure_logging`, for uvicorn's loggers too
