@@ -150,6 +150,12 @@ async def paced(port: int, request: bytes, rate: float, seconds: float) -> dict[
     }
 
 
+def _limit_files(nofile: tuple[int, int]) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -158,9 +164,17 @@ def _free_port() -> int:
 
 
 class ServeProcess:
-    def __init__(self, database_url: str) -> None:
+    """`yoke serve --app bench.bench_server:app`; `env` adds to its environment (a PYTHONPATH
+    there runs another tree's yoke), `nofile` is the (soft, hard) open-file limit it starts with."""
+
+    def __init__(
+        self,
+        database_url: str,
+        env: dict[str, str] | None = None,
+        nofile: tuple[int, int] | None = None,
+    ) -> None:
         self.port = _free_port()
-        env = {**os.environ, "YOKE_EXECUTION_SHUTDOWN_TIMEOUT": "0"}
+        env = {**os.environ, "YOKE_EXECUTION_SHUTDOWN_TIMEOUT": "0", **(env or {})}
         env.pop("YOKE_TOKENS_FILE", None)
         self.process = subprocess.Popen(
             [
@@ -179,6 +193,7 @@ class ServeProcess:
             ],
             env=env,
             cwd=Path(__file__).resolve().parents[1],
+            preexec_fn=None if nofile is None else lambda: _limit_files(nofile),
         )
 
     async def ready(self) -> None:

@@ -25,6 +25,7 @@ ORDER = (
     "kernel",
     "executions",
     "server",
+    "connections",
     "admission",
     "ha",
     "actors",

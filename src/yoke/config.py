@@ -83,6 +83,16 @@ class Settings:
         16 << 10, "request line or one header line at most (414 / 431 past it)"
     )
     max_header_bytes: int = setting(64 << 10, "request line and headers in all at most (431)")
+    header_timeout_secs: float = setting(
+        10.0,
+        "seconds a request head may take, from the connection's opening (or its next "
+        "request's first byte) to the head's end; then 408 and the connection closes",
+    )
+    max_connections_per_client: int = setting(
+        256,
+        "connections one client address may hold open at once (IPv6: one /64); past it a new "
+        "one is answered 429 and closed at once. A proxy of `forwarded_allow_ips` is exempt",
+    )
     log_level: str = setting("info", "`debug`, `info`, `warning` or `error` (`--log-level`)")
     log_format: str = setting("text", "`text` or `json`, one object a line (`--log-format`)")
     # High availability (`yoke serve --ha`, PostgreSQL only).
@@ -135,6 +145,12 @@ class Settings:
             _check_count(name, getattr(self, name))
             if getattr(self, name) < 1024:
                 raise BadValue(f"{name} must be at least 1024 bytes, got {getattr(self, name)}")
+        _check_seconds("header_timeout_secs", self.header_timeout_secs)
+        if self.header_timeout_secs <= 0:
+            raise BadValue("header_timeout_secs must be > 0")
+        _check_count("max_connections_per_client", self.max_connections_per_client)
+        if self.max_connections_per_client is None or self.max_connections_per_client < 1:
+            raise BadValue("max_connections_per_client must be at least 1")
         if self.idempotency_retention <= 0:
             raise BadValue("idempotency_retention must be > 0 seconds")
         if self.log_level.lower() not in LOG_LEVELS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -25,11 +26,19 @@ def free_port() -> int:
         return port
 
 
+def _limit_files(nofile: tuple[int, int]) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+
+
 @dataclass
 class Running:
     url: str
     process: subprocess.Popen[bytes]
     log: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
 
     def terminate(self, timeout: float = 30.0) -> int:
         if self.process.poll() is None:
@@ -51,7 +60,9 @@ def yoke_serve(
     *,
     env: dict[str, str] | None = None,
     app: str = "tests.server.e2e_app:app",
+    nofile: tuple[int, int] | None = None,
 ) -> Iterator[Running]:
+    """`nofile`: the (soft, hard) RLIMIT_NOFILE the server starts with."""
     port = free_port()
     log = tmp / f"serve-{port}.log"
     full_env = {**os.environ, "YOKE_EXECUTION_SHUTDOWN_TIMEOUT": "2", **(env or {})}
@@ -75,6 +86,7 @@ def yoke_serve(
             env=full_env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=None if nofile is None else lambda: _limit_files(nofile),
         )
     running = Running(url=f"http://127.0.0.1:{port}", process=process, log=log)
     try:

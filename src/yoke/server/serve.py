@@ -6,6 +6,9 @@ executions stop admitting and refuse their queued starts at once (so long-polls 
 stops accepting and finishes the requests in flight, and the lifespan then gives running executions
 `YOKE_EXECUTION_SHUTDOWN_TIMEOUT` to finish before aborting them. The process exits 0.
 
+Before listening it raises its open-file limit to the hard limit and sizes the connections it
+will hold below it (`descriptors`); the rules of each connection are `connections`'.
+
 This module must never hold API logic.
 """
 
@@ -25,10 +28,13 @@ import uvicorn
 
 from yoke.app import App, check_ha
 from yoke.errors import BadValue
+from yoke.server import descriptors
 from yoke.server.asgi import Server
+from yoke.server.connections import ConnectionLimits, TrustedProxies
 from yoke.server.logs import configure_logging
 from yoke.server.protocol import HeadLimits, bounded_protocol
 
+KEEP_ALIVE_SECS = 30
 _YOUNG_GC_THRESHOLD = 20_000  # allocations between young collections (CPython's default: 700)
 
 
@@ -139,18 +145,28 @@ def run(
     server = Server.from_env(app)
     check_bind(host, server)
     head = HeadLimits(max_line=settings.max_header_line_bytes, max_head=settings.max_header_bytes)
+    capacity = descriptors.connection_capacity(descriptors.raise_open_file_limit())
+    connections = ConnectionLimits(
+        header_timeout=settings.header_timeout_secs,
+        per_client=settings.max_connections_per_client,
+        capacity=capacity,
+        trusted=TrustedProxies(settings.forwarded_allow_ips),
+    )
     config = uvicorn.Config(
         server,
         host=host,
         port=port,
-        http=bounded_protocol(head),
+        http=bounded_protocol(head, connections),
+        ws="none",  # no route speaks WebSocket: no connection leaves the protocol's table
         lifespan="on",
         log_level=settings.log_level.lower(),
         log_config=None,  # the handlers of `configure_logging`, for uvicorn's loggers too
         timeout_graceful_shutdown=int(app.settings.execution_shutdown_timeout) + 5,
-        # A client that opened its connection but is slow to send (a burst of starts from one
-        # busy process) must not be cut off after uvicorn's default 5 s.
-        timeout_keep_alive=30,
+        # Idle between requests: a client that is slow to send its next one (a burst of starts
+        # from one busy process) must not be cut off after uvicorn's default 5 s. Held longer
+        # than this, an idle connection is closed; sooner, when the server is at capacity and
+        # a new connection needs its place (`connections`).
+        timeout_keep_alive=KEEP_ALIVE_SECS,
         access_log=False,
         # Set here, not left to uvicorn's default and its FORWARDED_ALLOW_IPS: only these
         # proxies may say a request came over https (the session cookie is then Secure) and
