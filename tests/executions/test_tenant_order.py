@@ -22,24 +22,26 @@ async def test_a_tenant_splitting_its_flood_over_300_sessions_does_not_go_ahead(
 ) -> None:
     order: list[str] = []
     release = asyncio.Event()
+    all_ran = asyncio.Event()
     app = make_app(database_url, limits=Limits(max_running=4))
 
     @app.workflow()
     async def work(ctx: Context, input: Any) -> Any:
         order.append(input)
+        if len(order) == 4 + 300 + 20:
+            all_ran.set()
         await release.wait()
         return input
 
     async with app.running():
         ex = app.executions
-        for i in range(4):  # the slots are taken, so everything after queues
+        for _ in range(4):  # the slots are taken, so everything after queues
             await ex.start("work", "hold", session="holder")
         await asyncio.gather(*(ex.start("work", "evil", session=f"evil/s{i}") for i in range(300)))
         for _ in range(20):
             await ex.start("work", "acme", session="acme")
         release.set()  # every run ends at once from now on
-        while len(order) < 4 + 300 + 20:
-            await asyncio.sleep(0.05)
+        await asyncio.wait_for(all_ran.wait(), 30)
     granted = order[4:]
     acme_at = [n for n, who in enumerate(granted) if who == "acme"]
     # Tenant-fair: acme's 20 starts alternate with evil's; by session (the seed's order
@@ -51,11 +53,14 @@ async def test_ties_between_tenants_go_to_the_one_served_least_recently(
     database_url: str,
 ) -> None:
     granted: list[str] = []
+    lights_ran = asyncio.Event()
     app = make_app(database_url, limits=Limits(max_running=4))
 
     @app.workflow()
     async def work(ctx: Context, input: Any) -> Any:
         granted.append(input)
+        if sum(1 for g in granted if g != "flood") == 100:
+            lights_ran.set()
         await asyncio.sleep(0.02)
         return input
 
@@ -76,8 +81,7 @@ async def test_ties_between_tenants_go_to_the_one_served_least_recently(
                 *(ex.start("work", f"light{t}", session=f"light{t}") for _ in range(20))
             )
         hold.set()
-        while sum(1 for g in granted if g != "flood") < 100:
-            await asyncio.sleep(0.05)
+        await asyncio.wait_for(lights_ran.wait(), 30)
     last_light = max(n for n, g in enumerate(granted) if g != "flood")
     while_light = granted[: last_light + 1]
     share = while_light.count("flood") / len(while_light)
