@@ -527,6 +527,12 @@ class GroupedKernel:
         """Every live group, in creation order."""
         return {n: _stats(g) for n, g in self._groups.items()}
 
+    def group_counts(self) -> Iterator[tuple[Hashable, int, int, float]]:
+        """Every live group as (group, queued, running, weight), in creation order: O(groups),
+        no record made per group (a scrape or a view ranks its top K of it)."""
+        for name, g in self._groups.items():
+            yield (name, g.queued, g.running, g.w)
+
     def lane_stats(self, lane: Hashable) -> LaneStats:
         ln = self._lanes.get(lane)
         if ln is None:

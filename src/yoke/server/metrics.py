@@ -4,7 +4,9 @@ two apps in one process, as in tests, count apart).
 Counted as they happen: `yoke_starts_total{outcome}` and `yoke_start_wait_seconds` (from a
 start's arrival to its grant). Read at scrape time from the scheduler, so they cannot drift:
 `yoke_executions_running`, `yoke_starts_queued`, `yoke_session_queued{session}` and
-`yoke_fairness_jain`, and with `--ha` `yoke_ha_role`, `yoke_ha_epoch`,
+`yoke_fairness_jain`, per tenant (bounded as below) `yoke_tenant_executions_running`,
+`yoke_tenant_starts_queued` and `yoke_tenant_running_share{of="actual"|"target"}`, and with
+`--ha` `yoke_ha_role`, `yoke_ha_epoch`,
 `yoke_ha_failovers_total`. The actor runtime's metrics (`yoke_actor_process_total`,
 `yoke_actor_process_errors_total`, `yoke_queue_depth`, `yoke_runtime_workers`) live on the
 app's own actor registry, which is registered into this one, so a scrape is one exposition and
@@ -36,6 +38,7 @@ from yoke.server import introspect
 log = logging.getLogger("yoke.server")
 
 TOP_SESSIONS = 20
+TOP_TENANTS = 20
 OTHER = "_other"
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
@@ -80,6 +83,54 @@ class _SchedulerCollector(Collector):
             "Jain's fairness index over the running counts of sessions with work (1 = equal)",
             value=introspect.jain(s.running for s in per),
         )
+        yield from self._tenants()
+
+    def _tenants(self) -> Iterator[Metric]:
+        """Per tenant, read from the kernel's groups: running and queued executions here, and
+        the running share against the weighted target. The `TOP_TENANTS` tenants with the
+        most work are labelled by name and the rest summed under `_other` (their shares
+        summed too), so a flood of tenants cannot blow up the scraper's memory."""
+        counts = [c for c in self._ex.kernel.group_counts() if c[1] or c[2]]
+        total_running = sum(c[2] for c in counts)
+        total_weight = sum(c[3] for c in counts) or 1.0
+        counts.sort(key=lambda c: (-(c[1] + c[2]), str(c[0])))
+        running = GaugeMetricFamily(
+            "yoke_tenant_executions_running",
+            f"Executions running in this server process per tenant (the {TOP_TENANTS} with the"
+            f" most work; the rest as {OTHER})",
+            labels=["tenant"],
+        )
+        queued = GaugeMetricFamily(
+            "yoke_tenant_starts_queued",
+            f"Starts queued in this server process per tenant (as {OTHER}, the rest)",
+            labels=["tenant"],
+        )
+        share = GaugeMetricFamily(
+            "yoke_tenant_running_share",
+            "A tenant's share of the running executions here, and (target) its weighted share"
+            " among the tenants with work",
+            labels=["tenant", "of"],
+        )
+        rest = [0, 0, 0.0]
+        for i, (name, q, r, w) in enumerate(counts):
+            if i < TOP_TENANTS:
+                label = str(name)
+                running.add_metric([label], r)
+                queued.add_metric([label], q)
+                share.add_metric([label, "actual"], r / total_running if total_running else 0.0)
+                share.add_metric([label, "target"], w / total_weight)
+            else:
+                rest[0] += q
+                rest[1] += r
+                rest[2] += w
+        if len(counts) > TOP_TENANTS:
+            running.add_metric([OTHER], rest[1])
+            queued.add_metric([OTHER], rest[0])
+            share.add_metric([OTHER, "actual"], rest[1] / total_running if total_running else 0.0)
+            share.add_metric([OTHER, "target"], rest[2] / total_weight)
+        yield running
+        yield queued
+        yield share
 
 
 class _HaCollector(Collector):
