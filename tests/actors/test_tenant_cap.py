@@ -14,6 +14,7 @@ from tests.actors.test_processes import until, workers
 from tests.actors.worker_proc import Running, define
 from yoke.actors import ActorRuntime, ActorSettings
 from yoke.store import NewControl
+from yoke.store.tenantverbs import TenantValues
 
 CAP = 3
 PER_WORKER = 60
@@ -31,7 +32,7 @@ async def test_the_fleet_wide_tenant_cap_is_never_exceeded(pg_url: str, tmp_path
             kind="tenant", principal="test", tenant=None, roles=("ADMIN",), subject="acme",
             before="{}", after="{}", at=time.time(),
         )  # fmt: skip
-        await store.actors.put_tenant_settings("acme", weight=1, max_running=CAP, audit=audit)
+        await store.actors.put_tenant_settings("acme", TenantValues(max_running=CAP), audit=audit)
         rt = ActorRuntime(settings=ActorSettings(worker_id="client"))
         define(rt)
         env = {"YOKE_TEST_COUNTER": str(counter), "YOKE_WORKER_CONCURRENCY": "8"}

@@ -280,6 +280,7 @@ class AdmissionCore:
                 start_id=row.start_id,
                 workflow=row.workflow,
                 session=row.session,
+                tenant=row.tenant,
                 input=row.input,
                 parent_id=None,
                 restarted_from=row.source_execution_id if kind is StartKind.RESTART else None,

@@ -65,6 +65,7 @@ from yoke.executions.state import (
     check_id,
     log,
 )
+from yoke.executions.tenant_settings import start_tenant
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
 from yoke.executions.workflows import Registry, Workflow
 from yoke.kernel import Kernel
@@ -309,7 +310,11 @@ class Executions:
         priority: int = 0,
         idempotency_key: str | None = None,
         principal: Principal | None = None,
+        tenant: str | None = None,
     ) -> Start:
+        """Ask for a slot for `workflow`. The start's tenant is the principal's; for a trusted
+        caller (no principal, or an OPERATOR or ADMIN without a tenant) `tenant`, else the
+        session's first segment before `/`."""
         s = self._s
         s.require()  # NotRunning before anything else
         name = s.registry.name_of(workflow)
@@ -330,6 +335,7 @@ class Executions:
         payload = encode_json(input, "input")
         if session is None:
             session = principal.tenant if principal and principal.tenant else "default"
+        owner = start_tenant(principal, session, tenant)
         # What a retry with the same key must match; without a key nothing is ever compared.
         fingerprint = (
             ""
@@ -341,6 +347,7 @@ class Executions:
             kind=StartKind.START,
             workflow=name,
             session=session,
+            tenant=owner,
             priority=priority,
             input=payload,
             fingerprint=fingerprint,
@@ -625,6 +632,7 @@ class Executions:
             kind=kind,
             workflow=old.workflow,
             session=old.session,
+            tenant=old.tenant,
             priority=priority,
             input=old.input,
             fingerprint="",
@@ -701,6 +709,7 @@ class Executions:
                 execution_id=ex.execution_id,
                 workflow=ex.workflow,
                 session=ex.session,
+                tenant=ex.tenant,
                 recorded=recorded,
             )
             ctx.cancel_status = self._cancel_status

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from yoke.errors import Conflict, IdempotencyConflict
+from yoke.store import usage
 from yoke.store.actor_records import (
     ActorCounts,
     ClaimedEvent,
@@ -57,7 +58,7 @@ from yoke.store.executorverbs import ExecutorVerbs
 from yoke.store.fleetverbs import FleetVerbs
 from yoke.store.leaseverbs import Lease, LeaseVerbs, Link
 from yoke.store.records import NewControl
-from yoke.store.tenantverbs import TenantRow, TenantVerbs
+from yoke.store.tenantverbs import TenantRow, TenantValues, TenantVerbs, Tokens
 from yoke.store.tx import Row, Transactions, Tx
 
 
@@ -133,7 +134,9 @@ class ActorVerbs:
         params = {"principal": key.principal, "idem_key": key.key}
         async with self._t.write() as tx:
             claim = {**params, "fingerprint": key.fingerprint, "expires_at": key.expires_at}
-            if await tx.one("claim_event_key", {**claim, "now": now}) is None:
+            for r in await tx.all("drop_expired_event_key", {**params, "now": now}):
+                await usage.count(tx, str(r["tenant"]), "event_keys", -1)
+            if await tx.one("claim_event_key", {**claim, "tenant": event.tenant}) is None:
                 kept = await tx.one("event_key", params)
                 assert kept is not None  # a live row, or the claim would have taken it
                 if kept["fingerprint"] != key.fingerprint or kept["event_id"] is None:
@@ -141,6 +144,7 @@ class ActorVerbs:
                         f"Idempotency-Key {key.key!r} was used for another request"
                     )
                 return int(kept["event_id"]), False
+            await usage.bound(tx, event.tenant, "event_keys", key.keep_at_most)
             ids, _ = await self._append_steps(tx, [event], (), owner=owner, now=now)
             await tx.run("set_event_key", {**params, "event_id": ids[0]})
         return ids[0], True
@@ -631,15 +635,12 @@ class ActorVerbs:
     async def put_tenant_settings(
         self,
         tenant: str,
+        values: TenantValues,
         *,
-        weight: float,
-        max_running: int | None,
         audit: NewControl,
         expect: int = 0,
     ) -> TenantRow | None:
-        return await self.tenants.put_tenant_settings(
-            tenant, weight=weight, max_running=max_running, audit=audit, expect=expect
-        )
+        return await self.tenants.put_tenant_settings(tenant, values, audit=audit, expect=expect)
 
     async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
         return await self.tenants.take_tenant_slot(tenant, worker_id, live_after=live_after)
@@ -649,6 +650,11 @@ class ActorVerbs:
 
     async def clear_tenant_slots(self, worker_id: str) -> None:
         await self.tenants.clear_tenant_slots(worker_id)
+
+    async def take_tokens(
+        self, tenant: str, kind: str, *, n: int, rate: float, burst: int
+    ) -> Tokens:
+        return await self.tenants.take_tokens(tenant, kind, n=n, rate=rate, burst=burst)
 
 
 def _pending_fields(r: Row) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from yoke.errors import Conflict, NotFound, NotLeader
+from yoke.store import usage
 from yoke.store.leaseverbs import Fence, ha_session_name
 from yoke.store.records import (
     AnswerRow,
@@ -331,6 +332,7 @@ class ExecutionVerbs:
             "kinds": [s.kind.value for s in logs],
             "workflows": [s.workflow for s in logs],
             "sessions": [s.session for s in logs],
+            "tenants": [s.tenant for s in logs],
             "priorities": [s.priority for s in logs],
             "inputs": [s.input for s in logs],
             "fingerprints": [s.fingerprint for s in logs],
@@ -609,9 +611,12 @@ class ExecutionVerbs:
             row = await tx.one("find_answer", {"principal": principal, "idem_key": key, "now": now})
         return None if row is None else answer_row(row)
 
-    async def keep_answer(self, answer: AnswerRow, *, now: float) -> AnswerRow:
+    async def keep_answer(
+        self, answer: AnswerRow, *, now: float, keep_at_most: int | None = None
+    ) -> AnswerRow:
         params = {
             "principal": answer.principal,
+            "tenant": answer.tenant,
             "idem_key": answer.key,
             "fingerprint": answer.fingerprint,
             "status": answer.status,
@@ -623,16 +628,18 @@ class ExecutionVerbs:
         }
         async with self._t.write() as tx:
             # An expired answer gives its key back; a live one wins over this one.
-            await tx.run("drop_expired_answer", params)
-            await tx.run("insert_answer", params)
+            for r in await tx.all("drop_expired_answer", params):
+                await usage.count(tx, str(r["tenant"]), "answers", -1)
+            if await tx.run("insert_answer", params):
+                await usage.bound(tx, answer.tenant, "answers", keep_at_most)
             row = await tx.one("get_answer", params)
         assert row is not None
         return answer_row(row)
 
     async def forget_answers(self, *, now: float) -> int:
         async with self._t.write() as tx:
-            await tx.run("forget_event_keys", {"now": now})  # appended events' keys expire alike
-            return await tx.run("forget_answers", {"now": now})
+            await usage.forget_expired(tx, "event_keys", now=now)  # they expire alike
+            return await usage.forget_expired(tx, "answers", now=now)
 
     async def ledger(self) -> dict[str, int]:
         async with self._t.read() as tx:

@@ -33,8 +33,8 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
   one round trip, with the batch as parallel arrays bound in binary; the locks are taken in the
   same order as by the general path.
 - Migrations take pg_advisory_xact_lock, so processes booting together apply each one once.
-- Bind limit: 65,535 parameters per statement; no yoke query binds more than 18 (the
-  fenced one-statement grant: 16 arrays and values, and its fence's name and epoch).
+- Bind limit: 65,535 parameters per statement; no yoke query binds more than 19 (the
+  fenced one-statement grant: 17 arrays and values, and its fence's name and epoch).
 - Connections come from a psycopg_pool AsyncConnectionPool in autocommit mode: a verb of one
   statement runs as its own transaction (one round trip); a verb of several opens an explicit
   transaction. Takes, renewals and releases of leases have a pool of their own

@@ -13,7 +13,7 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
 - Actor batches travel as one JSON parameter read with json_each (a batch never nears the
   bind limit); RETURNING may name only the modified table, so an actor claim marks its rows,
   then reads them with their events, inside the same IMMEDIATE transaction.
-- Bind limit: SQLITE_MAX_VARIABLE_NUMBER (32,766 since 3.32); no yoke query binds more than 18.
+- Bind limit: SQLITE_MAX_VARIABLE_NUMBER (32,766 since 3.32); no yoke query binds more than 19.
 - Group commit: the writes that arrive together share one BEGIN IMMEDIATE ... COMMIT, each in
   its own SAVEPOINT (a failed write rolls back only itself), so one fsync makes a whole batch
   durable; the COMMIT waits one turn of the event loop, so writes made in that turn join too.

@@ -25,10 +25,10 @@ ORDER BY seq DESC
 LIMIT %(limit)s;
 
 -- name: tenant_executions
--- One tenant's, newest first: a range of the yoke_executions_tenant index (same expression),
--- also in a generic plan (no `IS NULL OR` on the indexed columns).
+-- One tenant's, newest first: a range of the yoke_executions_tenant index, also in a generic
+-- plan (no `IS NULL OR` on the indexed columns).
 SELECT * FROM yoke_executions
-WHERE split_part(session, '/', 1) = %(tenant)s
+WHERE tenant = %(tenant)s
   AND seq < coalesce(%(before_seq)s::bigint, 9223372036854775807)
   AND (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(session)s::text IS NULL OR session = %(session)s)
@@ -373,12 +373,13 @@ WHERE s.start_id = b.start_id AND s.status = 'QUEUED'
 RETURNING s.*;
 
 -- name: insert_execution_many
-INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
-    parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at, leader_epoch)
-SELECT execution_id, start_id, workflow, session, input, 'RUNNING', parent_id,
+INSERT INTO yoke_executions (execution_id, start_id, workflow, session, tenant, input,
+    status, parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at,
+    leader_epoch)
+SELECT execution_id, start_id, workflow, session, tenant, input, 'RUNNING', parent_id,
     restarted_from, resumed_from, slot_keys, instance_id, created_at, leader_epoch
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, start_id text,
-    workflow text, session text, input text, parent_id text, restarted_from text,
+    workflow text, session text, tenant text, input text, parent_id text, restarted_from text,
     resumed_from text, slot_keys text, instance_id text, created_at double precision,
     leader_epoch bigint)
 RETURNING execution_id, seq;
@@ -411,15 +412,15 @@ WHERE r.n > 0;
 -- %(batch)s is a JSON array of new starts, each QUEUED, or GRANTED at once (with its execution
 -- id) by a grant batch that logs it because it fits; one whose idempotency key is taken is
 -- skipped (ON CONFLICT waits for an uncommitted holder of the key, then skips).
-INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
-    principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
+INSERT INTO yoke_starts (start_id, kind, workflow, session, tenant, priority, input,
+    fingerprint, principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
     execution_id, instance_id, created_at, decided_at)
-SELECT start_id, kind, workflow, session, priority, input, fingerprint, principal,
+SELECT start_id, kind, workflow, session, tenant, priority, input, fingerprint, principal,
     coalesce(principal, ''), idempotency_key, source_execution_id, from_step,
     CASE WHEN execution_id IS NULL THEN 'QUEUED' ELSE 'GRANTED' END, execution_id,
     instance_id, created_at, decided_at
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, kind text, workflow text,
-    session text, priority bigint, input text, fingerprint text, principal text,
+    session text, tenant text, priority bigint, input text, fingerprint text, principal text,
     idempotency_key text, source_execution_id text, from_step text, execution_id text,
     instance_id text, created_at double precision, decided_at double precision)
 ORDER BY coalesce(principal, ''), idempotency_key  -- keys in one order: never a deadlock
@@ -477,19 +478,19 @@ WITH fence AS MATERIALIZED (
         ELSE yoke_fence(%(fence_name)s, %(fence_epoch)s) END AS ok
 ), b AS MATERIALIZED (
     SELECT b.* FROM fence, unnest(%(start_ids)b::text[], %(kinds)b::text[], %(workflows)b::text[],
-        %(sessions)b::text[], %(priorities)b::bigint[], %(inputs)b::text[],
+        %(sessions)b::text[], %(tenants)b::text[], %(priorities)b::bigint[], %(inputs)b::text[],
         %(fingerprints)b::text[], %(principals)b::text[], %(idem_keys)b::text[],
         %(sources)b::text[], %(from_steps)b::text[], %(execution_ids)b::text[],
         %(instance_ids)b::text[], %(created)b::float8[], %(slot_keys)b::text[])
-        AS b(start_id, kind, workflow, session, priority, input, fingerprint, principal,
+        AS b(start_id, kind, workflow, session, tenant, priority, input, fingerprint, principal,
             idempotency_key, source_execution_id, from_step, execution_id, instance_id,
             created_at, slot_keys)
     WHERE fence.ok
 ), s AS (
-    INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
-        principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
-        execution_id, instance_id, created_at, decided_at)
-    SELECT start_id, kind, workflow, session, priority, input, fingerprint, principal,
+    INSERT INTO yoke_starts (start_id, kind, workflow, session, tenant, priority, input,
+        fingerprint, principal, idem_scope, idempotency_key, source_execution_id, from_step,
+        status, execution_id, instance_id, created_at, decided_at)
+    SELECT start_id, kind, workflow, session, tenant, priority, input, fingerprint, principal,
         coalesce(principal, ''), idempotency_key, source_execution_id, from_step, 'GRANTED',
         execution_id, instance_id, created_at, %(now)s
     FROM b
@@ -497,10 +498,10 @@ WITH fence AS MATERIALIZED (
     ON CONFLICT DO NOTHING
     RETURNING start_id, seq
 ), e AS (
-    INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
-        parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at,
+    INSERT INTO yoke_executions (execution_id, start_id, workflow, session, tenant, input,
+        status, parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at,
         leader_epoch)
-    SELECT b.execution_id, b.start_id, b.workflow, b.session, b.input, 'RUNNING', NULL,
+    SELECT b.execution_id, b.start_id, b.workflow, b.session, b.tenant, b.input, 'RUNNING', NULL,
         CASE WHEN b.kind = 'restart' THEN b.source_execution_id END,
         CASE WHEN b.kind = 'resume' THEN b.source_execution_id END,
         b.slot_keys, b.instance_id, %(now)s, %(fence_epoch)s::bigint
@@ -626,12 +627,33 @@ FROM yoke_leases WHERE name = %(name)s;
 -- Workers read the tenants' settings again at once (their poll is the backup).
 SELECT pg_notify('yoke_tenant_settings', '');
 
--- name: lock_tenant_cap
--- The settings row is locked first: takers of one tenant queue here, and the count that
--- follows (a new statement, so a new snapshot under READ COMMITTED) sees every earlier
--- taker's commit.
-SELECT max_running FROM tenant_settings WHERE tenant = %(tenant)s
-FOR UPDATE;
+-- name: lock_tenant
+-- Takers of one tenant's slots queue here (a tenant capped by `*` may have no row to lock);
+-- the count that follows (a new statement, so a new snapshot under READ COMMITTED) sees every
+-- earlier taker's commit.
+SELECT pg_advisory_xact_lock(2035382119, hashtext(%(tenant)s));
+
+-- name: take_tokens
+-- A token bucket as GCRA on the database's clock: the row holds the bucket's theoretical
+-- arrival time (tat); `n` tokens conform when max(tat, now) + n/rate - burst/rate <= now, and
+-- taking them moves tat to max(tat, now) + n/rate. One statement: a row is returned when the
+-- tokens were taken, none when they were not (and nothing changed). A bucket seen for the
+-- first time is full.
+INSERT INTO yoke_tenant_rates AS b (tenant, kind, tat)
+SELECT %(tenant)s, %(kind)s, extract(epoch FROM clock_timestamp()) + %(n)s::float8 / %(rate)s::float8
+WHERE %(n)s <= %(burst)s
+ON CONFLICT (tenant, kind) DO UPDATE
+SET tat = greatest(b.tat, extract(epoch FROM clock_timestamp())) + %(n)s::float8 / %(rate)s::float8
+WHERE greatest(b.tat, extract(epoch FROM clock_timestamp())) + (%(n)s - %(burst)s)::float8 / %(rate)s::float8 <= extract(epoch FROM clock_timestamp())
+RETURNING tat;
+
+-- name: bucket_state
+SELECT (SELECT tat FROM yoke_tenant_rates WHERE tenant = %(tenant)s AND kind = %(kind)s) AS tat,
+    extract(epoch FROM clock_timestamp()) AS now;
+
+-- name: forget_full_buckets
+-- A bucket whose tat has passed is full: the same as no row.
+DELETE FROM yoke_tenant_rates WHERE tat < extract(epoch FROM clock_timestamp());
 
 -- name: lease_running
 -- A term of some holder runs now (on this clock): a take would fail, so it does not wait at
