@@ -176,6 +176,7 @@ class AdmissionMachine(RuleBasedStateMachine):
                     "global": lim.max_running,
                     f"session:{row.session}": lim.max_running_per_session,
                     f"workflow:{row.workflow}": lim.workflow_cap(row.workflow),
+                    f"tenant:{row.tenant}": None,  # this machine sets no tenant settings
                 }
                 assert {s.key: s.cap for s in a.request.slots} == caps
             elif isinstance(a, Log):

@@ -65,6 +65,7 @@ from yoke.executions.state import (
     check_id,
     log,
 )
+from yoke.executions.tenant_book import Buckets, TenantBook, take
 from yoke.executions.tenant_settings import start_tenant
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
 from yoke.executions.workflows import Registry, Workflow
@@ -111,6 +112,7 @@ class Executions:
         self.reading = Reading(s, self._wait_decided)
         self.control = Control(s)
         self._spawn: Spawn | None = None
+        self._buckets: Buckets | None = None
         self._aborting = False
         self._grant_listeners: list[Callable[[Start], None]] = []
         self._cleanups: set[asyncio.Future[None]] = set()
@@ -152,6 +154,17 @@ class Executions:
     def batch_overlap(self) -> int:
         """How many grant (and finish) batches may be in the store at once."""
         return self._granter.overlap
+
+    @property
+    def tenants(self) -> TenantBook:
+        """The tenants' settings as this process knows them (kept fresh by the app)."""
+        return self._s.tenants
+
+    def apply_tenant_settings(self) -> None:
+        """The tenants' settings changed: caps, queue bounds and rates apply from now on (a
+        raised cap may let queued starts go: the dispatcher looks)."""
+        self._s.core.apply_tenant_settings()
+        self._s.wake()
 
     @property
     def current_limits(self) -> Limits:
@@ -232,9 +245,18 @@ class Executions:
         return await self.control.audit(limit=limit, offset=offset)
 
     # -- lifecycle (called by App) -------------------------------------------------------------
-    def attach(self, store: Store, *, instance_id: str, spawn: Spawn, limits: Limits) -> None:
+    def attach(
+        self,
+        store: Store,
+        *,
+        instance_id: str,
+        spawn: Spawn,
+        limits: Limits,
+        buckets: Buckets | None = None,
+    ) -> None:
         s = self._s
         s.store, s.instance_id, self._spawn = store, instance_id, spawn
+        self._buckets = buckets  # the tenants' token buckets (`executions.rate`)
         overlap = self._batch_overlap or store.batch_overlap
         self._granter.overlap = self._finisher.overlap = overlap
         s.core = s.new_core(limits)
@@ -342,6 +364,7 @@ class Executions:
             if idempotency_key is None
             else hashlib.sha256(json.dumps([name, payload, session]).encode()).hexdigest()
         )
+        await self._spend(owner)
         new = NewStart(
             start_id=s.ids(),
             kind=StartKind.START,
@@ -359,6 +382,14 @@ class Executions:
             created_at=s.clock.wall(),
         )
         return await self._arrive(new, None)
+
+    async def _spend(self, tenant: str) -> None:
+        """A token of the tenant's starts (`executions.rate`), before anything is written, or
+        `RateLimited` (429, with when a token will be there)."""
+        core = self._s.core
+        if self._buckets is None or core.closing or core.role is Role.STANDBY:
+            return  # no bucket; or the core refuses it, spending nothing
+        await take(self._buckets, tenant, "starts", self._s.tenants.executions(tenant).bucket)
 
     async def _arrive(self, new: NewStart, copy: StepCopy | None) -> Start:
         """Hand a start to the core and wait for its answer. Once here it is decided even if
@@ -627,6 +658,7 @@ class Executions:
         check_priority(priority)
         if principal is not None:
             storable_text(principal.name, "principal name")
+        await self._spend(old.tenant)
         new = NewStart(
             start_id=self._s.ids(),
             kind=kind,

@@ -67,12 +67,12 @@ class Tenants:
         store: Callable[[], TenantStore],
         reviewers: Sequence[Callable[[Change], Any]],
         clock: Clock,
-        changed: Callable[[], None] = lambda: None,
+        changed: Callable[[TenantRow], None] = lambda row: None,
     ) -> None:
         self._store = store
         self._reviewers = reviewers
         self._clock = clock
-        self._changed = changed  # this process reads the settings again at once
+        self._changed = changed  # this process applies the row written at once
 
     def __repr__(self) -> str:
         return "Tenants()"
@@ -187,7 +187,7 @@ class Tenants:
         )
         if row is None:  # another change landed since `before` was read: it is not undone
             raise Conflict(f"the settings of tenant {tenant!r} changed meanwhile; try again")
-        self._changed()
+        self._changed(row)
         return from_row(row)
 
 

@@ -34,6 +34,9 @@ def higher_ahead(ex: Executions, start: Start) -> int:
     return total
 
 
+LIMITS = ("max_running", "max_running_per_session", "max_running_per_workflow")  # PUT /v1/limits
+
+
 def explain(
     ex: Executions,
     start: Start,
@@ -53,7 +56,7 @@ def explain(
     if grants_per_second:
         out["eta_seconds"] = round((ahead + 1) / grants_per_second, 3)
     fixes: list[dict[str, Any]] = []
-    if principal.has_any(ADMIN) and out["blocked_by"] and out["limit"] is not None:
+    if principal.has_any(ADMIN) and out["blocked_by"] in LIMITS and out["limit"] is not None:
         fixes.append(
             {
                 "action": "raise_limit",

@@ -49,7 +49,7 @@ def _ledger_key(key: Hashable) -> str | None:
         return GLOBAL
     if isinstance(key, tuple) and len(key) == 2:
         kind, name = key
-        return f"session:{name}" if kind == "lane" else f"workflow:{name}"
+        return f"{'session' if kind == 'lane' else kind}:{name}"
     return None
 
 
@@ -92,6 +92,9 @@ def why(ex: Executions, start: Start, ledger: dict[str, int]) -> dict[str, Any]:
         name, cap = "max_running", lim.max_running
     elif isinstance(key, tuple) and key[0] == "lane":
         name, cap = "max_running_per_session", lim.max_running_per_session
+    elif isinstance(key, tuple) and key[0] == "tenant":
+        # Its tenant's cap (PUT /v1/tenants/{tenant}), not one of the limits.
+        name, cap = "executions.max_running", ex.tenants.executions(str(key[1])).max_running
     else:
         wf = key[1] if isinstance(key, tuple) else str(key)
         name, cap = "max_running_per_workflow", lim.workflow_cap(str(wf))
@@ -189,7 +192,7 @@ def scheduler(
         ledger = {
             key: v
             for key, v in ledger.items()
-            if not key.startswith("session:") or visible(key.removeprefix("session:"))
+            if not key.startswith(("session:", "tenant:")) or visible(key.partition(":")[2])
         }
         picks = [p for p in picks if visible(p["session"])]
     return {

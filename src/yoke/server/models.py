@@ -300,8 +300,8 @@ class WhyOut(BaseModel):
     status: StartStatusName
     waiting: bool
     blocked_by: str | None = Field(
-        description="the limit that holds it: max_running, "
-        "max_running_per_session or max_running_per_workflow"
+        description="the limit that holds it: max_running, max_running_per_session, "
+        "max_running_per_workflow, or its tenant's executions.max_running"
     )
     limit: int | None
     running: int | None

@@ -168,6 +168,7 @@ class ExecutionVerbs:
                     starts.append(str(r["start_id"]))
             for key in sorted(freed):
                 await tx.run("release_slot", {"key": key, "n": freed[key]})
+                await tx.run("drop_idle_slot", {"key": key})
             if freed:
                 await self._t.notify_slot_freed(tx)
         return Recovery(instances=tuple(dead), executions=tuple(executions), starts=tuple(starts))
@@ -297,6 +298,8 @@ class ExecutionVerbs:
             if unfit:
                 counts = json.dumps(dict(sorted(unfit.items())))
                 await tx.run("release_slot_counts", {"counts": counts})
+                if not self._t.one_statement_batches:  # PostgreSQL's release drops them itself
+                    await tx.run("drop_idle_slots", {"counts": counts})
             for i in twice:
                 results[i] = await _gone(tx, requests[i].start_id)
         for i, req in enumerate(requests):
@@ -491,9 +494,10 @@ class ExecutionVerbs:
             rows = await tx.many("finish_execution", batch, now=now)
             for r in rows:
                 freed.update(keys_of(r["slot_keys"]))
-            if freed:  # on PostgreSQL this also sends NOTIFY yoke_slot_freed at commit
+            if freed:  # (SQLite: PostgreSQL finishes a batch in one statement, above)
                 counts = json.dumps(dict(sorted(freed.items())))
                 await tx.run("release_slot_counts", {"counts": counts})
+                await tx.run("drop_idle_slots", {"counts": counts})
         done = {str(r["execution_id"]) for r in rows}
         return [f.execution_id in done for f in finishes]
 

@@ -47,7 +47,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
-from yoke.errors import BadValue, Conflict, StoreError, StoreUnavailable, YokeError
+from yoke.errors import (
+    BadValue,
+    Conflict,
+    QuotaExceeded,
+    StoreError,
+    StoreUnavailable,
+    YokeError,
+)
 from yoke.retry import Backoff, RetryPolicy
 from yoke.store import sqlfiles
 from yoke.store.actorverbs import ActorVerbs
@@ -77,6 +84,8 @@ def path_from_url(url: str) -> str:
 def translate(exc: sqlite3.Error) -> YokeError:
     """The one place where sqlite3 exceptions become `YokeError`s."""
     text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError) and "yoke_tenant_quota" in text:
+        return QuotaExceeded("a tenant's quota would be passed: nothing was written")
     if isinstance(exc, sqlite3.IntegrityError):
         return Conflict(f"constraint violated: {text}")
     if isinstance(exc, sqlite3.OperationalError) and any(
@@ -387,6 +396,9 @@ class SQLiteStore:
 
     async def listen_leases(self, on_released: Callable[[], None]) -> None:
         return None
+
+    async def listen_tenant_settings(self, on_changed: Callable[[], None]) -> None:
+        return None  # no NOTIFY: a change made here is read at once, a peer's by the poll
 
     def liveness(self, holder: str) -> None:
         return None  # no sessions to outlive: one machine's file

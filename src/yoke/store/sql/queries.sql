@@ -13,6 +13,10 @@ SELECT * FROM yoke_starts WHERE start_id = :start_id;
 -- name: release_slot
 UPDATE yoke_ledger SET running = running - :n WHERE key = :key;
 
+-- name: drop_idle_slot
+-- A ledger row back at zero is removed (a row per session ever seen would otherwise stay).
+DELETE FROM yoke_ledger WHERE key = :key AND running = 0;
+
 -- name: set_start_priority
 UPDATE yoke_starts SET priority = :priority
 WHERE start_id = :start_id AND status = 'QUEUED'

@@ -395,17 +395,28 @@ RETURNING key, running;
 -- name: release_slot_counts
 -- The CTE locks the rows in key order before the update touches them (no deadlock with a
 -- grant, which locks in the same order). NOTIFY rides along: it is delivered at commit, only
--- if the slots really were freed, and costs no round trip of its own.
+-- if the slots really were freed, and costs no round trip of its own. A row its release brings
+-- to zero is deleted instead (a row per session ever seen would otherwise stay): a grant
+-- racing it waits for the lock, finds the row gone, and its upsert inserts it afresh, so the
+-- count it decides on is still exact. Which rows go is decided on the counts read under the
+-- lock (`locked.running`, the latest version), never on the statement's snapshot of `l`: a
+-- row filtered out on an older snapshot would be neither updated nor deleted.
 WITH c AS (
     SELECT key, value::int AS n FROM jsonb_each_text(%(counts)s::jsonb)
 ), locked AS (
-    SELECT l.key, c.n FROM yoke_ledger l JOIN c ON c.key = l.key ORDER BY l.key FOR UPDATE OF l
+    SELECT l.key, l.running, c.n FROM yoke_ledger l JOIN c ON c.key = l.key
+    ORDER BY l.key FOR UPDATE OF l
+), emptied AS (
+    DELETE FROM yoke_ledger l USING locked
+    WHERE l.key = locked.key AND locked.running = locked.n
+    RETURNING 1
 ), released AS (
     UPDATE yoke_ledger l SET running = l.running - locked.n FROM locked
-    WHERE l.key = locked.key
+    WHERE l.key = locked.key AND locked.running <> locked.n
     RETURNING 1
 )
-SELECT pg_notify('yoke_slot_freed', '') FROM (SELECT count(*) AS n FROM released) r
+SELECT pg_notify('yoke_slot_freed', '')
+FROM (SELECT (SELECT count(*) FROM released) + (SELECT count(*) FROM emptied) AS n) r
 WHERE r.n > 0;
 
 -- name: insert_start_many
@@ -431,7 +442,8 @@ RETURNING start_id, seq;
 -- A batch of finishes in one statement (one round trip, its own transaction), as parallel
 -- arrays bound in binary. The execution rows are locked in execution_id order (as
 -- recover_dead locks a dead instance's), then the ledger rows of the keys they held in key
--- order (as a grant takes them), and released; NOTIFY is sent only if a slot was freed.
+-- order (as a grant takes them), and released (a row back at zero deleted, as in
+-- release_slot_counts); NOTIFY is sent only if a slot was freed.
 WITH b AS (
     SELECT * FROM unnest(%(ids)b::text[], %(statuses)b::text[], %(outputs)b::text[],
         %(errors)b::text[]) AS b(execution_id, status, output, error)
@@ -451,15 +463,20 @@ WITH b AS (
     FROM done CROSS JOIN LATERAL jsonb_array_elements_text(done.slot_keys::jsonb) AS k(key)
     GROUP BY k.key
 ), held AS (
-    SELECT l.key, freed.n FROM yoke_ledger l JOIN freed ON freed.key = l.key
+    SELECT l.key, l.running, freed.n FROM yoke_ledger l JOIN freed ON freed.key = l.key
     ORDER BY l.key
     FOR UPDATE OF l
+), emptied AS (
+    DELETE FROM yoke_ledger l USING held
+    WHERE l.key = held.key AND held.running = held.n
+    RETURNING 1
 ), released AS (
     UPDATE yoke_ledger l SET running = l.running - held.n FROM held
-    WHERE l.key = held.key
+    WHERE l.key = held.key AND held.running <> held.n
     RETURNING 1
 ), notified AS (
-    SELECT pg_notify('yoke_slot_freed', '') FROM (SELECT count(*) AS n FROM released) r
+    SELECT pg_notify('yoke_slot_freed', '')
+    FROM (SELECT (SELECT count(*) FROM released) + (SELECT count(*) FROM emptied) AS n) r
     WHERE r.n > 0
 )
 SELECT done.execution_id, (SELECT count(*) FROM notified) AS notified FROM done;

@@ -311,6 +311,10 @@ RETURNING key, running;
 UPDATE yoke_ledger SET running = running - c.value
 FROM json_each(:counts) AS c WHERE yoke_ledger.key = c.key;
 
+-- name: drop_idle_slots
+-- A ledger row back at zero is removed (a row per session ever seen would otherwise stay).
+DELETE FROM yoke_ledger WHERE running = 0 AND key IN (SELECT c.key FROM json_each(:counts) AS c);
+
 
 -- ===================================================================================
 -- executors (per-tenant processes that run process()) and leases.
