@@ -118,7 +118,7 @@ async def test_changes_are_admin_only_bounded_reviewed_and_audited(app_url: str)
         assert (await app.tenants.get("initech", principal=operator)).weight is None  # not set
         audit = [e for e in await app.executions.audit(limit=100) if e.kind == "tenant"]
     assert [(e.principal, e.subject, e.after["weight"], e.after["actors"]["max_running"])
-            for e in audit][-3:] == [
+            for e in audit[-3:]] == [
         ("root", "acme", 3.0, 2),
         ("root", "acme", 3.0, None),
         ("r2", "globex", 2.0, None),

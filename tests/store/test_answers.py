@@ -64,11 +64,11 @@ async def test_racing_keeps_agree_on_one_answer(store: Store) -> None:
 
 
 async def used(store: Store, tenant: str, kind: str) -> int:
-    """What `tenant` is counted to hold of `kind` (read by a count that cannot fail)."""
-    from yoke.store import usage
+    """What `tenant` is counted to hold of `kind`."""
+    from yoke.store.tenantverbs import TenantVerbs
 
-    async with store._t.write() as tx:  # type: ignore[attr-defined]
-        return await usage.count(tx, tenant, kind, 0)
+    held = await TenantVerbs(store._t).held(tenant)  # type: ignore[attr-defined]
+    return held.get(kind, 0)
 
 
 async def test_a_tenant_keeps_at_most_its_bound_and_its_oldest_go_first(store: Store) -> None:

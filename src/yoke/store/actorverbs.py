@@ -23,10 +23,11 @@ LOCKED). No cycle, so no deadlock.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from yoke.errors import Conflict, IdempotencyConflict
+from yoke.errors import Conflict, IdempotencyConflict, QuotaExceeded
 from yoke.store import usage
 from yoke.store.actor_records import (
     ActorCounts,
@@ -145,7 +146,10 @@ class ActorVerbs:
                     )
                 return int(kept["event_id"]), False
             await usage.bound(tx, event.tenant, "event_keys", key.keep_at_most)
-            ids, _ = await self._append_steps(tx, [event], (), owner=owner, now=now)
+            try:
+                ids, _ = await self._append_steps(tx, [event], (), owner=owner, now=now)
+            except QuotaExceeded:
+                raise _quota("instances", {event.tenant}) from None
             await tx.run("set_event_key", {**params, "event_id": ids[0]})
         return ids[0], True
 
@@ -159,18 +163,22 @@ class ActorVerbs:
     ) -> tuple[list[int], list[int]]:
         """Append `events` in one transaction; with `timer_ids` (one per event) only the events
         whose timer this call deletes. Returns the event ids written and the timers fired."""
-        if self._t.one_statement_batches:
-            # One statement (append_events): one round trip, no BEGIN/COMMIT.
-            try:
-                async with self._t.single() as tx:
-                    row = await tx.one("append_events", _columns(events, timer_ids, owner, now))
-            except Conflict:
-                pass  # its guard: an instance was created concurrently; go step by step
-            else:
-                assert row is not None
-                return list(row["event_ids"] or ()), list(row["fired"] or ())
-        async with self._t.write() as tx:
-            return await self._append_steps(tx, events, timer_ids, owner=owner, now=now)
+        try:
+            if self._t.one_statement_batches:
+                # One statement (append_events): one round trip, no BEGIN/COMMIT.
+                try:
+                    async with self._t.single() as tx:
+                        params = _columns(events, timer_ids, owner, now)
+                        row = await tx.one("append_events", params)
+                except Conflict:
+                    pass  # its guard: an instance was created concurrently; go step by step
+                else:
+                    assert row is not None
+                    return list(row["event_ids"] or ()), list(row["fired"] or ())
+            async with self._t.write() as tx:
+                return await self._append_steps(tx, events, timer_ids, owner=owner, now=now)
+        except QuotaExceeded:
+            raise _quota("instances", {e.tenant for e in events}) from None
 
     async def _append_steps(
         self,
@@ -187,6 +195,9 @@ class ActorVerbs:
                 "take_timers", {"ids": json.dumps(list(timer_ids)), "id_list": list(timer_ids)}
             )
             fired = sorted(int(r["timer_id"]) for r in taken)
+            gone = Counter(str(r["tenant"]) for r in taken)
+            for tenant in sorted(gone):  # what the tenants hold: fewer timers
+                await usage.count(tx, tenant, "timers", -gone[tenant])
             keep = set(fired)
             events = [e for e, t in zip(events, timer_ids, strict=True) if t in keep]
             if not events:
@@ -210,7 +221,10 @@ class ActorVerbs:
             owned = json.dumps([[*k, owner_of(owner, *k)] for k in keys])
             # insert_instances waits for any concurrent creator of the same instances, so the
             # next statement (a new snapshot) reads every one of them.
-            await tx.run("insert_instances", {"rows": owned, "now": now})
+            made = await tx.all("insert_instances", {"rows": owned, "now": now})
+            # What the tenants hold: more instances, under their quota (a timer accepted is
+            # fired whatever the quota: the rows it creates are counted, never refused).
+            await _add_held(tx, "instances", made, capped=not timer_ids)
             # Copies each instance's owner and epoch into its rows (and NOTIFYs on PostgreSQL).
             await tx.all(
                 "insert_queue_rows", {"rows": json.dumps(targets), "keys": listed, "now": now}
@@ -451,9 +465,13 @@ class ActorVerbs:
                 for t in timers
             ]
         )
-        async with self._t.write() as tx:
-            got = await tx.all("schedule_events", {"rows": rows, "now": now})
-            await tx.all("notify_schedule_change", {})
+        try:
+            async with self._t.write() as tx:
+                got = await tx.all("schedule_events", {"rows": rows, "now": now})
+                await _add_held(tx, "timers", [{"tenant": t.tenant} for t in timers], capped=True)
+                await tx.all("notify_schedule_change", {})
+        except QuotaExceeded:
+            raise _quota("timers", {t.tenant for t in timers}) from None
         return sorted(int(r["timer_id"]) for r in got)
 
     async def next_fire_at_ms(self) -> int | None:
@@ -655,6 +673,26 @@ class ActorVerbs:
         self, tenant: str, kind: str, *, n: int, rate: float, burst: int
     ) -> Tokens:
         return await self.tenants.take_tokens(tenant, kind, n=n, rate=rate, burst=burst)
+
+
+async def _add_held(tx: Tx, kind: str, rows: Sequence[Row], *, capped: bool) -> None:
+    """Count what `rows` (each naming its tenant) add to what their tenants hold of `kind`;
+    `capped`: refused (QuotaExceeded, by the database) past a tenant's quota."""
+    counts = Counter(str(r["tenant"]) for r in rows)
+    if counts:
+        params = {
+            "kind": kind,
+            "counts": json.dumps(dict(sorted(counts.items()))),
+            "capped": capped,
+        }
+        await tx.run("add_held", params)
+
+
+def _quota(kind: str, tenants: set[str]) -> QuotaExceeded:
+    names = ", ".join(repr(t) for t in sorted(tenants))
+    return QuotaExceeded(
+        f"this would pass the actors.max_{kind} of tenant {names}: nothing of it was written"
+    )
 
 
 def _pending_fields(r: Row) -> dict[str, Any]:

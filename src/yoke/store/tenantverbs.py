@@ -160,6 +160,12 @@ class TenantVerbs:
         async with self._t.single() as tx:
             await tx.run("clear_tenant_slots", {"worker_id": worker_id})
 
+    async def held(self, tenant: str) -> dict[str, int]:
+        """What `tenant` is counted to hold, by kind (`store/usage.py`)."""
+        async with self._t.read() as tx:
+            rows = await tx.all("tenant_usage", {"tenant": tenant})
+        return {str(r["kind"]): int(r["used"]) for r in rows}
+
     # -- token buckets -------------------------------------------------------------------------
     async def take_tokens(
         self, tenant: str, kind: str, *, n: int, rate: float, burst: int

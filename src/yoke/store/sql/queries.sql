@@ -408,6 +408,9 @@ ON CONFLICT (tenant, kind) DO UPDATE
 SET used = yoke_tenant_usage.used + excluded.used, cap = NULL
 RETURNING used;
 
+-- name: tenant_usage
+SELECT kind, used FROM yoke_tenant_usage WHERE tenant = :tenant ORDER BY kind;
+
 -- name: take_back_usage
 -- A decrement (of what an increment counted: the row exists); it clears `cap`, since only an
 -- increment is checked against a quota.

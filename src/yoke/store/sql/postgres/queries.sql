@@ -88,7 +88,7 @@ WITH ev AS MATERIALIZED (
         SELECT x.timer_id FROM scheduled_events x
         WHERE cardinality(%(timers)b::bigint[]) > 0 AND x.timer_id = ANY(%(timers)b::bigint[])
         FOR UPDATE SKIP LOCKED)
-    RETURNING s.timer_id
+    RETURNING s.timer_id, s.tenant
 ), kept AS MATERIALIZED (
     SELECT ev.ord, ev.tenant, ev.stream, ev.data,
         nextval('stream_events_event_id_seq') AS event_id
@@ -127,6 +127,33 @@ WITH ev AS MATERIALIZED (
     JOIN keys k ON k.tenant = c.tenant AND k.actor = c.actor AND k.instance_id = c.instance_id
     UNION ALL
     SELECT e.ord, e.worker_id, e.owner_epoch FROM existing e
+), held AS (
+    -- What the tenants hold: instances created (each tenant's increment carrying its
+    -- actors.max_instances, its own else `*`'s, so the CHECK yoke_tenant_quota refuses the
+    -- whole statement past it; none when timers fire: a timer accepted is fired whatever the
+    -- quota), in tenant order.
+    INSERT INTO yoke_tenant_usage AS u (tenant, kind, used, cap)
+    SELECT c.tenant, 'instances', count(*),
+        CASE WHEN cardinality(%(timers)b::bigint[]) > 0 THEN NULL
+            ELSE coalesce(max(t.max_instances), max(d.max_instances)) END
+    FROM created c
+    LEFT JOIN tenant_settings t ON t.tenant = c.tenant
+    LEFT JOIN tenant_settings d ON d.tenant = '*'
+    GROUP BY c.tenant
+    ORDER BY c.tenant
+    ON CONFLICT (tenant, kind) DO UPDATE SET used = u.used + excluded.used, cap = excluded.cap
+    RETURNING 1
+), unheld AS (
+    -- And the timers fired, counted down (locked in tenant order, as everywhere).
+    SELECT u.tenant, f.n FROM yoke_tenant_usage u
+    JOIN (SELECT tenant, count(*) AS n FROM taken GROUP BY tenant) f
+        ON u.tenant = f.tenant AND u.kind = 'timers'
+    ORDER BY u.tenant
+    FOR UPDATE OF u
+), fired AS (
+    UPDATE yoke_tenant_usage u SET used = u.used - unheld.n, cap = NULL FROM unheld
+    WHERE u.tenant = unheld.tenant AND u.kind = 'timers'
+    RETURNING 1
 ), queued AS (
     INSERT INTO actor_queues (event_id, tenant, actor, instance_id, group_id, available_at,
         worker_id, owner_epoch)
@@ -161,7 +188,8 @@ INSERT INTO actor_instances (tenant, actor, instance_id, worker_id, created_at)
 SELECT r.v->>0, r.v->>1, r.v->>2, r.v->>3, %(now)s
 FROM json_array_elements(%(rows)s::json) AS r(v)
 ORDER BY r.v->>0, r.v->>1, r.v->>2
-ON CONFLICT DO NOTHING;
+ON CONFLICT DO NOTHING
+RETURNING tenant;
 
 -- name: insert_queue_rows
 -- keys: the batch's instances once, as [tenant, actor, instance_id]; rows: [event_id, position
@@ -270,7 +298,23 @@ WHERE timer_id IN (
     SELECT timer_id FROM scheduled_events
     WHERE timer_id = ANY(%(id_list)s::bigint[])
     FOR UPDATE SKIP LOCKED)
-RETURNING timer_id;
+RETURNING timer_id, tenant;
+
+-- name: add_held
+-- What tenants now hold more of (counts, a JSON object {tenant: n}, `kind` instances or
+-- timers), in tenant order, each increment carrying its tenant's quota (its own, else `*`'s;
+-- none with `capped` false) as `cap`: the CHECK yoke_tenant_quota refuses one past it, and
+-- with it the whole transaction.
+INSERT INTO yoke_tenant_usage AS u (tenant, kind, used, cap)
+SELECT c.key, %(kind)s, c.value::bigint,
+    CASE WHEN NOT %(capped)s THEN NULL
+        WHEN %(kind)s = 'instances' THEN coalesce(t.max_instances, d.max_instances)
+        ELSE coalesce(t.max_timers, d.max_timers) END
+FROM jsonb_each_text(%(counts)s::jsonb) AS c
+LEFT JOIN tenant_settings t ON t.tenant = c.key
+LEFT JOIN tenant_settings d ON d.tenant = '*'
+ORDER BY c.key
+ON CONFLICT (tenant, kind) DO UPDATE SET used = u.used + excluded.used, cap = excluded.cap;
 
 -- name: register_worker
 INSERT INTO runtime_workers (worker_id, hostname, pid, started_at, heartbeat_at)

@@ -103,7 +103,8 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(va
     json_extract(value, '$[3]'), :now
 FROM json_each(:rows)
 WHERE true
-ON CONFLICT DO NOTHING;
+ON CONFLICT DO NOTHING
+RETURNING tenant;
 
 -- name: insert_queue_rows
 -- Each row copies its instance's owner and epoch (the IMMEDIATE transaction keeps them still).
@@ -207,7 +208,24 @@ SELECT 1;
 -- Delete these timers unless fired already (one writer at a time: no row locks needed).
 DELETE FROM scheduled_events
 WHERE timer_id IN (SELECT value FROM json_each(:ids))
-RETURNING timer_id;
+RETURNING timer_id, tenant;
+
+-- name: add_held
+-- What tenants now hold more of (:counts, a JSON object {tenant: n}, `kind` instances or
+-- timers), each increment carrying its tenant's quota (its own, else `*`'s; none with
+-- :capped false) as `cap`: the CHECK yoke_tenant_quota refuses one past it, and with it the
+-- whole transaction.
+INSERT INTO yoke_tenant_usage (tenant, kind, used, cap)
+SELECT c.key, :kind, c.value,
+    CASE WHEN NOT :capped THEN NULL
+        WHEN :kind = 'instances' THEN coalesce(t.max_instances, d.max_instances)
+        ELSE coalesce(t.max_timers, d.max_timers) END
+FROM json_each(:counts) AS c
+LEFT JOIN tenant_settings t ON t.tenant = c.key
+LEFT JOIN tenant_settings d ON d.tenant = '*'
+WHERE true
+ON CONFLICT (tenant, kind) DO UPDATE
+SET used = yoke_tenant_usage.used + excluded.used, cap = excluded.cap;
 
 -- name: register_worker
 INSERT INTO runtime_workers (worker_id, hostname, pid, started_at, heartbeat_at)
