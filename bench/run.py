@@ -26,6 +26,7 @@ ORDER = (
     "executions",
     "server",
     "admission",
+    "rates",
     "ha",
     "actors",
     "fleet",

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the engines: imported where they are first built (see above
     from yoke.executions.leadership import Leadership, Liveness
     from yoke.executions.model import Limits
     from yoke.executions.service import Executions, Reviewer
+    from yoke.executions.tenant_book import Rates
     from yoke.executions.tenants import Tenants
     from yoke.store import Store
     from yoke.store.actor_records import EventKey
@@ -309,7 +310,8 @@ class App:
         self.store = store = backend.executions
         self._stopping = False
         self.actors.attach(backend.actors)
-        self.actors.admit_appends = self._appends_gate(backend.actors)
+        rates = self._rates(backend.actors)
+        self.actors.admit_appends = self._appends_gate(rates)
         actor_worker = contextlib.AsyncExitStack()
         try:
             now = self.clock.wall()
@@ -330,7 +332,7 @@ class App:
                         instance_id=self.instance_id,
                         spawn=tg.create_task,
                         limits=limits,
-                        buckets=backend.actors,
+                        rates=rates,
                     )
                     if s.ha:
                         self.leadership = self._leadership(backend, self.instance_id)
@@ -427,14 +429,17 @@ class App:
         services += [tg.create_task(fn(), name=name) for name, fn in self._services]
         self._service_tasks = services
 
-    def _appends_gate(self, buckets: ActorStore) -> Callable[[str, int], Awaitable[None]]:
-        """Appends spend their tenant's tokens (`actors.append_rate`) before writing."""
-        from yoke.executions.tenant_book import take
+    def _rates(self, buckets: ActorStore) -> Rates:
+        from yoke.executions.tenant_book import Rates
 
+        return Rates(buckets, self.clock)
+
+    def _appends_gate(self, rates: Rates) -> Callable[[str, int], Awaitable[None]]:
+        """Appends spend their tenant's tokens (`actors.append_rate`) before writing."""
         book = self.executions.tenants
 
         async def admit(tenant: str, n: int) -> None:
-            await take(buckets, tenant, "appends", book.actors(tenant).bucket, n)
+            await rates.take(tenant, "appends", book.actors(tenant).bucket, n)
 
         return admit
 

@@ -65,7 +65,7 @@ from yoke.executions.state import (
     check_id,
     log,
 )
-from yoke.executions.tenant_book import Buckets, TenantBook, take
+from yoke.executions.tenant_book import Rates, TenantBook
 from yoke.executions.tenant_settings import start_tenant
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
 from yoke.executions.workflows import Registry, Workflow
@@ -112,7 +112,7 @@ class Executions:
         self.reading = Reading(s, self._wait_decided)
         self.control = Control(s)
         self._spawn: Spawn | None = None
-        self._buckets: Buckets | None = None
+        self._rates: Rates | None = None
         self._aborting = False
         self._grant_listeners: list[Callable[[Start], None]] = []
         self._cleanups: set[asyncio.Future[None]] = set()
@@ -252,11 +252,11 @@ class Executions:
         instance_id: str,
         spawn: Spawn,
         limits: Limits,
-        buckets: Buckets | None = None,
+        rates: Rates | None = None,
     ) -> None:
         s = self._s
         s.store, s.instance_id, self._spawn = store, instance_id, spawn
-        self._buckets = buckets  # the tenants' token buckets (`executions.rate`)
+        self._rates = rates  # the tenants' token buckets (`executions.rate`)
         overlap = self._batch_overlap or store.batch_overlap
         self._granter.overlap = self._finisher.overlap = overlap
         s.core = s.new_core(limits)
@@ -387,9 +387,9 @@ class Executions:
         """A token of the tenant's starts (`executions.rate`), before anything is written, or
         `RateLimited` (429, with when a token will be there)."""
         core = self._s.core
-        if self._buckets is None or core.closing or core.role is Role.STANDBY:
-            return  # no bucket; or the core refuses it, spending nothing
-        await take(self._buckets, tenant, "starts", self._s.tenants.executions(tenant).bucket)
+        if self._rates is None or core.closing or core.role is Role.STANDBY:
+            return  # no buckets; or the core refuses it, spending nothing
+        await self._rates.take(tenant, "starts", self._s.tenants.executions(tenant).bucket)
 
     async def _arrive(self, new: NewStart, copy: StepCopy | None) -> Start:
         """Hand a start to the core and wait for its answer. Once here it is decided even if
