@@ -869,6 +869,13 @@ class MemoryActorStore:
         self.buckets[(tenant, kind)] = tat + n / rate
         return Tokens(granted=True)
 
+    async def forget_full_buckets(self) -> int:
+        now = time.time()
+        full = [k for k, tat in self.buckets.items() if tat < now]
+        for k in full:
+            del self.buckets[k]
+        return len(full)
+
 
 def _claim(r: _Row, worker_id: str, epoch: int, claim_id: int | None = None) -> ClaimedEvent:
     r.status, r.claimed_by, r.claim_epoch = QueueStatus.CLAIMED, worker_id, epoch

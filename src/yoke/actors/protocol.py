@@ -360,3 +360,7 @@ class ActorStore(LeaseStore, Protocol):
         """Take `n` tokens of the tenant's bucket `kind` (`rate` a second, at most `burst`
         held), or none, on the database's clock (a token bucket shared by every process)."""
         ...
+
+    async def forget_full_buckets(self) -> int:
+        """Remove the buckets that are full again (as good as none): how many."""
+        ...

@@ -674,6 +674,9 @@ class ActorVerbs:
     ) -> Tokens:
         return await self.tenants.take_tokens(tenant, kind, n=n, rate=rate, burst=burst)
 
+    async def forget_full_buckets(self) -> int:
+        return await self.tenants.forget_full_buckets()
+
 
 async def _add_held(tx: Tx, kind: str, rows: Sequence[Row], *, capped: bool) -> None:
     """Count what `rows` (each naming its tenant) add to what their tenants hold of `kind`;
