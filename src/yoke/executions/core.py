@@ -199,37 +199,28 @@ class AdmissionCore:
         limits = self.limits
         over = limits.max_queued is not None and self.kernel.queued > limits.max_queued
         if not t.settled and (limits.on_limit == "reject" or over):
-            self.kernel.cancel(item.id)
-            self.order.sync(item)
-            retry = self.drain_rate.retry_after(
-                self.kernel.queued + 1, now=now, default=self._retry_default
-            )
-            reason = f"limit reached; retry in about {retry:.2f}s"
-            error = LimitExceeded(
-                f"start of {t.row.workflow!r} refused: {reason}", retry_after=retry
-            )
-            return out + self._refuse(t, reason, error, forget_key=True)
+            return out + self._turn_away(t, self.kernel.queued + 1, "limit reached", now=now)
         # Its tenant's own queue bound: past it this tenant alone is refused, so no tenant
         # fills the queue that every tenant shares.
         tenant = t.row.tenant
         bound = self.tenants.executions(tenant).max_queued
         if not t.settled and bound is not None and self.order.queued_of(tenant) > bound:
-            self.kernel.cancel(item.id)
-            self.order.sync(item)
-            retry = self.drain_rate.retry_after(
-                self.order.queued_of(tenant) + 1, now=now, default=self._retry_default
-            )
-            reason = (
-                f"tenant {tenant!r} has {bound} starts queued, its executions.max_queued; "
-                f"retry in about {retry:.2f}s"
-            )
-            error = LimitExceeded(
-                f"start of {t.row.workflow!r} refused: {reason}", retry_after=retry
-            )
-            return out + self._refuse(t, reason, error, forget_key=True)
+            why = f"tenant {tenant!r} has {bound} starts queued, its executions.max_queued"
+            return out + self._turn_away(t, self.order.queued_of(tenant) + 1, why, now=now)
         t.settled = True
         out.append(Answer(t))
         return out
+
+    def _turn_away(self, t: Ticket, ahead: int, why: str, *, now: float) -> list[Action]:
+        """A new start that would wait past a bound leaves the queue, refused with an estimate
+        of when `ahead` starts will have gone (its caller may try again then)."""
+        assert t.item is not None
+        self.kernel.cancel(t.item.id)
+        self.order.sync(t.item)
+        retry = self.drain_rate.retry_after(ahead, now=now, default=self._retry_default)
+        reason = f"{why}; retry in about {retry:.2f}s"
+        error = LimitExceeded(f"start of {t.row.workflow!r} refused: {reason}", retry_after=retry)
+        return self._refuse(t, reason, error, forget_key=True)
 
     # -- grants ----------------------------------------------------------------------------------
     def next_grants(self, *, now: float) -> list[Action]:
