@@ -65,6 +65,7 @@ def _rows(n: int) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]
             "kind": "start",
             "workflow": "noop",
             "session": "default",
+            "tenant": "default",
             "priority": 0,
             "input": "null",
             "fingerprint": "",
@@ -83,11 +84,12 @@ def _rows(n: int) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]
             "start_id": start_id,
             "workflow": "noop",
             "session": "default",
+            "tenant": "default",
             "input": "null",
             "parent_id": None,
             "restarted_from": None,
             "resumed_from": None,
-            "slot_keys": '["global", "session:default", "workflow:noop"]',
+            "slot_keys": '["global", "session:default", "tenant:default", "workflow:noop"]',
             "instance_id": INSTANCE,
             "created_at": now,
             "leader_epoch": None,
@@ -103,7 +105,7 @@ def _batches(n: int) -> list[list[tuple[dict[str, Any], dict[str, Any], dict[str
 
 
 def _counts(batch: list[Any]) -> str:
-    keys = ("global", "session:default", "workflow:noop")
+    keys = ("global", "session:default", "tenant:default", "workflow:noop")
     return json.dumps(dict.fromkeys(keys, len(batch)))
 
 
@@ -187,6 +189,7 @@ def _pg_grant_params(batch: list[Any]) -> dict[str, Any]:
         "kinds": "kind",
         "workflows": "workflow",
         "sessions": "session",
+        "tenants": "tenant",
         "priorities": "priority",
         "inputs": "input",
         "fingerprints": "fingerprint",

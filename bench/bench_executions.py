@@ -68,8 +68,8 @@ async def granted_per_second(url: str, n: int) -> float:
 
 
 _INSERT = (
-    "INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint, "
-    "status, instance_id, created_at) VALUES ({}) RETURNING seq"
+    "INSERT INTO yoke_starts (start_id, kind, workflow, session, tenant, priority, input, "
+    "fingerprint, status, instance_id, created_at) VALUES ({}) RETURNING seq"
 )
 
 
@@ -83,7 +83,16 @@ async def baseline_inserts_per_second(url: str, n: int) -> float:
     await store.close()
 
     def params(i: int) -> tuple[Any, ...]:
-        row = (str(uuid.uuid4()), "START", "noop", "default", 0, json.dumps({"i": i}), "")
+        row = (
+            str(uuid.uuid4()),
+            "START",
+            "noop",
+            "default",
+            "default",
+            0,
+            json.dumps({"i": i}),
+            "",
+        )
         return (*row, "QUEUED", "bench", time.time())
 
     if url.startswith("sqlite:"):
@@ -92,7 +101,7 @@ async def baseline_inserts_per_second(url: str, n: int) -> float:
         )
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
-        sql = _INSERT.format(", ".join("?" * 10))
+        sql = _INSERT.format(", ".join("?" * 11))
         executor = ThreadPoolExecutor(max_workers=1)
         loop = asyncio.get_running_loop()
 
@@ -104,7 +113,7 @@ async def baseline_inserts_per_second(url: str, n: int) -> float:
         finally:
             executor.shutdown()
             conn.close()
-    sql = _INSERT.format(", ".join(["%s"] * 10))
+    sql = _INSERT.format(", ".join(["%s"] * 11))
     async with AsyncConnectionPool(
         url, min_size=CONCURRENCY, max_size=CONCURRENCY, kwargs={"autocommit": True}, open=False
     ) as pool:

@@ -27,6 +27,7 @@ ORDER = (
     "server",
     "connections",
     "admission",
+    "rates",
     "ha",
     "actors",
     "fleet",

@@ -33,6 +33,9 @@ YOKE_TABLES = (
     "yoke_control_log",
     "yoke_instances",
     "yoke_idempotency",
+    "yoke_tenant_usage",
+    "yoke_tenant_rates",
+    "tenant_settings",
 )
 
 

@@ -220,6 +220,33 @@ def test_limits_set_changes_only_the_limits_given(server_url: str) -> None:
     assert json.loads(out)["max_queued"] is None
 
 
+def test_tenants_set_list_and_clear(server_url: str) -> None:
+    code, out = _yoke(
+        server_url, "tenants", "set", "globex", "weight=2", "executions.max_running=5",
+        "actors.append_rate=50.5", "--json",
+    )  # fmt: skip
+    assert code == 0, out
+    row = json.loads(out)
+    assert (row["weight"], row["executions"]["max_running"]) == (2.0, 5)
+    assert row["actors"]["append_rate"] == 50.5
+    code, out = _yoke(server_url, "tenants", "set", "*", "executions.max_queued=100", "--json")
+    assert code == 0 and json.loads(out)["tenant"] == "*", out
+    code, out = _yoke(server_url, "tenants", "list", "--json")
+    listed = {t["tenant"]: t for t in json.loads(out)["items"]}
+    assert listed["globex"]["effective"]["executions"]["max_queued"] == 100  # from `*`
+    code, out = _yoke(server_url, "tenants", "list")
+    assert code == 0 and "globex" in out and "2.0" in out  # a table (cells may wrap)
+    code, out = _yoke(server_url, "tenants", "clear", "globex", "executions.max_running", "--json")
+    assert json.loads(out)["executions"]["max_running"] is None and json.loads(out)["weight"] == 2
+    code, out = _yoke(server_url, "tenants", "clear", "globex", "--json")
+    assert json.loads(out)["weight"] is None and json.loads(out)["actors"]["append_rate"] is None
+    code, out = _yoke(server_url, "tenants", "set", "globex", "speed=3")
+    assert code == 2 and "FIELD=VALUE" in out
+    code, out = _yoke(server_url, "tenants", "set", "globex", "executions.rate=-1")
+    assert code == 1 and "422" in out
+    _yoke(server_url, "tenants", "clear", "*")
+
+
 def test_tables_show_whole_ids_and_local_times(server_url: str) -> None:
     import re
 

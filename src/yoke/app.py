@@ -29,7 +29,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -45,9 +45,11 @@ if TYPE_CHECKING:  # the engines: imported where they are first built (see above
     from yoke.executions.leadership import Leadership, Liveness
     from yoke.executions.model import Limits
     from yoke.executions.service import Executions, Reviewer
+    from yoke.executions.tenant_book import Rates
     from yoke.executions.tenants import Tenants
     from yoke.store import Store
     from yoke.store.actor_records import EventKey
+    from yoke.store.tenantverbs import TenantRow
 
 log = logging.getLogger("yoke.app")
 
@@ -77,6 +79,11 @@ class Backend(Protocol):
 
     async def listen_leases(self, on_released: Callable[[], None]) -> None:
         """Call `on_released` when a lease is released, until cancelled (or return at once)."""
+        ...
+
+    async def listen_tenant_settings(self, on_changed: Callable[[], None]) -> None:
+        """Call `on_changed` when a tenant's settings change, until cancelled (or return at
+        once)."""
         ...
 
     def liveness(self, holder: str) -> Liveness | None:
@@ -165,6 +172,7 @@ class App:
         self.leadership: Leadership | None = None  # with `settings.ha`, while running
         self._stopping = False
         self._service_tasks: list[asyncio.Task[None]] = []
+        self._tenants_changed = asyncio.Event()  # read the tenants' settings again now
 
     # -- the engines, built on first use -------------------------------------------------------
     @cached_property
@@ -215,14 +223,21 @@ class App:
 
     @cached_property
     def tenants(self) -> Tenants:
-        """Fleet-wide tenant weights and caps (ADMIN, reviewed and audited like limits)."""
+        """The tenants' settings: weights, executions' and actors' limits, `*` the defaults
+        (ADMIN, reviewed and audited like limits)."""
         from yoke.executions.tenants import Tenants
+
+        def changed(row: TenantRow) -> None:  # this process applies them at once
+            self.executions.tenants.put(row)
+            self.executions.apply_tenant_settings()
+            self.actors.tenants_changed()
+            self._tenants_changed.set()  # and reads every row again soon
 
         return Tenants(
             store=self.actors.store,
             reviewers=self._reviewers,
             clock=self.clock,
-            changed=self.actors.tenants_changed,
+            changed=changed,
         )
 
     def __repr__(self) -> str:
@@ -295,6 +310,8 @@ class App:
         self.store = store = backend.executions
         self._stopping = False
         self.actors.attach(backend.actors)
+        rates = self._rates(backend.actors)
+        self.actors.admit_appends = self._appends_gate(rates)
         actor_worker = contextlib.AsyncExitStack()
         try:
             now = self.clock.wall()
@@ -304,13 +321,18 @@ class App:
                     stale_before=now - s.instance_stale_after, now=now, exclude=self.instance_id
                 )
             limits = await recorded_limits(store) or self.configured_limits  # the log wins
+            await self._read_tenant_settings(backend)  # no start is admitted before they apply
             if self.actor_worker and (len(self.actor_registry) or len(self.portal_registry)):
                 await actor_worker.enter_async_context(self.actors.running())
             body_error: BaseException | None = None
             try:
                 async with asyncio.TaskGroup() as tg:
                     self.executions.attach(
-                        store, instance_id=self.instance_id, spawn=tg.create_task, limits=limits
+                        store,
+                        instance_id=self.instance_id,
+                        spawn=tg.create_task,
+                        limits=limits,
+                        rates=rates,
                     )
                     if s.ha:
                         self.leadership = self._leadership(backend, self.instance_id)
@@ -333,6 +355,7 @@ class App:
                 await actor_worker.aclose()  # drain stops, completions written, instances freed
             finally:
                 self.actors.detach()
+                self.actors.admit_appends = None
             self.executions.detach()
             self.leadership = None
             with contextlib.suppress(YokeError):
@@ -389,6 +412,13 @@ class App:
             ),
             tg.create_task(self._heartbeat(store, instance_id), name="yoke-heartbeat"),
         ]
+        services += [
+            tg.create_task(self._follow_tenant_settings(backend), name="yoke-tenant-settings"),
+            tg.create_task(
+                backend.listen_tenant_settings(self._tenants_changed.set),
+                name="yoke-tenant-settings-listener",
+            ),
+        ]
         if self.leadership is not None:
             services += [
                 tg.create_task(self.leadership.run(), name="yoke-leadership"),
@@ -398,6 +428,41 @@ class App:
             ]
         services += [tg.create_task(fn(), name=name) for name, fn in self._services]
         self._service_tasks = services
+
+    def _rates(self, buckets: ActorStore) -> Rates:
+        from yoke.executions.tenant_book import Rates
+
+        return Rates(buckets, self.clock)
+
+    def _appends_gate(self, rates: Rates) -> Callable[[str, int], Awaitable[None]]:
+        """Appends spend their tenant's tokens (`actors.append_rate`) before writing."""
+        book = self.executions.tenants
+
+        async def admit(tenant: str, n: int) -> None:
+            await rates.take(tenant, "appends", book.actors(tenant).bucket, n)
+
+        return admit
+
+    async def _read_tenant_settings(self, backend: Backend) -> None:
+        from yoke.executions.tenant_book import MAX_ROWS, read_into
+
+        await read_into(
+            self.executions.tenants,
+            lambda: backend.actors.tenant_settings(limit=MAX_ROWS),
+            changed=lambda: None,  # nothing is admitted yet
+        )
+
+    async def _follow_tenant_settings(self, backend: Backend) -> None:
+        """The tenants' settings, read again on a change here, a NOTIFY, or the poll."""
+        from yoke.executions.tenant_book import MAX_ROWS, follow
+
+        await follow(
+            self.executions.tenants,
+            lambda: backend.actors.tenant_settings(limit=MAX_ROWS),
+            wake=self._tenants_changed,
+            poll=self.actors.settings.tenant_settings_poll,
+            changed=self.executions.apply_tenant_settings,
+        )
 
     async def shutdown(self, timeout: float | None = None) -> None:
         """Admit nothing new, refuse queued starts, give running executions `timeout` seconds

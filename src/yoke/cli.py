@@ -1,8 +1,9 @@
 """The `yoke` command. It parses arguments and calls `asyncio.run` once, at the edge.
 
 `yoke serve` runs an app's HTTP server; the client verbs (`start`, `executions`, `limits`,
-`audit`) talk to a running server over HTTP (`--url`/`YOKE_URL`, `--token`/`YOKE_TOKEN`) and
-print tables, or JSON with `--json`; an error answer is printed to stderr and exits 1.
+`tenants`, `audit`) talk to a running server over HTTP (`--url`/`YOKE_URL`,
+`--token`/`YOKE_TOKEN`) and print tables, or JSON with `--json`; an error answer is printed to
+stderr and exits 1.
 `yoke db upgrade` applies the store's migrations. This module must never hold API logic.
 """
 
@@ -30,9 +31,13 @@ executions_app = typer.Typer(
     help="List, show, restart, resume and cancel executions.", no_args_is_help=True
 )
 limits_app = typer.Typer(help="Show or replace the admission limits.", no_args_is_help=True)
+tenants_app = typer.Typer(
+    help="List and change the tenants' settings (`*`: the defaults).", no_args_is_help=True
+)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(executions_app, name="executions")
 app.add_typer(limits_app, name="limits")
+app.add_typer(tenants_app, name="tenants")
 app.add_typer(db_app, name="db")
 
 URL = typer.Option(
@@ -439,6 +444,103 @@ def limits_set(
         _, current = c.call("GET", "/v1/limits")
         _, data = c.call("PUT", "/v1/limits", body={**current, **changes})
     _show(data, as_json, "limits")
+
+
+TENANT_FIELDS = {
+    "weight": (),
+    "executions": ("max_running", "max_queued", "rate", "burst"),
+    "actors": ("max_running", "append_rate", "append_burst", "max_instances", "max_timers"),
+}
+
+
+def _tenant_body(assignments: list[str]) -> dict[str, Any]:
+    """`weight=2 executions.max_running=5 actors.append_rate=null` as the PUT body."""
+    body: dict[str, Any] = {}
+    for text in assignments:
+        name, eq, raw = text.partition("=")
+        section, _, field = name.partition(".")
+        known = section in TENANT_FIELDS and (
+            (field in TENANT_FIELDS[section]) if TENANT_FIELDS[section] else not field
+        )
+        if not eq or not known:
+            names = ["weight"] + [f"{s}.{f}" for s, fs in TENANT_FIELDS.items() for f in fs]
+            err.print(f"[red]error:[/red] give FIELD=VALUE, FIELD one of {', '.join(names)}")
+            raise typer.Exit(2)
+        value = _json_arg(raw, name)
+        if field:
+            body.setdefault(section, {})[field] = value
+        else:
+            body[section] = value
+    return body
+
+
+def _tenant_path(tenant: str) -> str:
+    from urllib.parse import quote
+
+    return f"/v1/tenants/{quote(tenant, safe='')}"
+
+
+@tenants_app.command("list")
+def tenants_list(url: str = URL, token: str = TOKEN, as_json: bool = AS_JSON) -> None:
+    """The tenants with settings (a plain tenant: its own and the defaults, `*`)."""
+    with _client(url, token) as c:
+        _, data = c.call("GET", "/v1/tenants")
+    items = data["items"]
+    if not as_json:
+        items = [_flat_tenant(i) for i in items]
+    columns = ["tenant", "weight", "executions", "actors", "updated_by", "updated_at"]
+    _rows(items, columns, as_json, "tenants")
+
+
+def _flat_tenant(item: dict[str, Any]) -> dict[str, Any]:
+    """Only the fields set, `name=value`, so a row stays readable."""
+
+    def set_fields(d: dict[str, Any]) -> str:
+        return " ".join(f"{k}={json.dumps(v)}" for k, v in d.items() if v is not None) or "-"
+
+    return {
+        **item,
+        "executions": set_fields(item["executions"]),
+        "actors": set_fields(item["actors"]),
+    }
+
+
+TENANT_ARG = typer.Argument(..., help="The tenant, or * for the defaults.")
+ASSIGNMENTS = typer.Argument(
+    ..., help="FIELD=VALUE (JSON; null clears), e.g. executions.max_running=5."
+)
+CLEARED = typer.Argument(None, help="FIELDs to clear (e.g. executions.rate); none: every field.")
+
+
+@tenants_app.command("set")
+def tenants_set(
+    tenant: str = TENANT_ARG,
+    assignments: list[str] = ASSIGNMENTS,
+    url: str = URL,
+    token: str = TOKEN,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Change the fields given of a tenant's settings (role ADMIN); the others stay."""
+    body = _tenant_body(assignments)
+    with _client(url, token) as c:
+        _, data = c.call("PUT", _tenant_path(tenant), body=body)
+    _show(data, as_json, "tenant")
+
+
+@tenants_app.command("clear")
+def tenants_clear(
+    tenant: str = TENANT_ARG,
+    fields: list[str] = CLEARED,
+    url: str = URL,
+    token: str = TOKEN,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Clear fields of a tenant's settings (role ADMIN): it follows `*` for them again."""
+    names = fields or ["weight"] + [f"{s}.{f}" for s, fs in TENANT_FIELDS.items() for f in fs]
+    body = _tenant_body([f"{name}=null" for name in names])
+    with _client(url, token) as c:
+        _, data = c.call("PUT", _tenant_path(tenant), body=body)
+    _show(data, as_json, "tenant")
 
 
 @app.command()

@@ -68,6 +68,11 @@ class Settings:
     idempotency_retention: float = setting(
         24 * 3600.0, "seconds the first answer to an Idempotency-Key is kept for replays"
     )
+    idempotency_max_per_tenant: int = setting(
+        100_000,
+        "Idempotency-Key answers one tenant keeps at most, and apart the keys of its appended "
+        "events: past it its oldest are forgotten first",
+    )
     ready_timeout: float = setting(2.0, "seconds the store has to answer `/readyz`")
     forwarded_allow_ips: str = setting(
         "127.0.0.1,::1",
@@ -166,6 +171,9 @@ class Settings:
             "max_queued",
         ):
             _check_count(name, getattr(self, name))
+        _check_count("idempotency_max_per_tenant", self.idempotency_max_per_tenant)
+        if self.idempotency_max_per_tenant < 1:
+            raise BadValue("idempotency_max_per_tenant must be at least 1")
         _check_count("max_long_polls_per_tenant", self.max_long_polls_per_tenant)
         if self.max_long_polls_per_tenant < 1:
             raise BadValue("max_long_polls_per_tenant must be at least 1")

@@ -78,6 +78,21 @@ class LimitExceeded(YokeError):
         self.retry_after = retry_after
 
 
+class RateLimited(LimitExceeded):
+    """A tenant's rate (a token bucket: `executions.rate`, `actors.append_rate`) has no token
+    now; `retry_after`: seconds until one will be there. Nothing was written."""
+
+    title = "Rate limited"
+
+
+class QuotaExceeded(YokeError):
+    """What a tenant holds (actor instances, pending timers) would pass its quota
+    (`actors.max_instances`, `actors.max_timers`); nothing of the batch was written."""
+
+    status = 409
+    title = "Quota exceeded"
+
+
 class ShuttingDown(YokeError):
     """Nothing new is admitted while the scheduler shuts down (or is a standby)."""
 

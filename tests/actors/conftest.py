@@ -27,6 +27,8 @@ ACTOR_TABLES = (
     "tenant_settings",
     "tenant_running",
     "yoke_event_keys",
+    "yoke_tenant_usage",
+    "yoke_tenant_rates",
 )
 
 

@@ -41,7 +41,7 @@ from yoke.store.actor_records import (
     owner_of,
 )
 from yoke.store.leaseverbs import Lease
-from yoke.store.tenantverbs import TenantRow
+from yoke.store.tenantverbs import TenantRow, TenantValues, Tokens
 
 
 @dataclass
@@ -88,8 +88,10 @@ class MemoryActorStore:
     leases: dict[str, Lease] = field(default_factory=dict)
     clock: Callable[[], float] = time.time  # the "database's" clock of the leases
     tenants: dict[str, TenantRow] = field(default_factory=dict)
+    buckets: dict[tuple[str, str], float] = field(default_factory=dict)
     tenant_running: dict[tuple[str, str], int] = field(default_factory=dict)
     event_keys: dict[tuple[str, str], tuple[EventKey, int]] = field(default_factory=dict)
+    event_key_tenants: dict[tuple[str, str], str] = field(default_factory=dict)
     event_keys_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def _count(self, verb: str) -> None:
@@ -124,7 +126,14 @@ class MemoryActorStore:
                     raise IdempotencyConflict(f"Idempotency-Key {key.key!r} was used before")
                 return kept[1], False
             (eid,) = await self.append_events([event], owner=owner, now=now)
+            self.event_keys.pop(slot, None)
             self.event_keys[slot] = (key, eid)
+            self.event_key_tenants[slot] = event.tenant
+            if key.keep_at_most is not None:  # the tenant's oldest keys go first
+                mine = [s for s, t in self.event_key_tenants.items() if t == event.tenant]
+                mine.sort(key=lambda s: self.event_keys[s][0].expires_at)
+                for old in mine[: max(0, len(mine) - key.keep_at_most)]:
+                    del self.event_keys[old], self.event_key_tenants[old]
             return eid, True
 
     def _ours(self, r: _Row, worker_id: str) -> _Instance | None:
@@ -822,9 +831,8 @@ class MemoryActorStore:
     async def put_tenant_settings(
         self,
         tenant: str,
+        values: TenantValues,
         *,
-        weight: float,
-        max_running: int | None,
         audit: NewControl,
         expect: int = 0,
     ) -> TenantRow | None:
@@ -833,8 +841,7 @@ class MemoryActorStore:
             return None
         row = TenantRow(
             tenant=tenant,
-            weight=weight,
-            max_running=max_running,
+            values=values,
             updated_by=audit.principal,
             updated_at=audit.at,
             version=expect + 1,
@@ -844,7 +851,11 @@ class MemoryActorStore:
 
     async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
         row = self.tenants.get(tenant)
-        if row is not None and row.max_running is not None:
+        defaults = self.tenants.get("*")
+        cap = row.max_running if row is not None else None
+        if cap is None and defaults is not None:
+            cap = defaults.max_running
+        if cap is not None:
             live = {
                 w
                 for w, r in self.workers.items()
@@ -855,7 +866,7 @@ class MemoryActorStore:
                 for (t, w), n in self.tenant_running.items()
                 if t == tenant and (w in live or w == worker_id)
             )
-            if running >= row.max_running:
+            if running >= cap:
                 return False
         key = (tenant, worker_id)
         self.tenant_running[key] = self.tenant_running.get(key, 0) + 1
@@ -869,6 +880,23 @@ class MemoryActorStore:
     async def clear_tenant_slots(self, worker_id: str) -> None:
         for key in [k for k in self.tenant_running if k[1] == worker_id]:
             del self.tenant_running[key]
+
+    async def take_tokens(
+        self, tenant: str, kind: str, *, n: int, rate: float, burst: int
+    ) -> Tokens:
+        now = time.time()
+        tat = max(self.buckets.get((tenant, kind), now), now)
+        if tat + (n - burst) / rate > now:
+            return Tokens(granted=False, retry_after=tat + (n - burst) / rate - now)
+        self.buckets[(tenant, kind)] = tat + n / rate
+        return Tokens(granted=True)
+
+    async def forget_full_buckets(self) -> int:
+        now = time.time()
+        full = [k for k, tat in self.buckets.items() if tat < now]
+        for k in full:
+            del self.buckets[k]
+        return len(full)
 
 
 def _claim(r: _Row, worker_id: str, epoch: int, claim_id: int | None = None) -> ClaimedEvent:

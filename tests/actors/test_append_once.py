@@ -62,3 +62,35 @@ async def test_an_expired_key_appends_afresh(actor_store: ActorStore) -> None:
         event(0), key=key("k", "new", expires_at=later + 10), owner=None, now=later
     )
     assert appended and second != first
+
+
+async def test_a_tenant_keeps_at_most_its_bound_of_keys_its_oldest_go_first(
+    actor_store: ActorStore,
+) -> None:
+    """Keys are bounded per tenant: past the bound a tenant's oldest key is forgotten (a retry
+    with it appends afresh), never another tenant's."""
+    theirs = NewEvent(tenant="t2", stream="s", data="{}", targets=())
+    kept, _ = await actor_store.append_event_once(
+        theirs, key=EventKey(principal="bob", key="b", fingerprint="fp", expires_at=NOW + 99),
+        owner=None, now=NOW,
+    )  # fmt: skip
+    first: dict[str, int] = {}
+    for i in range(5):
+        k = EventKey(principal="alice", key=f"k{i}", fingerprint="fp", expires_at=NOW + 60 + i,
+                     keep_at_most=2)  # fmt: skip
+        first[k.key], appended = await actor_store.append_event_once(
+            event(i), key=k, owner=None, now=NOW
+        )
+        assert appended
+    for name, expect_kept in (("k4", True), ("k3", True), ("k2", False), ("k0", False)):
+        k = EventKey(principal="alice", key=name, fingerprint="fp", expires_at=NOW + 70,
+                     keep_at_most=2)  # fmt: skip
+        eid, appended = await actor_store.append_event_once(event(9), key=k, owner=None, now=NOW)
+        # A kept key answers its first event; a forgotten one appends afresh (and, being a
+        # new key, makes the tenant forget its oldest again).
+        assert (eid == first[name], appended) == (expect_kept, not expect_kept), name
+    bob = EventKey(principal="bob", key="b", fingerprint="fp", expires_at=NOW + 99)
+    assert await actor_store.append_event_once(theirs, key=bob, owner=None, now=NOW) == (
+        kept,
+        False,
+    )

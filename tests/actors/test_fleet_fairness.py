@@ -23,6 +23,7 @@ from tests.actors.worker_proc import define
 from yoke.actors import ActorRuntime, ActorSettings
 from yoke.app import Backend
 from yoke.store import NewControl
+from yoke.store.tenantverbs import TenantValues
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 OWNERS = ("c1", "c2")
@@ -52,7 +53,7 @@ async def weigh(store: Backend, tenant: str, weight: float) -> None:
         kind="tenant", principal="test", tenant=None, roles=("ADMIN",), subject=tenant,
         before="{}", after="{}", at=time.time(),
     )  # fmt: skip
-    await store.actors.put_tenant_settings(tenant, weight=weight, max_running=None, audit=audit)
+    await store.actors.put_tenant_settings(tenant, TenantValues(weight=weight), audit=audit)
 
 
 async def test_weights_hold_over_the_fleet(pg_url: str, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from tests.actors.worker_proc import Running, define
 from yoke.actors import ActorCtx, ActorRuntime, ActorSettings, Backoff, Event
 from yoke.actors.protocol import ActorStore
 from yoke.store import NewControl
+from yoke.store.tenantverbs import TenantValues
 
 CAP = 3
 PER_WORKER = 60
@@ -37,7 +38,7 @@ async def test_a_stopped_or_stale_workers_counters_no_longer_hold_the_cap(
     store, now = actor_store, time.time()
     live_after = now - STALE
     for tenant in ("acme", "globex"):
-        await store.put_tenant_settings(tenant, weight=1, max_running=2, audit=audit_of(tenant))
+        await store.put_tenant_settings(tenant, TenantValues(max_running=2), audit=audit_of(tenant))
     for worker in ("w1", "w2"):
         await store.register_worker(worker, hostname="h", pid=1, now=now)
     # A worker that went stale holding two of globex's slots (it was live when it took them).
@@ -62,7 +63,9 @@ async def test_a_stopped_or_stale_workers_counters_no_longer_hold_the_cap(
 async def test_a_call_that_raises_gives_its_tenant_slot_back(
     actor_store: ActorStore, make_runtime: MakeRuntime
 ) -> None:
-    await actor_store.put_tenant_settings("acme", weight=1, max_running=1, audit=audit_of("acme"))
+    await actor_store.put_tenant_settings(
+        "acme", TenantValues(max_running=1), audit=audit_of("acme")
+    )
     rt = make_runtime()
     succeeded: list[int] = []
     done = asyncio.Event()
@@ -94,7 +97,7 @@ async def test_the_fleet_wide_tenant_cap_is_never_exceeded(pg_url: str, tmp_path
     await store.open()
     try:
         await store.actors.put_tenant_settings(
-            "acme", weight=1, max_running=CAP, audit=audit_of("acme")
+            "acme", TenantValues(max_running=CAP), audit=audit_of("acme")
         )
         rt = ActorRuntime(settings=ActorSettings(worker_id="client"))
         define(rt)

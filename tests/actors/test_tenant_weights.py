@@ -137,7 +137,7 @@ async def test_changes_are_admin_only_bounded_reviewed_and_audited(app_url: str)
         vetoes.clear()
         # Nothing above was stored.
         assert await app.tenants.list(principal=ADMIN) == []
-        got = await app.tenants.set("acme", weight=3, max_running=2, principal=ADMIN)
+        got = await app.tenants.set("acme", weight=3, actors={"max_running": 2}, principal=ADMIN)
         assert (got.weight, got.max_running, got.updated_by) == (3.0, 2, "root")
         got = await app.tenants.set_max_running("acme", None, principal=ADMIN)
         assert (got.weight, got.max_running) == (3.0, None)  # the weight is kept
@@ -150,14 +150,15 @@ async def test_changes_are_admin_only_bounded_reviewed_and_audited(app_url: str)
             "acme",
             "globex",
         ]
-        assert (await app.tenants.get("initech", principal=operator)).weight == 1.0
+        assert (await app.tenants.get("initech", principal=operator)).weight is None  # not set
         audit = [e for e in await app.executions.audit(limit=100) if e.kind == "tenant"]
-    assert [(e.principal, e.subject, e.after) for e in audit][-3:] == [
-        ("root", "acme", {"weight": 3.0, "max_running": 2}),
-        ("root", "acme", {"weight": 3.0, "max_running": None}),
-        ("r2", "globex", {"weight": 2.0, "max_running": None}),
-    ]
-    assert audit[-3].before == {"weight": 1.0, "max_running": None}
+    assert [(e.principal, e.subject, e.after["weight"], e.after["actors"]["max_running"])
+            for e in audit[-3:]] == [
+        ("root", "acme", 3.0, 2),
+        ("root", "acme", 3.0, None),
+        ("r2", "globex", 2.0, None),
+    ]  # fmt: skip
+    assert (audit[-3].before["weight"], audit[-3].before["actors"]["max_running"]) == (None, None)
 
 
 async def test_two_changes_decided_on_the_same_row_never_both_land(app_url: str) -> None:

@@ -70,6 +70,7 @@ def _new(i: int, session: str, workflow: str, prio: int) -> NewStart:
         kind=StartKind.START,
         workflow=workflow,
         session=session,
+        tenant=session.split("/")[0],
         priority=prio,
         input="null",
         fingerprint="",
@@ -127,6 +128,7 @@ class Store:
             start_id=row.start_id,
             workflow=row.workflow,
             session=row.session,
+            tenant=row.tenant,
             input=row.input,
             status=ExecutionStatus.RUNNING,
             output=None,
@@ -174,6 +176,7 @@ class AdmissionMachine(RuleBasedStateMachine):
                     "global": lim.max_running,
                     f"session:{row.session}": lim.max_running_per_session,
                     f"workflow:{row.workflow}": lim.workflow_cap(row.workflow),
+                    f"tenant:{row.tenant}": None,  # this machine sets no tenant settings
                 }
                 assert {s.key: s.cap for s in a.request.slots} == caps
             elif isinstance(a, Log):

@@ -22,7 +22,9 @@ from .helpers import Gates, count_rows, make_app, wait_until
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def spawn(module: str, *args: str) -> asyncio.subprocess.Process:
+async def spawn(
+    module: str, *args: str, env: dict[str, str] | None = None
+) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -31,7 +33,7 @@ async def spawn(module: str, *args: str) -> asyncio.subprocess.Process:
         cwd=ROOT,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
     )
 
 
@@ -177,6 +179,72 @@ async def test_three_processes_with_overlapping_batches_share_a_cap_exactly(pg_u
         assert len(samples) > 10 and max(samples) <= 3, max(samples)
         assert count_rows(pg_url, "yoke_executions") == 120
         assert count_rows(pg_url, "yoke_ledger", "running <> 0") == 0
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(b"exit\n")
+        for p in procs:
+            assert await asyncio.wait_for(p.wait(), 30) == 0
+    finally:
+        stop.set()
+        await asyncio.gather(sampler, return_exceptions=True)
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+                await p.wait()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_four_processes_share_a_tenants_cap_exactly(pg_url: str, tmp_path: Path) -> None:
+    """Four processes, each with two grant batches in the store at once, start 40 short
+    executions of one tenant each, every one in a session of its own, under the tenant's
+    executions.max_running of 3: no more than 3 ever run at once across the processes (counted
+    by the executions themselves, and in the ledger sampled throughout), the cap is used, and
+    every ledger row, touched by each grant and emptied by each finish many times over (its
+    deletion racing the next grant's insert), is gone at the end."""
+    _truncate(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO tenant_settings (tenant, exec_max_running, updated_by, updated_at) "
+            "VALUES ('acme', 3, 'test', 0)"
+        )
+    counter = tmp_path / "running.json"
+    env = {"YOKE_TEST_COUNTER": str(counter)}
+    procs = [await spawn("worker_race", "tenant", pg_url, "40", env=env) for _ in range(4)]
+    samples: list[int] = []
+    stop = asyncio.Event()
+
+    async def sample() -> None:
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            while not stop.is_set():
+                cur = await conn.execute(
+                    "SELECT running FROM yoke_ledger WHERE key = 'tenant:acme'"
+                )
+                row = await cur.fetchone()
+                samples.append(int(row[0]) if row else 0)
+                await asyncio.sleep(0.001)
+
+    sampler = asyncio.ensure_future(sample())
+    try:
+        for p in procs:
+            await line(p, "READY")
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(b"go\n")
+        counts: dict[str, int] = {}
+        for p in procs:
+            (raw,) = await line(p, "DONE", timeout=120)
+            for status, n in json.loads(raw).items():
+                counts[status] = counts.get(status, 0) + n
+        assert counts == {"SUCCEEDED": 160}
+        stop.set()
+        await sampler
+        seen = json.loads(counter.read_text())
+        assert seen["calls"] == 160
+        assert seen["most"] <= 3, seen  # four processes with room to spare: 3 at most
+        assert seen["most"] == 3, seen  # the cap was used, not a serial run
+        assert len(samples) > 10 and max(samples) <= 3, max(samples)
+        assert count_rows(pg_url, "yoke_ledger") == 0  # no row left, not even at zero
         for p in procs:
             assert p.stdin is not None
             p.stdin.write(b"exit\n")

@@ -326,6 +326,8 @@ async def test_concurrent_grants_and_finishes_share_store_transactions(database_
             "global": 64,
             "session:s0": 32,
             "session:s1": 32,
+            "tenant:s0": 32,
+            "tenant:s1": 32,
             "workflow:hold": 64,
         }
         gates.open("g")

@@ -4,12 +4,16 @@ Mode `app`: N `app.executions.start` calls (the kernel queues what this process 
 each process sends one contender at a time to the ledger). Mode `store`: N raw `grant_start`
 calls at once, so N x processes transactions race for the ledger row. Mode `overlap`: N short
 starts under a global cap of 3, two grant batches in the store at once, each execution waiting
-until it is seen running; it prints the most this process saw running and waits for all."""
+until it is seen running; it prints the most this process saw running and waits for all. Mode
+`tenant`: N short starts of tenant acme, each in a session of its own, under the tenant's
+executions.max_running (set by the test), two grant batches in the store at once; each
+execution counts itself in the file YOKE_TEST_COUNTER (shared by every process, under a lock)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import uuid
 from collections import Counter
@@ -77,6 +81,31 @@ async def overlap_mode(url: str, n: int) -> None:
         await asyncio.to_thread(sys.stdin.readline)
 
 
+async def tenant_mode(url: str, n: int) -> None:
+    from tests.actors.worker_proc import Running
+
+    counter = Running(os.environ["YOKE_TEST_COUNTER"])
+    app = App(settings=fast_settings(url, pg_pool_max=10, batch_overlap=2, slot_poll_interval=0.02))
+    me = uuid.uuid4().hex[:8]
+
+    @app.workflow("short")
+    async def short(ctx: Context, input: Any) -> Any:
+        await counter.around(0.002 * (input % 4))
+
+    async with app.running():
+        await go()
+        starts = await asyncio.gather(
+            *[app.executions.start(short, i, session=f"acme/{me}-{i}") for i in range(n)]
+        )
+        ended = []
+        for s in starts:
+            granted = await app.executions.wait_granted(s.start_id, timeout=60)
+            assert granted.execution_id is not None
+            ended.append(await app.executions.wait(granted.execution_id, timeout=60))
+        done(Counter(e.status.name for e in ended))
+        await asyncio.to_thread(sys.stdin.readline)
+
+
 async def store_mode(url: str, n: int) -> None:
     store = open_store(url, fast_settings(url, pg_pool_max=min(n, 15)))
     await store.open()
@@ -90,6 +119,7 @@ async def store_mode(url: str, n: int) -> None:
                         kind=StartKind.START,
                         workflow="slot",
                         session=me,
+                        tenant=me,
                         priority=0,
                         input="{}",
                         fingerprint="",
@@ -117,6 +147,7 @@ async def store_mode(url: str, n: int) -> None:
                         start_id=r.start_id,
                         workflow="slot",
                         session=me,
+                        tenant=me,
                         input="{}",
                         parent_id=None,
                         restarted_from=None,
@@ -136,5 +167,5 @@ async def store_mode(url: str, n: int) -> None:
 
 if __name__ == "__main__":
     mode, url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    modes = {"app": app_mode, "store": store_mode, "overlap": overlap_mode}
+    modes = {"app": app_mode, "store": store_mode, "overlap": overlap_mode, "tenant": tenant_mode}
     asyncio.run(modes[mode](url, n))

@@ -17,8 +17,9 @@ from yoke.app import upgrade
 pytestmark = pytest.mark.postgres
 
 EXECUTION = (
-    "INSERT INTO yoke_executions (execution_id, workflow, session, input, status, instance_id,"
-    " created_at, leader_epoch) VALUES (%s, 'work', 's', '{}', 'RUNNING', %s, 0, %s)"
+    "INSERT INTO yoke_executions (execution_id, workflow, session, tenant, input, status,"
+    " instance_id, created_at, leader_epoch) VALUES (%s, 'work', 's', 's', '{}', 'RUNNING', %s,"
+    " 0, %s)"
 )
 
 

@@ -78,12 +78,12 @@ async def test_keys_expire_after_the_retention() -> None:
     fp = fingerprint("POST", "/v1/starts", b'{"a": 1}')
     for _ in range(2):
         r, replayed = await replayer.run(
-            principal="p", key="k", fp=fp, now=lambda: now[0], answer=answer
+            principal="p", tenant="t", key="k", fp=fp, now=lambda: now[0], answer=answer
         )
     assert replayed and r.body == b'{"n": 1}' and calls == 1
     now[0] += 11
     r, replayed = await replayer.run(
-        principal="p", key="k", fp=fp, now=lambda: now[0], answer=answer
+        principal="p", tenant="t", key="k", fp=fp, now=lambda: now[0], answer=answer
     )
     assert not replayed and calls == 2
     now[0] += 11
@@ -95,6 +95,7 @@ async def test_the_store_decides_a_race_between_processes() -> None:
     store = MemoryAnswers()
     theirs = StoredAnswer(
         principal="p",
+        tenant="t",
         key="k",
         fingerprint="f",
         status=202,
@@ -106,6 +107,7 @@ async def test_the_store_decides_a_race_between_processes() -> None:
     assert await store.keep_answer(theirs, now=1.0) is theirs
     mine = StoredAnswer(
         principal="p",
+        tenant="t",
         key="k",
         fingerprint="f",
         status=201,

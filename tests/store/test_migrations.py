@@ -117,8 +117,9 @@ def test_each_backend_has_the_same_migrations_and_queries() -> None:
     # PostgreSQL (`name_many`, one round trip).
     batched = {"insert_start", "mark_granted", "insert_execution"}
     # An actor append and a batch of finishes are one statement on PostgreSQL; a SQLite
-    # statement writes one table.
-    only_sqlite = batched | {"finish_execution"}
+    # statement writes one table (and a release of ledger counts is followed by the delete of
+    # the rows back at zero, which PostgreSQL's release does in the same statement).
+    only_sqlite = batched | {"finish_execution", "drop_idle_slots"}
     only_pg = {f"{name}_many" for name in batched} | {
         "notify_slot_freed",
         "append_events",

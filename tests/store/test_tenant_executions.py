@@ -1,5 +1,5 @@
 """A plain tenant's executions are read from its own rows: `list_executions(tenant=...)` walks
-the `yoke_executions_tenant` index (the tenant of the session, newest first), so a page costs
+the `yoke_executions_tenant` index (the tenant stored with each, newest first), so a page costs
 that tenant's rows however many other tenants have, on both stores; the query plans say so, on
 PostgreSQL also in a generic plan (as a prepared statement is run after a few executions)."""
 
@@ -21,16 +21,19 @@ from yoke.store import Store, sqlfiles
 OTHERS = 2000
 
 
-def _rows(n: int, session: str, start: int) -> list[tuple[str, str, str, str, str, str, float]]:
+def _rows(
+    n: int, session: str, start: int
+) -> list[tuple[str, str, str, str, str, str, str, float]]:
+    tenant = session.split("/")[0]
     return [
-        (f"e{start + i}", "echo", session, "null", "SUCCEEDED", "i", float(start + i))
+        (f"e{start + i}", "echo", session, tenant, "null", "SUCCEEDED", "i", float(start + i))
         for i in range(n)
     ]
 
 
 INSERT = (
-    "INSERT INTO yoke_executions (execution_id, workflow, session, input, status, instance_id, "
-    "created_at) VALUES ({})"
+    "INSERT INTO yoke_executions (execution_id, workflow, session, tenant, input, status, "
+    "instance_id, created_at) VALUES ({})"
 )
 
 
@@ -44,10 +47,10 @@ def _fill(database_url: str) -> None:
     )
     if database_url.startswith("sqlite"):
         with sqlite3.connect(database_url.removeprefix("sqlite:///")) as lite:
-            lite.executemany(INSERT.format(", ".join("?" * 7)), rows)
+            lite.executemany(INSERT.format(", ".join("?" * 8)), rows)
         return
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.cursor().executemany(INSERT.format(", ".join(["%s"] * 7)).encode(), rows)
+        conn.cursor().executemany(INSERT.format(", ".join(["%s"] * 8)).encode(), rows)
         conn.execute(b"ANALYZE yoke_executions")
 
 

@@ -43,7 +43,7 @@ def main() -> None:
             json={"workflow": "order", "input": {}, "session": "ada", "priority": -5},
         ).json()
         # Fleet-wide weights for the Actors page's table (the flood's events count for less).
-        http.put("/v1/tenants/flood", json={"weight": 0.5, "max_running": 2})
+        http.put("/v1/tenants/flood", json={"weight": 0.5, "actors": {"max_running": 2}})
         http.put("/v1/tenants/ada", json={"weight": 2.0})
         done = http.get("/v1/executions", params={"status": "SUCCEEDED", "limit": 1})
         pages = {

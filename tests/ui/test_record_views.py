@@ -81,13 +81,13 @@ async def test_the_actors_page_shows_tenant_weights_each_tenant_only_its_own(
 ) -> None:
     server, client = await start()
     admin, ops = client("admin"), client("operator")
-    for tenant, body in (("acme", {"weight": 3.0}), ("globex", {"max_running": 2})):
+    for tenant, body in (("acme", {"weight": 3.0}), ("globex", {"actors": {"max_running": 2}})):
         assert (await admin.put(f"/v1/tenants/{tenant}", json=body)).status_code == 200
     server.dashboard.hub.bump()  # a new version: the Actors region is rendered again
     page = (await ops.get("/ui/actors")).text
     assert '<table id="tenant-settings">' in page
-    assert "<td>acme</td><td>3.0</td><td>∞</td><td>root</td>" in page
-    assert "<td>globex</td><td>1.0</td><td>2</td><td>root</td>" in page
+    assert "<td>acme</td><td>3.0</td><td>(default)</td><td>root</td>" in page
+    assert "<td>globex</td><td>(default)</td><td>2</td><td>root</td>" in page
     mine = (await client("acme").get("/ui/actors")).text
     assert "<td>acme</td><td>3.0</td>" in mine and "globex" not in mine
 

@@ -23,6 +23,7 @@ def _start(session: str, wait: float = 0.5) -> Start:
         status=StartStatus.GRANTED,
         workflow="echo",
         session=session,
+        tenant=session.split("/")[0],
         priority=0,
         kind=StartKind.START,
         created_at=NOW - wait,

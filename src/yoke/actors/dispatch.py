@@ -83,7 +83,7 @@ class Dispatch:
                 self._hold(job, self._cfg.retry.first)
                 return
         tenant = job.row.tenant
-        capped = tenant in self._rules.caps
+        capped = self._rules.capped(tenant)
         if capped and not await self._rules.take(tenant):
             self._hold(job, self._cfg.cap_retry)  # keeps its group slot: FIFO holds
             return
@@ -110,7 +110,7 @@ class Dispatch:
         capped tenant's fleet-wide count, rows of the tenant going back) goes to a runner
         instead."""
         inst, tenant = job.inst, job.row.tenant
-        if not inst.cell.loaded or tenant in self._rules.caps or self._releases.busy(tenant):
+        if not inst.cell.loaded or self._rules.capped(tenant) or self._releases.busy(tenant):
             return False
         done = functools.partial(self._outcomes.sent, job)
         if not self._calls.send(inst.actor, inst.cell, job.event, done):

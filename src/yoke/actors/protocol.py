@@ -45,7 +45,7 @@ from yoke.store.actor_records import (
     Takeover,
     WorkerRow,
 )
-from yoke.store.tenantverbs import TenantRow
+from yoke.store.tenantverbs import TenantRow, TenantValues, Tokens
 
 
 class ActorStore(LeaseStore, Protocol):
@@ -328,7 +328,7 @@ class ActorStore(LeaseStore, Protocol):
 
     # -- tenants: fleet-wide settings and the per-tenant cap (`store/tenantverbs.py`) ---------
     async def tenant_settings(self, *, limit: int) -> list[TenantRow]:
-        """Every tenant's stored settings (weight, max_running), by tenant, at most `limit`."""
+        """Every tenant's stored settings (`*` too), by tenant, at most `limit`."""
         ...
 
     async def get_tenant_settings(self, tenant: str) -> TenantRow | None: ...
@@ -336,9 +336,8 @@ class ActorStore(LeaseStore, Protocol):
     async def put_tenant_settings(
         self,
         tenant: str,
+        values: TenantValues,
         *,
-        weight: float,
-        max_running: int | None,
         audit: NewControl,
         expect: int = 0,
     ) -> TenantRow | None:
@@ -348,8 +347,8 @@ class ActorStore(LeaseStore, Protocol):
 
     async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
         """Count one more `process()` call of `tenant` on `worker_id`, unless the calls running
-        on live workers (heartbeat at or after `live_after`) already reach its max_running:
-        then False. Exact under races between workers."""
+        on live workers (heartbeat at or after `live_after`) already reach its max_running (its
+        own, else `*`'s): then False. Exact under races between workers."""
         ...
 
     async def free_tenant_slot(self, tenant: str, worker_id: str) -> None:
@@ -358,4 +357,15 @@ class ActorStore(LeaseStore, Protocol):
 
     async def clear_tenant_slots(self, worker_id: str) -> None:
         """Forget `worker_id`'s counters (it starts: none of its calls runs)."""
+        ...
+
+    async def take_tokens(
+        self, tenant: str, kind: str, *, n: int, rate: float, burst: int
+    ) -> Tokens:
+        """Take `n` tokens of the tenant's bucket `kind` (`rate` a second, at most `burst`
+        held), or none, on the database's clock (a token bucket shared by every process)."""
+        ...
+
+    async def forget_full_buckets(self) -> int:
+        """Remove the buckets that are full again (as good as none): how many."""
         ...

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from yoke.actors.ctx import fire_time
@@ -97,6 +97,9 @@ class ActorRuntime:
         self._live: LiveWorkers | None = None
         self._placer: Placer | None = None
         self._fleet: Fleet | None = None
+        # Before an append writes anything: `await admit_appends(tenant, n)` spends the
+        # tenant's tokens (`actors.append_rate`) or raises `RateLimited` (the app sets it).
+        self.admit_appends: Callable[[str, int], Awaitable[None]] | None = None
 
     def __repr__(self) -> str:
         state = "running" if self._drain is not None else "idle"
@@ -187,6 +190,8 @@ class ActorRuntime:
         another server) gets the first append's event id, and appends nothing."""
         store = self._require()
         (event,) = self.registry.new_events(stream, [data], tenant=tenant)
+        if self.admit_appends is not None:
+            await self.admit_appends(tenant, 1)
         owner = None if self._placer is None else await self._placer.rule()  # as append_many
         event_id, appended = await store.append_event_once(
             event, key=key, owner=owner, now=self._clock.wall()
@@ -205,6 +210,8 @@ class ActorRuntime:
         events = self.registry.new_events(stream, items, tenant=tenant)
         if not events:
             return []
+        if self.admit_appends is not None:
+            await self.admit_appends(tenant, len(events))
         owner = None if self._placer is None else await self._placer.rule()
         ids = await store.append_events(events, owner=owner, now=self._clock.wall())
         if self._drain is not None:

@@ -2,8 +2,14 @@
 `poll` seconds and at once when `refresh()` is called (a change made here, or announced by the
 store: NOTIFY yoke_tenant_settings on PostgreSQL), gives the
 weights to the worker kernel (`sfq` shares of the slots) and to the claim windows, and the
-`max_running` caps to the kernel as lane caps (this worker alone never starts more) and to
-`take`/`free`, which count each call in the store so that the cap holds across the fleet.
+`actors.max_running` caps to the kernel as lane caps (this worker alone never starts more) and
+to `take`/`free`, which count each call in the store so that the cap holds across the fleet.
+
+The row of `*` holds the defaults of every tenant without a value of its own. Weights are
+relative, so the kernel is given each named tenant's weight over the default weight, and every
+other tenant keeps the kernel's 1. A default cap applies to every tenant: those with a row get
+it as a lane cap too; any other tenant is counted by `take` alone (a lane cap per tenant ever
+seen would keep every such lane alive in the kernel).
 
 The drain's first claim waits for `ready` (the first read), so no call of a capped tenant
 starts uncounted. Counters left by an earlier life of this worker are cleared first. A read
@@ -24,6 +30,7 @@ from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.kernel import Kernel
 from yoke.retry import RetryPolicy, until_done
+from yoke.store.tenantverbs import DEFAULTS, TenantValues
 
 log = logging.getLogger("yoke.actors.drain")
 
@@ -55,8 +62,9 @@ class TenantRules:
         self._retry = retry
         self._stopping = stopping
         self._changed = changed  # the drain looks again: claims, starts
-        self.weights: dict[str, float] = {}  # weights other than 1
-        self.caps: dict[str, int] = {}  # fleet-wide max_running
+        self.weights: dict[str, float] = {}  # weights other than the default's, over it
+        self.caps: dict[str, int] = {}  # fleet-wide max_running of the tenants with a row
+        self.default_cap: int | None = None  # `*`'s: every other tenant's
         self.ready = asyncio.Event()  # set after the first read (failed or not)
         self._wake = asyncio.Event()
 
@@ -81,13 +89,31 @@ class TenantRules:
             except YokeError as exc:
                 log.warning("reading the tenants' settings failed: %s", exc)
             else:
-                self.set_weights({r.tenant: r.weight for r in rows if r.weight != 1})
-                self.set_caps({r.tenant: r.max_running for r in rows if r.max_running is not None})
+                self._apply({r.tenant: r.values for r in rows})
             self.ready.set()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._poll):
                     await self._wake.wait()
             self._wake.clear()
+
+    def _apply(self, rows: dict[str, TenantValues]) -> None:
+        defaults = rows.pop(DEFAULTS, TenantValues())
+        base = defaults.weight or 1.0
+        weights: dict[str, float] = {}
+        caps: dict[str, int] = {}
+        for tenant, own in rows.items():
+            values = own.or_defaults(defaults)
+            if values.weight is not None and values.weight != base:
+                weights[tenant] = values.weight / base
+            if values.max_running is not None:
+                caps[tenant] = values.max_running
+        self.default_cap = defaults.max_running
+        self.set_weights(weights)
+        self.set_caps(caps)
+
+    def capped(self, tenant: str) -> bool:
+        """Whether the tenant's calls are counted fleet-wide (its cap, or `*`'s)."""
+        return tenant in self.caps or self.default_cap is not None
 
     def set_weights(self, weights: dict[str, float]) -> None:
         """Tenant weights (a tenant not named has weight 1): the sfq kernel's shares of the

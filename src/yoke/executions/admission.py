@@ -8,10 +8,12 @@ Two layers decide a start, and this module keeps them in step:
 - the ledger rows in the store make every grant exact across processes; a kernel pick that the
   ledger refuses (another process took the slot) goes back to its place with `requeue`.
 
-Lane = session, group = its tenant; caps: the global cap, the lane cap
-(`max_running_per_session`, the same for every session) and `("workflow", name)`. Ledger keys:
-`global`, `session:<s>`, `workflow:<w>` with the same caps.
-This module must never await or touch the store: it maps limits to caps and slots, and measures.
+Lane = the session (`lane_of`), group = the start's tenant; caps: the global cap, the lane cap
+(`max_running_per_session`, the same for every session), `("workflow", name)`, and each
+tenant's group cap and weight (its `executions.max_running` and `weight`, from the
+`TenantBook`). Ledger keys: `global`, `session:<s>`, `workflow:<w>`, `tenant:<t>` with the same
+caps. This module must never await or touch the store: it maps limits to caps and slots, and
+measures.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Hashable
 from sortedcontainers import SortedList
 
 from yoke.executions.model import Limits
+from yoke.executions.tenant_book import TenantBook
 from yoke.kernel import GroupedKernel, Item, ItemState
 from yoke.store import Slot
 
@@ -36,18 +39,30 @@ def make_kernel(limits: Limits) -> GroupedKernel:
     return GroupedKernel(global_cap=limits.max_running, lane_cap=limits.max_running_per_session)
 
 
-def tenant_of(session: str) -> str:
-    """A session's tenant: its first segment (`acme` for `acme` and `acme/nightly`)."""
-    return session.partition("/")[0]
+def lane_of(tenant: str, session: str) -> Hashable:
+    """A start's lane in the kernel: its session, which names its tenant (`acme` or
+    `acme/...`); a trusted caller may put a start of one tenant in a session named for
+    another, and then the lane is (tenant, session), since a lane belongs to one group."""
+    if session == tenant or session.startswith(tenant + "/"):
+        return session
+    return (tenant, session)
 
 
-def slots_for(limits: Limits, *, session: str, workflow: str) -> list[Slot]:
+def session_of(lane: Hashable) -> str:
+    """The session a kernel lane stands for (`lane_of` backwards)."""
+    return str(lane[1]) if isinstance(lane, tuple) else str(lane)
+
+
+def slots_for(
+    limits: Limits, *, session: str, workflow: str, tenant: str, tenant_cap: int | None
+) -> list[Slot]:
     """Every ledger key a grant takes. Keys without a cap are still counted, so a limit enabled
     at runtime sees exact running counts at once."""
     return [
         Slot(key=GLOBAL_KEY, cap=limits.max_running),
         Slot(key=f"session:{session}", cap=limits.max_running_per_session),
         Slot(key=f"workflow:{workflow}", cap=limits.workflow_cap(workflow)),
+        Slot(key=f"tenant:{tenant}", cap=tenant_cap),
     ]
 
 
@@ -73,6 +88,48 @@ class Caps:
         if workflow not in self._workflows:
             self._workflows.add(workflow)
             self.kernel.set_cap(workflow_key(workflow), self.limits.workflow_cap(workflow))
+
+
+class TenantGroups:
+    """Each tenant's `executions.max_running` and `weight` as its group's cap and weight in the
+    kernel, so that a tenant at its cap is skipped by the picks (never sent to the ledger to
+    come back FULL) and tenants share the slots by weight. Only tenants with starts in this
+    process are set (`arrived`/`left`, counted by ticket): a tenant whose last start left goes
+    back to the kernel's defaults and is forgotten, so the kernel holds no group per tenant
+    ever seen. `apply` sets them again after the book changed."""
+
+    def __init__(self, kernel: GroupedKernel, book: TenantBook) -> None:
+        self.kernel = kernel
+        self.book = book
+        self._live: dict[str, int] = {}  # tickets of each tenant with starts here
+
+    def __repr__(self) -> str:
+        return f"TenantGroups(tenants={len(self._live)})"
+
+    def arrived(self, tenant: str) -> None:
+        n = self._live.get(tenant, 0)
+        self._live[tenant] = n + 1
+        if not n:
+            self._set(tenant)
+
+    def left(self, tenant: str) -> None:
+        n = self._live.get(tenant, 0) - 1
+        if n > 0:
+            self._live[tenant] = n
+            return
+        self._live.pop(tenant, None)
+        self.kernel.set_group_cap(tenant, None)  # the group is forgotten once idle
+        self.kernel.set_group_weight(tenant, None)
+
+    def apply(self) -> None:
+        for tenant in self._live:
+            self._set(tenant)
+
+    def _set(self, tenant: str) -> None:
+        s = self.book.settings(tenant)
+        self.kernel.set_group_cap(tenant, s.executions.max_running)
+        weight = s.weight  # None: neither its own nor the defaults' (1)
+        self.kernel.set_group_weight(tenant, None if weight in (None, 1.0) else weight)
 
 
 class QueueOrder:

@@ -41,6 +41,7 @@ class Context:
         execution_id: str,
         workflow: str,
         session: str,
+        tenant: str,
         recorded: Sequence[StepRow] = (),
     ) -> None:
         self._store = store
@@ -50,6 +51,7 @@ class Context:
         self.execution_id = execution_id
         self.workflow = workflow
         self.session = session
+        self.tenant = tenant
         self._recorded = list(recorded)
         self._position = 0
         # What a cancelled child is recorded as; the runner says ABORTED during shutdown.
@@ -99,6 +101,7 @@ class Context:
                 start_id=None,
                 workflow=name,
                 session=self.session,
+                tenant=self.tenant,
                 input=payload,
                 parent_id=self.execution_id,
                 restarted_from=None,
@@ -115,6 +118,7 @@ class Context:
             execution_id=row.execution_id,
             workflow=name,
             session=self.session,
+            tenant=self.tenant,
         )
         ctx.cancel_status = self.cancel_status
         try:

@@ -31,9 +31,18 @@ import logging
 from collections.abc import Callable, Sequence
 
 from yoke.errors import LimitExceeded, NotLeader, ShuttingDown
-from yoke.executions import admission
-from yoke.executions.admission import Caps, DrainRate, QueueOrder, make_kernel, slots_for
+from yoke.executions.admission import (
+    Caps,
+    DrainRate,
+    QueueOrder,
+    TenantGroups,
+    lane_of,
+    make_kernel,
+    slots_for,
+    workflow_key,
+)
 from yoke.executions.model import Limits
+from yoke.executions.tenant_book import TenantBook
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
 from yoke.kernel import GroupedKernel, ItemState
 from yoke.store import (
@@ -71,10 +80,15 @@ class AdmissionCore:
         instance_id: str,
         new_id: Callable[[], str],
         retry_default: float = 1.0,
+        tenants: TenantBook | None = None,
     ) -> None:
         self.limits = limits
         self.kernel: GroupedKernel = make_kernel(limits)
         self.caps = Caps(self.kernel, limits)
+        # -- tenants: what applies to each (`TenantBook`, kept fresh by the shell), and its
+        # executions.max_running and weight as its group's in the kernel (`TenantGroups`).
+        self.tenants = tenants if tenants is not None else TenantBook()
+        self.tenant_groups = TenantGroups(self.kernel, self.tenants)
         self.order = QueueOrder()
         self.drain_rate = DrainRate()
         self.tickets: dict[str, Ticket] = {}
@@ -85,7 +99,7 @@ class AdmissionCore:
         self._new_id = new_id
         self._retry_default = retry_default
         self._logging = 0  # tickets LOGGING: while any is, no start may be admitted at once
-        self._slot_cache: dict[tuple[str, str], tuple[Slot, ...]] = {}
+        self._slot_cache: dict[tuple[str, str, str], tuple[Slot, ...]] = {}
 
     def __repr__(self) -> str:
         k = self.kernel
@@ -106,15 +120,15 @@ class AdmissionCore:
             raise self.not_leader()
         row = new.logged(seq=UNLOGGED)
         t = Ticket(row, copy, Phase.LOGGING)
-        self.tickets[row.start_id] = t
+        self._remember(t)
         if not self._logging:
             self.caps.before_offer(row.workflow)
             item = self.kernel.admit(
                 row.start_id,
-                row.session,
-                group=admission.tenant_of(row.session),
+                lane_of(row.tenant, row.session),
+                group=row.tenant,
                 priority=row.priority,
-                keys=(admission.workflow_key(row.workflow),),
+                keys=(workflow_key(row.workflow),),
             )
             if item is not None:
                 t.item = item
@@ -140,10 +154,10 @@ class AdmissionCore:
         self.caps.before_offer(row.workflow)
         t.item = self.kernel.offer(
             row.start_id,
-            row.session,
-            group=admission.tenant_of(row.session),
+            lane_of(row.tenant, row.session),
+            group=row.tenant,
             priority=row.priority,
-            keys=(admission.workflow_key(row.workflow),),
+            keys=(workflow_key(row.workflow),),
         )
         return self._decide(t, now=now, pump=True)
 
@@ -188,19 +202,29 @@ class AdmissionCore:
         limits = self.limits
         over = limits.max_queued is not None and self.kernel.queued > limits.max_queued
         if not t.settled and (limits.on_limit == "reject" or over):
-            self.kernel.cancel(item.id)
-            self.order.sync(item)
-            retry = self.drain_rate.retry_after(
-                self.kernel.queued + 1, now=now, default=self._retry_default
-            )
-            reason = f"limit reached; retry in about {retry:.2f}s"
-            error = LimitExceeded(
-                f"start of {t.row.workflow!r} refused: {reason}", retry_after=retry
-            )
-            return out + self._refuse(t, reason, error, forget_key=True)
+            return out + self._turn_away(t, self.kernel.queued + 1, "limit reached", now=now)
+        # Its tenant's own queue bound: past it this tenant alone is refused, so no tenant
+        # fills the queue that every tenant shares.
+        tenant = t.row.tenant
+        bound = self.tenants.executions(tenant).max_queued
+        queued = self.kernel.group_queued(tenant)
+        if not t.settled and bound is not None and queued > bound:
+            why = f"tenant {tenant!r} has {bound} starts queued, its executions.max_queued"
+            return out + self._turn_away(t, queued + 1, why, now=now)
         t.settled = True
         out.append(Answer(t))
         return out
+
+    def _turn_away(self, t: Ticket, ahead: int, why: str, *, now: float) -> list[Action]:
+        """A new start that would wait past a bound leaves the queue, refused with an estimate
+        of when `ahead` starts will have gone (its caller may try again then)."""
+        assert t.item is not None
+        self.kernel.cancel(t.item.id)
+        self.order.sync(t.item)
+        retry = self.drain_rate.retry_after(ahead, now=now, default=self._retry_default)
+        reason = f"{why}; retry in about {retry:.2f}s"
+        error = LimitExceeded(f"start of {t.row.workflow!r} refused: {reason}", retry_after=retry)
+        return self._refuse(t, reason, error, forget_key=True)
 
     # -- grants ----------------------------------------------------------------------------------
     def next_grants(self, *, now: float) -> list[Action]:
@@ -282,6 +306,7 @@ class AdmissionCore:
                 start_id=row.start_id,
                 workflow=row.workflow,
                 session=row.session,
+                tenant=row.tenant,
                 input=row.input,
                 parent_id=None,
                 restarted_from=row.source_execution_id if kind is StartKind.RESTART else None,
@@ -289,21 +314,27 @@ class AdmissionCore:
                 instance_id=self.instance_id,
                 created_at=now,
             ),
-            slots=self._slots(row.session, row.workflow),
+            slots=self._slots(row.session, row.workflow, row.tenant),
             copy_steps=t.copy,
             log=new,
         )
 
-    def _slots(self, session: str, workflow: str) -> tuple[Slot, ...]:
-        """The ledger slots a grant takes under today's limits, made once per session and
-        workflow (the cache is emptied when the limits change, and when it grows past a
-        bound: sessions are the callers' to name)."""
-        key = (session, workflow)
+    def _slots(self, session: str, workflow: str, tenant: str) -> tuple[Slot, ...]:
+        """The ledger slots a grant takes under today's limits and the tenant's settings, made
+        once per session, workflow and tenant (the cache is emptied when the limits or the
+        tenants' settings change, and when it grows past a bound: sessions are the callers'
+        to name)."""
+        key = (session, workflow, tenant)
         slots = self._slot_cache.get(key)
         if slots is None:
             if len(self._slot_cache) >= 4096:
                 self._slot_cache.clear()
-            slots = tuple(slots_for(self.limits, session=session, workflow=workflow))
+            cap = self.tenants.executions(tenant).max_running
+            slots = tuple(
+                slots_for(
+                    self.limits, session=session, workflow=workflow, tenant=tenant, tenant_cap=cap
+                )
+            )
             self._slot_cache[key] = slots
         return slots
 
@@ -339,6 +370,13 @@ class AdmissionCore:
         self.caps.apply(limits)
         self._slot_cache.clear()
 
+    def apply_tenant_settings(self) -> None:
+        """The tenants' settings changed (`self.tenants` holds the new ones): each tenant's
+        executions.max_running applies to the next picks (the kernel) and grants (the ledger
+        slots); a queue bound applies to the next start that would wait."""
+        self.tenant_groups.apply()
+        self._slot_cache.clear()
+
     # -- executions -------------------------------------------------------------------------------
     def begin(self, t: Ticket) -> bool:
         """Its execution's task begins; False if it was asked to stop before (it ends at once)."""
@@ -360,9 +398,8 @@ class AdmissionCore:
 
     def finished(self, t: Ticket, *, now: float) -> None:
         """Its end is recorded (or given up at shutdown): its slot frees here."""
-        if self.tickets.get(t.start_id) is t:
-            del self.tickets[t.start_id]
         self._release(t)
+        self._forget(t)
         t.phase = Phase.ENDED
         self.drain_rate.freed(now)
 
@@ -416,14 +453,14 @@ class AdmissionCore:
                 continue
             t = Ticket(row, copy, Phase.QUEUED)
             t.settled = True  # its caller was answered by the server that logged it
-            self.tickets[row.start_id] = t
+            self._remember(t)
             self.caps.before_offer(row.workflow)
             t.item = self.kernel.offer(
                 row.start_id,
-                row.session,
-                group=admission.tenant_of(row.session),
+                lane_of(row.tenant, row.session),
+                group=row.tenant,
                 priority=row.priority,
-                keys=(admission.workflow_key(row.workflow),),
+                keys=(workflow_key(row.workflow),),
             )
             out += self._decide(t, now=now)
         return out + self.next_grants(now=now)
@@ -435,12 +472,20 @@ class AdmissionCore:
             self.kernel.release(item.id)
             self.order.sync(item)
 
+    def _remember(self, t: Ticket) -> None:
+        self.tickets[t.start_id] = t
+        self.tenant_groups.arrived(t.row.tenant)
+
+    def _forget(self, t: Ticket) -> None:
+        if self.tickets.get(t.start_id) is t:
+            del self.tickets[t.start_id]
+            self.tenant_groups.left(t.row.tenant)
+
     def _end(self, t: Ticket, row: StartRow | None = None) -> list[Action]:
         """It leaves without a run: gone, cancelled, or its idempotency key belongs to another
         (then `row` is the start that holds the key)."""
         self._release(t)
-        if self.tickets.get(t.start_id) is t:
-            del self.tickets[t.start_id]
+        self._forget(t)
         if row is not None:
             t.row = row
         t.phase = Phase.ENDED
@@ -450,8 +495,7 @@ class AdmissionCore:
     def _refuse(
         self, t: Ticket, reason: str, error: BaseException, *, forget_key: bool = False
     ) -> list[Action]:
-        if self.tickets.get(t.start_id) is t:
-            del self.tickets[t.start_id]
+        self._forget(t)
         t.phase = Phase.ENDED
         t.settled = True
         t.error = error

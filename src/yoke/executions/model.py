@@ -171,6 +171,7 @@ class Start:
     status: StartStatus
     workflow: str
     session: str
+    tenant: str
     priority: int
     kind: StartKind
     execution_id: str | None = None
@@ -187,6 +188,7 @@ class Execution:
     status: ExecutionStatus
     workflow: str
     session: str
+    tenant: str
     input: Any
     output: Any = None
     error: str | None = None

@@ -65,6 +65,8 @@ from yoke.executions.state import (
     check_id,
     log,
 )
+from yoke.executions.tenant_book import Rates, TenantBook
+from yoke.executions.tenant_settings import start_tenant
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
 from yoke.executions.workflows import Registry, Workflow
 from yoke.kernel import GroupedKernel
@@ -110,6 +112,7 @@ class Executions:
         self.reading = Reading(s, self._wait_decided)
         self.control = Control(s)
         self._spawn: Spawn | None = None
+        self._rates: Rates | None = None
         self._aborting = False
         self._grant_listeners: list[Callable[[Start], None]] = []
         self._cleanups: set[asyncio.Future[None]] = set()
@@ -151,6 +154,17 @@ class Executions:
     def batch_overlap(self) -> int:
         """How many grant (and finish) batches may be in the store at once."""
         return self._granter.overlap
+
+    @property
+    def tenants(self) -> TenantBook:
+        """The tenants' settings as this process knows them (kept fresh by the app)."""
+        return self._s.tenants
+
+    def apply_tenant_settings(self) -> None:
+        """The tenants' settings changed: caps, queue bounds and rates apply from now on (a
+        raised cap may let queued starts go: the dispatcher looks)."""
+        self._s.core.apply_tenant_settings()
+        self._s.wake()
 
     @property
     def current_limits(self) -> Limits:
@@ -231,9 +245,18 @@ class Executions:
         return await self.control.audit(limit=limit, offset=offset)
 
     # -- lifecycle (called by App) -------------------------------------------------------------
-    def attach(self, store: Store, *, instance_id: str, spawn: Spawn, limits: Limits) -> None:
+    def attach(
+        self,
+        store: Store,
+        *,
+        instance_id: str,
+        spawn: Spawn,
+        limits: Limits,
+        rates: Rates | None = None,
+    ) -> None:
         s = self._s
         s.store, s.instance_id, self._spawn = store, instance_id, spawn
+        self._rates = rates  # the tenants' token buckets (`executions.rate`)
         overlap = self._batch_overlap or store.batch_overlap
         self._granter.overlap = self._finisher.overlap = overlap
         s.core = s.new_core(limits)
@@ -309,7 +332,11 @@ class Executions:
         priority: int = 0,
         idempotency_key: str | None = None,
         principal: Principal | None = None,
+        tenant: str | None = None,
     ) -> Start:
+        """Ask for a slot for `workflow`. The start's tenant is the principal's; for a trusted
+        caller (no principal, or an OPERATOR or ADMIN without a tenant) `tenant`, else the
+        session's first segment before `/`."""
         s = self._s
         s.require()  # NotRunning before anything else
         name = s.registry.name_of(workflow)
@@ -330,17 +357,20 @@ class Executions:
         payload = encode_json(input, "input")
         if session is None:
             session = principal.tenant if principal and principal.tenant else "default"
+        owner = start_tenant(principal, session, tenant)
         # What a retry with the same key must match; without a key nothing is ever compared.
         fingerprint = (
             ""
             if idempotency_key is None
             else hashlib.sha256(json.dumps([name, payload, session]).encode()).hexdigest()
         )
+        await self._spend(owner)
         new = NewStart(
             start_id=s.ids(),
             kind=StartKind.START,
             workflow=name,
             session=session,
+            tenant=owner,
             priority=priority,
             input=payload,
             fingerprint=fingerprint,
@@ -352,6 +382,14 @@ class Executions:
             created_at=s.clock.wall(),
         )
         return await self._arrive(new, None)
+
+    async def _spend(self, tenant: str) -> None:
+        """A token of the tenant's starts (`executions.rate`), before anything is written, or
+        `RateLimited` (429, with when a token will be there)."""
+        core = self._s.core
+        if self._rates is None or core.closing or core.role is Role.STANDBY:
+            return  # no buckets; or the core refuses it, spending nothing
+        await self._rates.take(tenant, "starts", self._s.tenants.executions(tenant).bucket)
 
     async def _arrive(self, new: NewStart, copy: StepCopy | None) -> Start:
         """Hand a start to the core and wait for its answer. Once here it is decided even if
@@ -620,11 +658,13 @@ class Executions:
         check_priority(priority)
         if principal is not None:
             storable_text(principal.name, "principal name")
+        await self._spend(old.tenant)
         new = NewStart(
             start_id=self._s.ids(),
             kind=kind,
             workflow=old.workflow,
             session=old.session,
+            tenant=old.tenant,
             priority=priority,
             input=old.input,
             fingerprint="",
@@ -701,6 +741,7 @@ class Executions:
                 execution_id=ex.execution_id,
                 workflow=ex.workflow,
                 session=ex.session,
+                tenant=ex.tenant,
                 recorded=recorded,
             )
             ctx.cancel_status = self._cancel_status

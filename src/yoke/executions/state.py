@@ -23,6 +23,7 @@ from yoke.clock import Clock
 from yoke.errors import BadType, Forbidden, NotRunning
 from yoke.executions.core import AdmissionCore, Role
 from yoke.executions.model import Change, Execution, Limits, Principal, Start
+from yoke.executions.tenant_book import TenantBook
 from yoke.executions.tickets import Ticket
 from yoke.executions.workflows import Registry
 from yoke.retry import RetryPolicy
@@ -86,6 +87,7 @@ class Shared:
         self.reviewers = reviewers
         self.poll = slot_poll_interval
         self.ids = Ids()
+        self.tenants = TenantBook()  # the tenants' settings, kept fresh by the app
         self.store: Store | None = None
         self.instance_id = ""
         self.core = self.new_core(limits)
@@ -94,7 +96,11 @@ class Shared:
 
     def new_core(self, limits: Limits) -> AdmissionCore:
         return AdmissionCore(
-            limits, instance_id=self.instance_id, new_id=self.ids, retry_default=self.poll
+            limits,
+            instance_id=self.instance_id,
+            new_id=self.ids,
+            retry_default=self.poll,
+            tenants=self.tenants,
         )
 
     def require(self) -> Store:
@@ -123,6 +129,7 @@ class Shared:
             status=row.status,
             workflow=row.workflow,
             session=row.session,
+            tenant=row.tenant,
             priority=row.priority,
             kind=row.kind,
             execution_id=row.execution_id,
@@ -153,6 +160,7 @@ def execution_of(r: ExecutionRow) -> Execution:
         status=r.status,
         workflow=r.workflow,
         session=r.session,
+        tenant=r.tenant,
         input=json.loads(r.input),
         output=None if r.output is None else json.loads(r.output),
         error=r.error,

@@ -1,11 +1,12 @@
-"""Fleet-wide tenant settings (`app.tenants`): a tenant's weight, its share of every worker's
-slots and claimed rows, and its cap on concurrent `process()` calls across the fleet.
+"""`app.tenants`: one set of settings per tenant, for its executions and its actors, and the
+tenant `*` holding the defaults of every tenant without a value of its own
+(`tenant_settings.py` says what each field means and bounds).
 
 A change needs role ADMIN, passes the app's reviewers (which may veto) like a change of limits,
-and is written together with its control-log entry (kind "tenant"). Every worker's drain reads
-the stored settings at once on PostgreSQL (NOTIFY yoke_tenant_settings), else within
-`YOKE_TENANT_SETTINGS_POLL_SECS` (this process's at once). A plain
-tenant's principal reads only its own row. This module decides no start and runs no event.
+and is written together with its control-log entry (kind "tenant"). Every process reads the
+stored settings at once on PostgreSQL (NOTIFY yoke_tenant_settings), else within
+`YOKE_TENANT_SETTINGS_POLL_SECS` (this process's at once). A plain tenant's principal reads only
+its own row and the defaults that apply to it. This module decides no start and runs no event.
 """
 
 from __future__ import annotations
@@ -13,34 +14,27 @@ from __future__ import annotations
 import builtins
 import inspect
 import json
-import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from yoke.clock import Clock
-from yoke.errors import BadType, BadValue, Conflict, Forbidden, Vetoed
+from yoke.errors import Conflict, Forbidden, Vetoed
 from yoke.executions.model import ADMIN, OPERATOR, Change, Principal
 from yoke.executions.state import need
+from yoke.executions.tenant_settings import (
+    SECTIONS,
+    TenantSettings,
+    check_tenant,
+    effective,
+    from_row,
+    parse_change,
+)
 from yoke.store import NewControl
-from yoke.store.tenantverbs import TenantRow
-from yoke.store.text import check_text
+from yoke.store.tenantverbs import DEFAULTS, TenantRow, TenantValues
 
-MIN_WEIGHT, MAX_WEIGHT = 0.01, 1000.0
-MAX_RUNNING = 1_000_000
 MAX_LISTED = 1000
 
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TenantSettings:
-    tenant: str
-    weight: float = 1.0
-    max_running: int | None = None  # None: no fleet-wide cap
-    updated_by: str | None = None  # None: never set (the defaults)
-    updated_at: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"weight": self.weight, "max_running": self.max_running}
+__all__ = ["DEFAULTS", "UNSET", "TenantSettings", "TenantStore", "Tenants"]
 
 
 class TenantStore(Protocol):
@@ -51,9 +45,8 @@ class TenantStore(Protocol):
     async def put_tenant_settings(
         self,
         tenant: str,
+        values: TenantValues,
         *,
-        weight: float,
-        max_running: int | None,
         audit: NewControl,
         expect: int = 0,
     ) -> TenantRow | None: ...
@@ -67,25 +60,6 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
-def check_weight(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadType(f"weight must be a number, got {type(value).__name__}")
-    w = float(value)
-    if not math.isfinite(w) or not MIN_WEIGHT <= w <= MAX_WEIGHT:
-        raise BadValue(f"weight must be between {MIN_WEIGHT} and {MAX_WEIGHT}, got {value!r}")
-    return w
-
-
-def check_max_running(value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadType(f"max_running must be an int or null, got {type(value).__name__}")
-    if not 1 <= value <= MAX_RUNNING:
-        raise BadValue(f"max_running must be between 1 and {MAX_RUNNING}, got {value}")
-    return value
-
-
 class Tenants:
     def __init__(
         self,
@@ -93,70 +67,99 @@ class Tenants:
         store: Callable[[], TenantStore],
         reviewers: Sequence[Callable[[Change], Any]],
         clock: Clock,
-        changed: Callable[[], None] = lambda: None,
+        changed: Callable[[TenantRow], None] = lambda row: None,
     ) -> None:
         self._store = store
         self._reviewers = reviewers
         self._clock = clock
-        self._changed = changed  # this process's drain reads the settings again at once
+        self._changed = changed  # this process applies the row written at once
 
     def __repr__(self) -> str:
         return "Tenants()"
 
     async def get(self, tenant: str, *, principal: Principal | None = None) -> TenantSettings:
-        """A tenant's settings (the defaults when never set); a plain tenant reads its own."""
-        check_text(_name(tenant), "tenant")
+        """A tenant's own settings (nothing set when never set); a plain tenant reads its own
+        and `*`."""
+        check_tenant(tenant, defaults_ok=True)
         _may_read(principal, tenant)
         row = await self._store().get_tenant_settings(tenant)
-        return TenantSettings(tenant=tenant) if row is None else _settings(row)
+        return TenantSettings(tenant=tenant) if row is None else from_row(row)
+
+    async def effective(self, tenant: str, *, principal: Principal | None = None) -> TenantSettings:
+        """What applies to `tenant`: its own values, else those of `*`, field by field."""
+        own = await self.get(tenant, principal=principal)
+        if tenant == DEFAULTS:
+            return own
+        defaults = await self._store().get_tenant_settings(DEFAULTS)
+        return effective(own, None if defaults is None else from_row(defaults))
 
     async def list(
         self, *, principal: Principal | None = None, limit: int = MAX_LISTED
     ) -> builtins.list[TenantSettings]:
-        """The tenants with stored settings, by name; a plain tenant sees only its own."""
+        """The tenants with stored settings, by name (`*` first); a plain tenant sees its own
+        row (stored or not) and `*` (when stored), nothing of any other tenant."""
         if principal is not None and not principal.has_any(OPERATOR, ADMIN):
-            if principal.tenant is None:
-                return []
-            return [await self.get(principal.tenant, principal=principal)]
+            own = principal.tenant or principal.name
+            store = self._store()
+            defaults = await store.get_tenant_settings(DEFAULTS)
+            mine = await store.get_tenant_settings(own)
+            return [
+                *([] if defaults is None else [from_row(defaults)]),
+                TenantSettings(tenant=own) if mine is None else from_row(mine),
+            ]
         rows = await self._store().tenant_settings(limit=max(1, min(limit, MAX_LISTED)))
-        return [_settings(r) for r in rows]
+        return [from_row(r) for r in rows]
 
     async def set_weight(
-        self, tenant: str, weight: float, *, principal: Principal
+        self, tenant: str, weight: float | None, *, principal: Principal
     ) -> TenantSettings:
         return await self.set(tenant, weight=weight, principal=principal)
 
     async def set_max_running(
         self, tenant: str, max_running: int | None, *, principal: Principal
     ) -> TenantSettings:
-        return await self.set(tenant, max_running=max_running, principal=principal)
+        """The tenant's cap on concurrent actor `process()` calls (`actors.max_running`)."""
+        return await self.set(tenant, actors={"max_running": max_running}, principal=principal)
+
+    async def clear(self, tenant: str, *, principal: Principal) -> TenantSettings:
+        """Every field of the tenant cleared: it follows `*` (or has no limit) from now on."""
+        return await self.set(
+            tenant,
+            weight=None,
+            executions=dict.fromkeys(SECTIONS["executions"]),
+            actors=dict.fromkeys(SECTIONS["actors"]),
+            principal=principal,
+        )
 
     async def set(
         self,
         tenant: str,
         *,
-        weight: float = UNSET,
-        max_running: int | None = UNSET,
+        weight: float | None = UNSET,
+        executions: Mapping[str, Any] | None = UNSET,
+        actors: Mapping[str, Any] | None = UNSET,
         principal: Principal,
     ) -> TenantSettings:
-        """Change a tenant's weight and/or max_running (role ADMIN), after the reviewers;
-        the row and its control-log entry are written in one transaction, only if no other
-        change landed since this one read the row (else `Conflict`, nothing written)."""
+        """Change the fields given (role ADMIN), after the reviewers: `weight`, and fields of
+        `executions` ({"max_running", "max_queued", "rate", "burst"}) and `actors`
+        ({"max_running", "append_rate", "append_burst", "max_instances", "max_timers"}); a
+        field left out stays as it was, None clears it. The row and its control-log entry are
+        written in one transaction, only if no other change landed since this one read the
+        row (else `Conflict`, nothing written)."""
         need(principal, ADMIN)
-        check_text(_name(tenant), "tenant")
-        if weight is UNSET and max_running is UNSET:
-            raise BadValue("give weight and/or max_running")
-        w = None if weight is UNSET else check_weight(weight)
-        cap = None if max_running is UNSET else check_max_running(max_running)
+        check_tenant(tenant, defaults_ok=True)
+        change = parse_change(
+            **{
+                k: v
+                for k, v in (("weight", weight), ("executions", executions), ("actors", actors))
+                if v is not UNSET
+            }
+        )
         store = self._store()
         old = await store.get_tenant_settings(tenant)
-        before = TenantSettings(tenant=tenant) if old is None else _settings(old)
-        after = TenantSettings(
-            tenant=tenant,
-            weight=before.weight if w is None else w,
-            max_running=before.max_running if max_running is UNSET else cap,
-        )
-        change = Change(
+        before = TenantSettings(tenant=tenant) if old is None else from_row(old)
+        after = change.applied_to(before)
+        review = Change(
             kind="tenant",
             principal=principal,
             subject=tenant,
@@ -164,7 +167,7 @@ class Tenants:
             after=after.to_json(),
         )
         for reviewer in self._reviewers:
-            verdict = reviewer(change)
+            verdict = reviewer(review)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
             if verdict is not None:
@@ -180,35 +183,17 @@ class Tenants:
             at=self._clock.wall(),
         )
         row = await store.put_tenant_settings(
-            tenant,
-            weight=after.weight,
-            max_running=after.max_running,
-            audit=audit,
-            expect=0 if old is None else old.version,
+            tenant, after.values(), audit=audit, expect=0 if old is None else old.version
         )
         if row is None:  # another change landed since `before` was read: it is not undone
             raise Conflict(f"the settings of tenant {tenant!r} changed meanwhile; try again")
-        self._changed()
-        return _settings(row)
-
-
-def _name(tenant: object) -> str:
-    if not isinstance(tenant, str):
-        raise BadType(f"tenant must be a str, got {type(tenant).__name__}")
-    return tenant
+        self._changed(row)
+        return from_row(row)
 
 
 def _may_read(principal: Principal | None, tenant: str) -> None:
-    if principal is None or principal.has_any(OPERATOR, ADMIN) or principal.tenant == tenant:
+    if principal is None or principal.has_any(OPERATOR, ADMIN) or tenant == DEFAULTS:
+        return
+    if tenant == (principal.tenant or principal.name):
         return
     raise Forbidden(f"{principal.name} may read only its own tenant's settings")
-
-
-def _settings(r: TenantRow) -> TenantSettings:
-    return TenantSettings(
-        tenant=r.tenant,
-        weight=r.weight,
-        max_running=r.max_running,
-        updated_by=r.updated_by,
-        updated_at=r.updated_at,
-    )

@@ -517,6 +517,10 @@ class GroupedKernel:
             return GroupTurn(running=0, weight=self._dw, S=0, tb=self._tb + 1, stride=self._dstride)
         return GroupTurn(running=g.running, weight=g.w, S=g.S, tb=g.tb, stride=g.stride)
 
+    def group_queued(self, group: Hashable) -> int:
+        g = self._groups.get(group)
+        return 0 if g is None else g.queued
+
     def group_stats(self, group: Hashable) -> GroupStats:
         g = self._groups.get(group)
         if g is None:

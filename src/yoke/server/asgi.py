@@ -149,7 +149,9 @@ class Server:
         async with self.app.running(), asyncio.TaskGroup() as tg:
             s.tasks = tg
             if self._answers is None:  # durable by default: replays survive a restart
-                s.replayer.answers = StoreAnswers(s.store())
+                s.replayer.answers = StoreAnswers(
+                    s.store(), keep_at_most=self.app.settings.idempotency_max_per_tenant
+                )
             purge = tg.create_task(self._purge(), name="yoke-idempotency-purge")
             forget_listener = s.executions.add_grant_listener(s.metrics.granted)
             forget_recorder = s.executions.add_grant_listener(s.recorder.granted)
@@ -172,6 +174,9 @@ class Server:
         while True:
             try:
                 await replayer.answers.forget_answers(now=self.app.clock.wall())
+                # Tenants' token buckets full again are as good as none: the table holds a
+                # row per tenant sending now, not per tenant ever seen.
+                await self.app.actors.store().forget_full_buckets()
             except YokeError as exc:
                 log.warning("forgetting expired idempotency keys failed: %s", exc)
             await asyncio.sleep(PURGE_EVERY)  # a period, not a synchronisation

@@ -11,9 +11,9 @@ refused at start with an error naming the entry: a typo must not silently change
 what.
 
 Ownership: a principal without OPERATOR or ADMIN sees and touches only the starts and executions
-of its tenant, whose sessions are the tenant itself or `<tenant>/<anything>`, and the actor
-instances of its home tenant (`home_tenant`); anything else is answered 404 as if absent, so a
-tenant cannot even learn another's ids exist.
+stored with its tenant (`sees`), starts them only in sessions of its tenant (the tenant itself or
+`<tenant>/<anything>`), and sees the actor instances of its home tenant (`home_tenant`);
+anything else is answered 404 as if absent, so a tenant cannot even learn another's ids exist.
 
 `Authenticate` only says who is asking (or that no valid token came); whether that may call a
 route is the route table's check (`routing.guarded`). With no tokens file every caller is the
@@ -152,8 +152,10 @@ def _parse_row(i: int, row: object) -> _Entry:
     tenant, roles = row.get("tenant"), row.get("roles", [])
     if not isinstance(name, str) or not name:
         raise BadValue(f"{where}.principal must be a non-empty string")
-    if tenant is not None and (not isinstance(tenant, str) or not tenant or "/" in tenant):
-        raise BadValue(f"{where}.tenant must be a non-empty string without '/'")
+    if tenant is not None and (
+        not isinstance(tenant, str) or not tenant or "/" in tenant or tenant == "*"
+    ):
+        raise BadValue(f"{where}.tenant must be a non-empty string without '/', and not '*'")
     if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
         raise BadValue(f"{where}.roles must be a list of {sorted(ROLES)}")
     if not set(roles) <= ROLES:
@@ -266,9 +268,16 @@ def owns(p: Principal, session: str) -> bool:
     return session == t or session.startswith(t + "/")
 
 
-def check_visible(p: Principal, session: str, what: str) -> None:
-    """Another tenant's object is answered as absent."""
-    if not owns(p, session):
+def sees(p: Principal, tenant: str) -> bool:
+    """Whether `p` may see a start or an execution of `tenant` (the tenant stored with it):
+    every tenant's for OPERATOR or ADMIN, else its own only. The one rule that every route,
+    dashboard view and control asks."""
+    return privileged(p) or tenant == tenant_of(p)
+
+
+def check_visible(p: Principal, tenant: str, what: str) -> None:
+    """Another tenant's start or execution is answered as absent."""
+    if not sees(p, tenant):
         raise NotFound(f"no {what}")
 
 

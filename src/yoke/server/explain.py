@@ -38,11 +38,14 @@ def higher_ahead(ex: Executions, start: Start) -> int:
     return total
 
 
+LIMITS = ("max_running", "max_running_per_session", "max_running_per_workflow")  # PUT /v1/limits
+
+
 def raise_to(ex: Executions, start: Start, why: dict[str, Any]) -> int | None:
     """The value of the limit that holds `start` at which it would run now (it and the starts
     ahead of it under that limit), or None when that more than doubles the limit."""
     limit, blocked = why["limit"], why["blocked_by"]
-    if limit is None or blocked is None:
+    if limit is None or blocked not in LIMITS:  # a tenant's cap is its settings', not these
         return None
     room = max(limit, 1)
     if blocked == "max_running_per_session":  # its own session's starts are the ones ahead

@@ -4,7 +4,10 @@ Per principal, the key is kept with a fingerprint of the request (method, path a
 canonical JSON) and the first successful answer (status, body, the headers a client acts on).
 A retry with the same key and request replays that answer; the same key with another request is
 422; keys are forgotten after the retention (default 24 h). Error answers are not kept: a 429,
-503 or 404 changes nothing, so its retry must be tried afresh.
+503 or 404 changes nothing, so its retry must be tried afresh. A tenant keeps at most
+`YOKE_IDEMPOTENCY_MAX_PER_TENANT` answers: past it its oldest are forgotten (not refused: a
+bound reached by refusal would stop that tenant's keyed requests for up to a day; a start
+keeps its key in its own row anyway, so a forgotten answer never makes a second start).
 
 Two requests racing with one key: inside one process they are serialised by a per-key lock;
 across processes the store's insert-if-absent (`keep_answer`) decides, and the loser answers
@@ -39,6 +42,7 @@ MAX_KEY = 255
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StoredAnswer:
     principal: str
+    tenant: str
     key: str
     fingerprint: str
     status: int
@@ -64,8 +68,9 @@ class AnswerStore(Protocol):
 
 
 class MemoryAnswers:
-    def __init__(self) -> None:
-        self._answers: dict[tuple[str, str], StoredAnswer] = {}
+    def __init__(self, *, keep_at_most: int | None = None) -> None:
+        self._answers: dict[tuple[str, str], StoredAnswer] = {}  # in the order kept
+        self._keep_at_most = keep_at_most
 
     def __repr__(self) -> str:
         return f"MemoryAnswers({len(self._answers)} kept)"
@@ -79,7 +84,12 @@ class MemoryAnswers:
         found = self._answers.get(slot)
         if found is not None and found.expires_at > now:
             return found
+        self._answers.pop(slot, None)
         self._answers[slot] = answer
+        if self._keep_at_most is not None:
+            mine = [k for k, a in self._answers.items() if a.tenant == answer.tenant]
+            for k in mine[: max(0, len(mine) - self._keep_at_most)]:  # its oldest go first
+                del self._answers[k]
         return answer
 
     async def forget_answers(self, *, now: float) -> int:
@@ -122,6 +132,7 @@ class Replayer:
         self,
         *,
         principal: str,
+        tenant: str,
         key: str,
         fp: str,
         now: Callable[[], float],
@@ -142,6 +153,7 @@ class Replayer:
                 t = now()
                 mine = StoredAnswer(
                     principal=principal,
+                    tenant=tenant,
                     key=key,
                     fingerprint=fp,
                     status=response.status_code,
@@ -170,8 +182,9 @@ class StoreAnswers:
     """`AnswerStore` over the durable store (`find_answer`, `keep_answer`, `forget_answers`):
     kept answers survive a restart and are shared by every server on one database."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, keep_at_most: int | None = None) -> None:
         self._store = store
+        self._keep_at_most = keep_at_most  # answers kept per tenant, at most
 
     def __repr__(self) -> str:
         return f"StoreAnswers({self._store!r})"
@@ -184,6 +197,7 @@ class StoreAnswers:
         row = await self._store.keep_answer(
             AnswerRow(
                 principal=answer.principal,
+                tenant=answer.tenant,
                 key=answer.key,
                 fingerprint=answer.fingerprint,
                 status=answer.status,
@@ -193,6 +207,7 @@ class StoreAnswers:
                 expires_at=answer.expires_at,
             ),
             now=now,
+            keep_at_most=self._keep_at_most,
         )
         kept = _stored(row)
         return answer if kept == answer else kept
@@ -204,6 +219,7 @@ class StoreAnswers:
 def _stored(row: AnswerRow) -> StoredAnswer:
     return StoredAnswer(
         principal=row.principal,
+        tenant=row.tenant,
         key=row.key,
         fingerprint=row.fingerprint,
         status=row.status,

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from yoke.executions import Executions, Limits, Start, StartStatus
+from yoke.executions.admission import session_of
 from yoke.kernel import GroupedKernel, Item
+from yoke.server import picks
 
 GLOBAL = "global"
 
@@ -49,7 +51,9 @@ def _ledger_key(key: Hashable) -> str | None:
         return GLOBAL
     if isinstance(key, tuple) and len(key) == 2:
         kind, name = key
-        return f"session:{name}" if kind == "lane" else f"workflow:{name}"
+        if kind == "lane":
+            return f"session:{session_of(name)}"
+        return f"{'tenant' if kind == 'group' else kind}:{name}"
     return None
 
 
@@ -92,6 +96,9 @@ def why(ex: Executions, start: Start, ledger: dict[str, int]) -> dict[str, Any]:
         name, cap = "max_running", lim.max_running
     elif isinstance(key, tuple) and key[0] == "lane":
         name, cap = "max_running_per_session", lim.max_running_per_session
+    elif isinstance(key, tuple) and key[0] == "group":
+        # Its tenant's cap (PUT /v1/tenants/{tenant}), not one of the limits.
+        name, cap = "executions.max_running", ex.tenants.executions(str(key[1])).max_running
     else:
         wf = key[1] if isinstance(key, tuple) else str(key)
         name, cap = "max_running_per_workflow", lim.workflow_cap(str(wf))
@@ -112,7 +119,7 @@ class SessionCount:
 def sessions(ex: Executions) -> list[SessionCount]:
     stats = _kernel(ex).stats()
     return [
-        SessionCount(session=str(name), running=s.running, queued=s.queued)
+        SessionCount(session=session_of(name), running=s.running, queued=s.queued)
         for name, s in stats.lanes.items()
         if s.running or s.queued
     ]
@@ -128,45 +135,18 @@ def jain(values: Iterable[int]) -> float:
 
 
 def next_picks(ex: Executions, ledger: dict[str, int], n: int = 5) -> list[dict[str, Any]]:
-    k, lim = _kernel(ex), _limits(ex)
-    if not k.queued:
-        return []
-    queued: list[Item] = []
-    lane_running: dict[Hashable, int] = {}
-    for lane, s in k.stats().lanes.items():
-        lane_running[lane] = s.running
-        queued.extend(k.pending(lane))
-    counts = dict(ledger)
-    picks: list[dict[str, Any]] = []
-    while queued and len(picks) < n:
-        best: Item | None = None
-        best_key: tuple[int, int, int] | None = None
-        for item in queued:
-            wf = _workflow_of(item)
-            scap, wcap = lim.max_running_per_session, lim.workflow_cap(wf) if wf else None
-            if scap is not None and counts.get(f"session:{item.lane}", 0) >= scap:
-                continue
-            if wcap is not None and counts.get(f"workflow:{wf}", 0) >= wcap:
-                continue
-            key = (-item.priority, lane_running.get(item.lane, 0), item.seq)
-            if best_key is None or key < best_key:
-                best, best_key = item, key
-        if best is None:
-            break
-        queued.remove(best)
-        wf = _workflow_of(best)
-        lane_running[best.lane] = lane_running.get(best.lane, 0) + 1
-        for name in (GLOBAL, f"session:{best.lane}", f"workflow:{wf}"):
-            counts[name] = counts.get(name, 0) + 1
-        picks.append(
-            {
-                "start_id": str(best.id),
-                "session": str(best.lane),
-                "workflow": wf or "",
-                "priority": best.priority,
-            }
-        )
-    return picks
+    """The next `n` picks by the queue's own order (`picks.next_picks`, as the dashboard's)."""
+    found = picks.next_picks(_kernel(ex), _limits(ex), ledger, visible=None, k=n)
+    return [
+        {
+            "start_id": p.start_id,
+            "session": p.session,
+            "workflow": p.workflow,
+            "priority": p.priority,
+        }
+        for p in found
+        if p.order is not None
+    ]
 
 
 def scheduler(
@@ -177,7 +157,7 @@ def scheduler(
     k, lim = _kernel(ex), _limits(ex)
     per = sessions(ex)
     running = ledger.get(GLOBAL, k.running)
-    picks = next_picks(ex, ledger)
+    upcoming = next_picks(ex, ledger)
     shown, others = per, None
     if visible is not None:
         shown = [s for s in per if visible(s.session)]
@@ -189,9 +169,9 @@ def scheduler(
         ledger = {
             key: v
             for key, v in ledger.items()
-            if not key.startswith("session:") or visible(key.removeprefix("session:"))
+            if not key.startswith(("session:", "tenant:")) or visible(key.partition(":")[2])
         }
-        picks = [p for p in picks if visible(p["session"])]
+        upcoming = [p for p in upcoming if visible(p["session"])]
     return {
         "running": running,
         "queued": k.queued,
@@ -203,7 +183,7 @@ def scheduler(
             for s in sorted(shown, key=lambda s: (-s.queued, -s.running, s.session))
         ],
         "others": others,
-        "next_picks": picks,
+        "next_picks": upcoming,
         "fairness": jain(s.running for s in per),
         "shutting_down": closing(ex),
     }

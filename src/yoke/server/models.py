@@ -89,6 +89,7 @@ class StartOut(BaseModel):
     status: StartStatusName
     workflow: str
     session: str
+    tenant: str = Field(description="whose start it is (a tenant sees only its own)")
     priority: int
     kind: Literal["start", "restart", "resume"]
     execution_id: str | None
@@ -105,6 +106,7 @@ def start_json(s: Start) -> dict[str, Any]:
         "status": s.status.value,
         "workflow": s.workflow,
         "session": s.session,
+        "tenant": s.tenant,
         "priority": s.priority,
         "kind": s.kind.value,
         "execution_id": s.execution_id,
@@ -128,6 +130,7 @@ class ExecutionOut(BaseModel):
     status: ExecutionStatusName
     workflow: str
     session: str
+    tenant: str = Field(description="whose execution it is (a tenant sees only its own)")
     input: Any
     output: Any
     error: str | None
@@ -149,6 +152,7 @@ def execution_json(e: Execution) -> dict[str, Any]:
         "status": e.status.value,
         "workflow": e.workflow,
         "session": e.session,
+        "tenant": e.tenant,
         "input": e.input,
         "output": e.output,
         "error": e.error,
@@ -181,22 +185,71 @@ class LimitsOut(BaseModel):
 
 
 Weight = Annotated[float, Strict(), Field(ge=0.01, le=1000.0, allow_inf_nan=False)]
-TenantCap = Annotated[int, Strict(), Field(ge=1, le=1_000_000)]
+Running = Annotated[int, Strict(), Field(ge=1, le=1_000_000)]
+Queued = Annotated[int, Strict(), Field(ge=0, le=10_000_000)]
+Rate = Annotated[float, Strict(), Field(ge=0.001, le=1_000_000.0, allow_inf_nan=False)]
+Burst = Annotated[int, Strict(), Field(ge=1, le=1_000_000)]
+Held = Annotated[int, Strict(), Field(ge=0, le=1_000_000_000)]
+
+
+class _Fields(_Body):
+    def given(self) -> dict[str, Any]:
+        """The fields the body named (null included: it clears one)."""
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class TenantExecutionsIn(_Fields):
+    max_running: Running | None = Field(None, description="running at once, every server")
+    max_queued: Queued | None = Field(None, description="queued at once; past it: 429")
+    rate: Rate | None = Field(None, description="starts a second (a token bucket); past it: 429")
+    burst: Burst | None = Field(None, description="starts back to back (default: one second's)")
+
+
+class TenantActorsIn(_Fields):
+    max_running: Running | None = Field(None, description="process() calls at once, fleet-wide")
+    append_rate: Rate | None = Field(None, description="events appended a second; past it: 429")
+    append_burst: Burst | None = Field(None, description="events back to back")
+    max_instances: Held | None = Field(None, description="actor instances it may hold")
+    max_timers: Held | None = Field(None, description="pending timers it may hold")
 
 
 class TenantIn(_Body):
-    """PUT changes the fields given: `weight`, and/or `max_running` (null: no cap)."""
+    """PUT changes the fields given (also inside `executions` and `actors`); null clears one
+    (the tenant then follows `*`, the defaults, or has no limit)."""
 
     weight: Weight | None = None
-    max_running: TenantCap | None = None
+    executions: TenantExecutionsIn | None = None
+    actors: TenantActorsIn | None = None
 
 
-class TenantOut(BaseModel):
-    tenant: str
-    weight: float
+class TenantExecutionsOut(BaseModel):
     max_running: int | None
+    max_queued: int | None
+    rate: float | None
+    burst: int | None
+
+
+class TenantActorsOut(BaseModel):
+    max_running: int | None
+    append_rate: float | None
+    append_burst: int | None
+    max_instances: int | None
+    max_timers: int | None
+
+
+class TenantValuesOut(BaseModel):
+    weight: float | None
+    executions: TenantExecutionsOut
+    actors: TenantActorsOut
+
+
+class TenantOut(TenantValuesOut):
+    tenant: str = Field(description="`*`: the defaults of every tenant without a value of its own")
     updated_by: str | None
     updated_at: float | None
+    effective: TenantValuesOut | None = Field(
+        description="what applies to the tenant: its own values, else those of `*`"
+    )
 
 
 class TenantListOut(BaseModel):
@@ -247,8 +300,8 @@ class WhyOut(BaseModel):
     status: StartStatusName
     waiting: bool
     blocked_by: str | None = Field(
-        description="the limit that holds it: max_running, "
-        "max_running_per_session or max_running_per_workflow"
+        description="the limit that holds it: max_running, max_running_per_session, "
+        "max_running_per_workflow, or its tenant's executions.max_running"
     )
     limit: int | None
     running: int | None

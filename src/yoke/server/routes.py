@@ -164,10 +164,11 @@ def table(
            "Replace the limits; a field left out is off",
            body=m.LimitsIn, answers=ok(m.LimitsOut, "The new limits"), errors=(422,)),
         Op("GET", "/v1/tenants", control.tenants, ANY, "listTenants",
-           "Fleet-wide tenant settings: weight, max_running (a tenant sees its own)",
+           "Tenant settings: weight, executions' and actors' limits (a tenant sees its own "
+           "and the defaults, `*`, that apply to it)",
            answers=ok(m.TenantListOut, "The tenants with stored settings")),
         Op("PUT", "/v1/tenants/{tenant}", control.set_tenant, ADMINS, "setTenant",
-           "Change a tenant's weight and/or max_running (null: no cap); a field left out stays",
+           "Change a tenant's settings (`*`: the defaults); a field left out stays, null clears",
            body=m.TenantIn, answers=ok(m.TenantOut, "The tenant's settings"), errors=(409, 422)),
         Op("GET", "/v1/scheduler", control.scheduler, ANY, "getScheduler",
            "Slots in use, queued by session, the next picks (a tenant sees its own)",

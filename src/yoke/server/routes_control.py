@@ -3,9 +3,10 @@ while it runs.
 
 `PUT /v1/limits` replaces the whole limits object (a field left out is off) and needs ADMIN;
 reviewers may veto it (403) and it is written to the control log by the executions service.
-`PUT /v1/tenants/{tenant}` changes a tenant's fleet-wide weight and/or max_running (ADMIN,
-reviewed and audited the same way, by `app.tenants`); `GET /v1/tenants` shows a plain tenant
-only its own row. This module must never apply a limit itself.
+`PUT /v1/tenants/{tenant}` changes the fields given of a tenant's settings (its weight, its
+executions' and its actors' limits; `*` holds the defaults), ADMIN, reviewed and audited the
+same way, by `app.tenants`; `GET /v1/tenants` shows a plain tenant only its own row and the
+defaults that apply to it. This module must never apply a limit itself.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from yoke.executions.tenants import UNSET, TenantSettings
+from yoke.executions.tenant_settings import effective
+from yoke.executions.tenants import DEFAULTS, UNSET, TenantSettings
 from yoke.server import introspect
 from yoke.server.auth import owns, principal_of, privileged
 from yoke.server.models import LimitsIn, TenantIn, audit_json
@@ -38,20 +40,24 @@ class ControlRoutes:
     async def tenants(self, request: Request) -> Response:
         p = principal_of(request)
         rows = await self.s.app.tenants.list(principal=p)
-        return json_response({"items": [_tenant_json(t) for t in rows]})
+        defaults = next((t for t in rows if t.tenant == DEFAULTS), None)
+        return json_response({"items": [_tenant_json(t, defaults) for t in rows]})
 
     async def set_tenant(self, request: Request) -> Response:
         p = principal_of(request)
         tenant = check_text(request.path_params["tenant"], "tenant")
         body = parse(TenantIn, await read_body(request))
         given = body.model_fields_set
-        done = await self.s.app.tenants.set(
+        tenants = self.s.app.tenants
+        done = await tenants.set(
             tenant,
-            weight=body.weight if "weight" in given and body.weight is not None else UNSET,
-            max_running=body.max_running if "max_running" in given else UNSET,
+            weight=body.weight if "weight" in given else UNSET,
+            executions=body.executions.given() if body.executions is not None else UNSET,
+            actors=body.actors.given() if body.actors is not None else UNSET,
             principal=p,
         )
-        return json_response(_tenant_json(done))
+        defaults = None if tenant == DEFAULTS else await tenants.get(DEFAULTS, principal=p)
+        return json_response(_tenant_json(done, defaults))
 
     async def scheduler(self, request: Request) -> Response:
         p = principal_of(request)
@@ -69,11 +75,8 @@ class ControlRoutes:
         return json_response({"items": [audit_json(a) for a in entries]})
 
 
-def _tenant_json(t: TenantSettings) -> dict[str, object]:
-    return {
-        "tenant": t.tenant,
-        "weight": t.weight,
-        "max_running": t.max_running,
-        "updated_by": t.updated_by,
-        "updated_at": t.updated_at,
-    }
+def _tenant_json(t: TenantSettings, defaults: TenantSettings | None) -> dict[str, object]:
+    """A tenant's own values, who set them when, and (but for `*`) what applies to it."""
+    applies = None if t.tenant == DEFAULTS else effective(t, defaults).to_json()
+    return {"tenant": t.tenant, **t.to_json(), "updated_by": t.updated_by,
+            "updated_at": t.updated_at, "effective": applies}  # fmt: skip

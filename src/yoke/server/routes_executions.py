@@ -37,7 +37,7 @@ class ExecutionsRoutes:
     async def _visible(self, request: Request) -> Execution:
         execution_id = check_text(request.path_params["execution_id"], "execution_id")
         ex = await self.s.executions.get_execution(execution_id)
-        check_visible(principal_of(request), ex.session, f"execution {execution_id}")
+        check_visible(principal_of(request), ex.tenant, f"execution {execution_id}")
         return ex
 
     async def list(self, request: Request) -> Response:

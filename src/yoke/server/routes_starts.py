@@ -115,7 +115,7 @@ class StartsRoutes:
     async def _visible(self, request: Request) -> Start:
         start_id = check_text(request.path_params["start_id"], "start_id")
         start = await self.s.executions.get(start_id)
-        check_visible(principal_of(request), start.session, f"start {start_id}")
+        check_visible(principal_of(request), start.tenant, f"start {start_id}")
         return start
 
     async def show(self, request: Request) -> Response:

@@ -50,6 +50,7 @@ class StreamsRoutes:
                     key=key,
                     fingerprint=fingerprint(request.method, request.url.path, raw),
                     expires_at=self.s.app.clock.wall() + self.s.replayer.retention,
+                    keep_at_most=self.s.app.settings.idempotency_max_per_tenant,
                 )
                 event_id = await self.s.app.append_once(stream, data, tenant=tenant, key=once)
             return json_response({"stream": stream, "tenant": tenant, "event_id": event_id}, 202)

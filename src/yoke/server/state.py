@@ -24,7 +24,7 @@ from starlette.responses import Response
 from yoke.app import App
 from yoke.errors import BadValue, InvalidArgument, NotRunning, YokeError
 from yoke.executions import Executions
-from yoke.server.auth import TokenBook, principal_of
+from yoke.server.auth import TokenBook, principal_of, tenant_of
 from yoke.server.calls import Incoming
 from yoke.server.idempotency import Replayer, fingerprint
 from yoke.server.longpolls import LongPolls
@@ -74,8 +74,10 @@ class ServerState:
         if key is None:
             return await answer(), False
         raw = await read_body(request)
+        p = principal_of(request)
         return await self.replayer.run(
-            principal=principal_of(request).name,
+            principal=p.name,
+            tenant=tenant_of(p),
             key=key,
             fp=fingerprint(request.method, request.url.path, raw),
             now=self.app.clock.wall,

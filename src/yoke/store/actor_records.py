@@ -63,6 +63,7 @@ class EventKey:
     key: str
     fingerprint: str
     expires_at: float
+    keep_at_most: int | None = None  # keys kept per tenant (the event's), its oldest go first
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -23,10 +23,12 @@ LOCKED). No cycle, so no deadlock.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from yoke.errors import Conflict, IdempotencyConflict
+from yoke.errors import Conflict, IdempotencyConflict, QuotaExceeded
+from yoke.store import usage
 from yoke.store.actor_records import (
     ActorCounts,
     ClaimedEvent,
@@ -57,7 +59,7 @@ from yoke.store.executorverbs import ExecutorVerbs
 from yoke.store.fleetverbs import FleetVerbs
 from yoke.store.leaseverbs import Lease, LeaseVerbs, Link
 from yoke.store.records import NewControl
-from yoke.store.tenantverbs import TenantRow, TenantVerbs
+from yoke.store.tenantverbs import TenantRow, TenantValues, TenantVerbs, Tokens
 from yoke.store.tx import Row, Transactions, Tx
 
 
@@ -133,7 +135,9 @@ class ActorVerbs:
         params = {"principal": key.principal, "idem_key": key.key}
         async with self._t.write() as tx:
             claim = {**params, "fingerprint": key.fingerprint, "expires_at": key.expires_at}
-            if await tx.one("claim_event_key", {**claim, "now": now}) is None:
+            for r in await tx.all("drop_expired_event_key", {**params, "now": now}):
+                await usage.count(tx, str(r["tenant"]), "event_keys", -1)
+            if await tx.one("claim_event_key", {**claim, "tenant": event.tenant}) is None:
                 kept = await tx.one("event_key", params)
                 assert kept is not None  # a live row, or the claim would have taken it
                 if kept["fingerprint"] != key.fingerprint or kept["event_id"] is None:
@@ -141,7 +145,11 @@ class ActorVerbs:
                         f"Idempotency-Key {key.key!r} was used for another request"
                     )
                 return int(kept["event_id"]), False
-            ids, _ = await self._append_steps(tx, [event], (), owner=owner, now=now)
+            await usage.bound(tx, event.tenant, "event_keys", key.keep_at_most)
+            try:
+                ids, _ = await self._append_steps(tx, [event], (), owner=owner, now=now)
+            except QuotaExceeded:
+                raise _quota("instances", {event.tenant}) from None
             await tx.run("set_event_key", {**params, "event_id": ids[0]})
         return ids[0], True
 
@@ -155,18 +163,22 @@ class ActorVerbs:
     ) -> tuple[list[int], list[int]]:
         """Append `events` in one transaction; with `timer_ids` (one per event) only the events
         whose timer this call deletes. Returns the event ids written and the timers fired."""
-        if self._t.one_statement_batches:
-            # One statement (append_events): one round trip, no BEGIN/COMMIT.
-            try:
-                async with self._t.single() as tx:
-                    row = await tx.one("append_events", _columns(events, timer_ids, owner, now))
-            except Conflict:
-                pass  # its guard: an instance was created concurrently; go step by step
-            else:
-                assert row is not None
-                return list(row["event_ids"] or ()), list(row["fired"] or ())
-        async with self._t.write() as tx:
-            return await self._append_steps(tx, events, timer_ids, owner=owner, now=now)
+        try:
+            if self._t.one_statement_batches:
+                # One statement (append_events): one round trip, no BEGIN/COMMIT.
+                try:
+                    async with self._t.single() as tx:
+                        params = _columns(events, timer_ids, owner, now)
+                        row = await tx.one("append_events", params)
+                except Conflict:
+                    pass  # its guard: an instance was created concurrently; go step by step
+                else:
+                    assert row is not None
+                    return list(row["event_ids"] or ()), list(row["fired"] or ())
+            async with self._t.write() as tx:
+                return await self._append_steps(tx, events, timer_ids, owner=owner, now=now)
+        except QuotaExceeded:
+            raise _quota("instances", {e.tenant for e in events}) from None
 
     async def _append_steps(
         self,
@@ -183,6 +195,9 @@ class ActorVerbs:
                 "take_timers", {"ids": json.dumps(list(timer_ids)), "id_list": list(timer_ids)}
             )
             fired = sorted(int(r["timer_id"]) for r in taken)
+            gone = Counter(str(r["tenant"]) for r in taken)
+            for tenant in sorted(gone):  # what the tenants hold: fewer timers
+                await usage.count(tx, tenant, "timers", -gone[tenant])
             keep = set(fired)
             events = [e for e, t in zip(events, timer_ids, strict=True) if t in keep]
             if not events:
@@ -206,7 +221,10 @@ class ActorVerbs:
             owned = json.dumps([[*k, owner_of(owner, *k)] for k in keys])
             # insert_instances waits for any concurrent creator of the same instances, so the
             # next statement (a new snapshot) reads every one of them.
-            await tx.run("insert_instances", {"rows": owned, "now": now})
+            made = await tx.all("insert_instances", {"rows": owned, "now": now})
+            # What the tenants hold: more instances, under their quota (a timer accepted is
+            # fired whatever the quota: the rows it creates are counted, never refused).
+            await _add_held(tx, "instances", made, capped=not timer_ids)
             # Copies each instance's owner and epoch into its rows (and NOTIFYs on PostgreSQL).
             await tx.all(
                 "insert_queue_rows", {"rows": json.dumps(targets), "keys": listed, "now": now}
@@ -447,9 +465,13 @@ class ActorVerbs:
                 for t in timers
             ]
         )
-        async with self._t.write() as tx:
-            got = await tx.all("schedule_events", {"rows": rows, "now": now})
-            await tx.all("notify_schedule_change", {})
+        try:
+            async with self._t.write() as tx:
+                got = await tx.all("schedule_events", {"rows": rows, "now": now})
+                await _add_held(tx, "timers", [{"tenant": t.tenant} for t in timers], capped=True)
+                await tx.all("notify_schedule_change", {})
+        except QuotaExceeded:
+            raise _quota("timers", {t.tenant for t in timers}) from None
         return sorted(int(r["timer_id"]) for r in got)
 
     async def next_fire_at_ms(self) -> int | None:
@@ -634,15 +656,12 @@ class ActorVerbs:
     async def put_tenant_settings(
         self,
         tenant: str,
+        values: TenantValues,
         *,
-        weight: float,
-        max_running: int | None,
         audit: NewControl,
         expect: int = 0,
     ) -> TenantRow | None:
-        return await self.tenants.put_tenant_settings(
-            tenant, weight=weight, max_running=max_running, audit=audit, expect=expect
-        )
+        return await self.tenants.put_tenant_settings(tenant, values, audit=audit, expect=expect)
 
     async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
         return await self.tenants.take_tenant_slot(tenant, worker_id, live_after=live_after)
@@ -652,6 +671,34 @@ class ActorVerbs:
 
     async def clear_tenant_slots(self, worker_id: str) -> None:
         await self.tenants.clear_tenant_slots(worker_id)
+
+    async def take_tokens(
+        self, tenant: str, kind: str, *, n: int, rate: float, burst: int
+    ) -> Tokens:
+        return await self.tenants.take_tokens(tenant, kind, n=n, rate=rate, burst=burst)
+
+    async def forget_full_buckets(self) -> int:
+        return await self.tenants.forget_full_buckets()
+
+
+async def _add_held(tx: Tx, kind: str, rows: Sequence[Row], *, capped: bool) -> None:
+    """Count what `rows` (each naming its tenant) add to what their tenants hold of `kind`;
+    `capped`: refused (QuotaExceeded, by the database) past a tenant's quota."""
+    counts = Counter(str(r["tenant"]) for r in rows)
+    if counts:
+        params = {
+            "kind": kind,
+            "counts": json.dumps(dict(sorted(counts.items()))),
+            "capped": capped,
+        }
+        await tx.run("add_held", params)
+
+
+def _quota(kind: str, tenants: set[str]) -> QuotaExceeded:
+    names = ", ".join(repr(t) for t in sorted(tenants))
+    return QuotaExceeded(
+        f"this would pass the actors.max_{kind} of tenant {names}: nothing of it was written"
+    )
 
 
 def _pending_fields(r: Row) -> dict[str, Any]:

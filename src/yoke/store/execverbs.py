@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from yoke.errors import Conflict, NotFound, NotLeader
+from yoke.store import usage
 from yoke.store.leaseverbs import Fence, ha_session_name
 from yoke.store.records import (
     AnswerRow,
@@ -167,6 +168,7 @@ class ExecutionVerbs:
                     starts.append(str(r["start_id"]))
             for key in sorted(freed):
                 await tx.run("release_slot", {"key": key, "n": freed[key]})
+                await tx.run("drop_idle_slot", {"key": key})
             if freed:
                 await self._t.notify_slot_freed(tx)
         return Recovery(instances=tuple(dead), executions=tuple(executions), starts=tuple(starts))
@@ -296,6 +298,8 @@ class ExecutionVerbs:
             if unfit:
                 counts = json.dumps(dict(sorted(unfit.items())))
                 await tx.run("release_slot_counts", {"counts": counts})
+                if not self._t.one_statement_batches:  # PostgreSQL's release drops them itself
+                    await tx.run("drop_idle_slots", {"counts": counts})
             for i in twice:
                 results[i] = await _gone(tx, requests[i].start_id)
         for i, req in enumerate(requests):
@@ -331,6 +335,7 @@ class ExecutionVerbs:
             "kinds": [s.kind.value for s in logs],
             "workflows": [s.workflow for s in logs],
             "sessions": [s.session for s in logs],
+            "tenants": [s.tenant for s in logs],
             "priorities": [s.priority for s in logs],
             "inputs": [s.input for s in logs],
             "fingerprints": [s.fingerprint for s in logs],
@@ -489,9 +494,10 @@ class ExecutionVerbs:
             rows = await tx.many("finish_execution", batch, now=now)
             for r in rows:
                 freed.update(keys_of(r["slot_keys"]))
-            if freed:  # on PostgreSQL this also sends NOTIFY yoke_slot_freed at commit
+            if freed:  # (SQLite: PostgreSQL finishes a batch in one statement, above)
                 counts = json.dumps(dict(sorted(freed.items())))
                 await tx.run("release_slot_counts", {"counts": counts})
+                await tx.run("drop_idle_slots", {"counts": counts})
         done = {str(r["execution_id"]) for r in rows}
         return [f.execution_id in done for f in finishes]
 
@@ -609,9 +615,12 @@ class ExecutionVerbs:
             row = await tx.one("find_answer", {"principal": principal, "idem_key": key, "now": now})
         return None if row is None else answer_row(row)
 
-    async def keep_answer(self, answer: AnswerRow, *, now: float) -> AnswerRow:
+    async def keep_answer(
+        self, answer: AnswerRow, *, now: float, keep_at_most: int | None = None
+    ) -> AnswerRow:
         params = {
             "principal": answer.principal,
+            "tenant": answer.tenant,
             "idem_key": answer.key,
             "fingerprint": answer.fingerprint,
             "status": answer.status,
@@ -623,16 +632,18 @@ class ExecutionVerbs:
         }
         async with self._t.write() as tx:
             # An expired answer gives its key back; a live one wins over this one.
-            await tx.run("drop_expired_answer", params)
-            await tx.run("insert_answer", params)
+            for r in await tx.all("drop_expired_answer", params):
+                await usage.count(tx, str(r["tenant"]), "answers", -1)
+            if await tx.run("insert_answer", params):
+                await usage.bound(tx, answer.tenant, "answers", keep_at_most)
             row = await tx.one("get_answer", params)
         assert row is not None
         return answer_row(row)
 
     async def forget_answers(self, *, now: float) -> int:
         async with self._t.write() as tx:
-            await tx.run("forget_event_keys", {"now": now})  # appended events' keys expire alike
-            return await tx.run("forget_answers", {"now": now})
+            await usage.forget_expired(tx, "event_keys", now=now)  # they expire alike
+            return await usage.forget_expired(tx, "answers", now=now)
 
     async def ledger(self) -> dict[str, int]:
         async with self._t.read() as tx:

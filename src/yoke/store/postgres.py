@@ -33,8 +33,8 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
   one round trip, with the batch as parallel arrays bound in binary; the locks are taken in the
   same order as by the general path.
 - Migrations take pg_advisory_xact_lock, so processes booting together apply each one once.
-- Bind limit: 65,535 parameters per statement; no yoke query binds more than 18 (the
-  fenced one-statement grant: 16 arrays and values, and its fence's name and epoch).
+- Bind limit: 65,535 parameters per statement; no yoke query binds more than 19 (the
+  fenced one-statement grant: 17 arrays and values, and its fence's name and epoch).
 - Connections come from a psycopg_pool AsyncConnectionPool in autocommit mode: a verb of one
   statement runs as its own transaction (one round trip); a verb of several opens an explicit
   transaction. Takes, renewals and releases of leases have a pool of their own
@@ -62,7 +62,14 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from yoke.errors import Conflict, NotLeader, StoreError, StoreUnavailable, YokeError
+from yoke.errors import (
+    Conflict,
+    NotLeader,
+    QuotaExceeded,
+    StoreError,
+    StoreUnavailable,
+    YokeError,
+)
 from yoke.retry import Backoff, RetryPolicy
 from yoke.store import sqlfiles
 from yoke.store.actorverbs import ActorVerbs
@@ -78,6 +85,7 @@ LEASE_CHANNEL = "yoke_lease"
 TENANTS_CHANNEL = "yoke_tenant_settings"
 _MIGRATION_LOCK = 0x796F6B65  # "yoke"
 FENCED = "YK001"  # raised by yoke_fence(): the writer's term is over
+QUOTA = "yoke_tenant_quota"  # the CHECK that refuses an increment of a tenant's usage past its cap
 _MIGRATIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS yoke_schema_migrations "
     "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
@@ -90,6 +98,8 @@ def translate(exc: Exception) -> YokeError:
         return NotLeader(f"fenced: {exc.diag.message_primary or exc}")
     if isinstance(exc, PoolTimeout):
         return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
+    if isinstance(exc, psycopg.errors.CheckViolation) and exc.diag.constraint_name == QUOTA:
+        return QuotaExceeded("a tenant's quota would be passed: nothing was written")
     if isinstance(exc, psycopg.errors.IntegrityError):
         return Conflict(f"constraint violated: {exc}")
     if isinstance(exc, psycopg.errors.ProgramLimitExceeded):
@@ -432,6 +442,13 @@ class PostgresStore:
 
         await self._listen(
             "actor wake-ups", tuple(by_channel), on_connect, lambda c: by_channel[c]()
+        )
+
+    async def listen_tenant_settings(self, on_changed: Callable[[], None]) -> None:
+        """NOTIFY yoke_tenant_settings: a tenant's settings changed (on connect too: whatever
+        changed while we were not listening)."""
+        await self._listen(
+            "tenant settings", (TENANTS_CHANNEL,), on_changed, lambda _c: on_changed()
         )
 
     def liveness(self, holder: str) -> LivenessLock:

@@ -217,13 +217,17 @@ class Store(Protocol):
         """The answer kept for (principal, key), unless it expired at or before `now`."""
         ...
 
-    async def keep_answer(self, answer: AnswerRow, *, now: float) -> AnswerRow:
+    async def keep_answer(
+        self, answer: AnswerRow, *, now: float, keep_at_most: int | None = None
+    ) -> AnswerRow:
         """Keep `answer` unless a live answer is kept for its (principal, key); return the one
-        kept, so of two racing requests both answer with the first."""
+        kept, so of two racing requests both answer with the first. Its tenant keeps at most
+        `keep_at_most` answers: past it, its oldest are forgotten."""
         ...
 
     async def forget_answers(self, *, now: float) -> int:
-        """Delete the answers expired at or before `now`; how many."""
+        """Delete the answers (and appended events' keys) expired at or before `now`; how many
+        answers."""
         ...
 
     # -- inspection and wake-ups -------------------------------------------------------------

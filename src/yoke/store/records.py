@@ -48,6 +48,7 @@ class NewStart:
     kind: StartKind
     workflow: str
     session: str
+    tenant: str  # whose start it is (a plain tenant sees only its own)
     priority: int
     input: str  # JSON text
     fingerprint: str  # what an idempotent retry must match
@@ -68,6 +69,7 @@ class NewStart:
             kind=self.kind,
             workflow=self.workflow,
             session=self.session,
+            tenant=self.tenant,
             priority=self.priority,
             input=self.input,
             fingerprint=self.fingerprint,
@@ -91,6 +93,7 @@ class StartRow:
     kind: StartKind
     workflow: str
     session: str
+    tenant: str
     priority: int
     input: str
     fingerprint: str
@@ -112,6 +115,7 @@ class NewExecution:
     start_id: str | None
     workflow: str
     session: str
+    tenant: str
     input: str
     parent_id: str | None
     restarted_from: str | None
@@ -127,6 +131,7 @@ class ExecutionRow:
     start_id: str | None
     workflow: str
     session: str
+    tenant: str
     input: str
     status: ExecutionStatus
     output: str | None
@@ -244,6 +249,7 @@ class AnswerRow:
     headers: a JSON list of [name, value] pairs)."""
 
     principal: str
+    tenant: str  # whose answer it is: a tenant keeps a bounded number of them
     key: str
     fingerprint: str
     status: int

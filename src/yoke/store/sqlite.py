@@ -13,7 +13,7 @@ Dialect facts (each has a test in tests/store/test_dialect_facts.py):
 - Actor batches travel as one JSON parameter read with json_each (a batch never nears the
   bind limit); RETURNING may name only the modified table, so an actor claim marks its rows,
   then reads them with their events, inside the same IMMEDIATE transaction.
-- Bind limit: SQLITE_MAX_VARIABLE_NUMBER (32,766 since 3.32); no yoke query binds more than 18.
+- Bind limit: SQLITE_MAX_VARIABLE_NUMBER (32,766 since 3.32); no yoke query binds more than 19.
 - Group commit: the writes that arrive together share one BEGIN IMMEDIATE ... COMMIT, each in
   its own SAVEPOINT (a failed write rolls back only itself), so one fsync makes a whole batch
   durable; the COMMIT waits one turn of the event loop, so writes made in that turn join too.
@@ -47,7 +47,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
-from yoke.errors import BadValue, Conflict, StoreError, StoreUnavailable, YokeError
+from yoke.errors import (
+    BadValue,
+    Conflict,
+    QuotaExceeded,
+    StoreError,
+    StoreUnavailable,
+    YokeError,
+)
 from yoke.retry import Backoff, RetryPolicy
 from yoke.store import sqlfiles
 from yoke.store.actorverbs import ActorVerbs
@@ -77,6 +84,8 @@ def path_from_url(url: str) -> str:
 def translate(exc: sqlite3.Error) -> YokeError:
     """The one place where sqlite3 exceptions become `YokeError`s."""
     text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError) and "yoke_tenant_quota" in text:
+        return QuotaExceeded("a tenant's quota would be passed: nothing was written")
     if isinstance(exc, sqlite3.IntegrityError):
         return Conflict(f"constraint violated: {text}")
     if isinstance(exc, sqlite3.OperationalError) and any(
@@ -387,6 +396,9 @@ class SQLiteStore:
 
     async def listen_leases(self, on_released: Callable[[], None]) -> None:
         return None
+
+    async def listen_tenant_settings(self, on_changed: Callable[[], None]) -> None:
+        return None  # no NOTIFY: a change made here is read at once, a peer's by the poll
 
     def liveness(self, holder: str) -> None:
         return None  # no sessions to outlive: one machine's file

@@ -245,7 +245,7 @@ class Pages:
             elif action == "cancel":
                 start_id = check_text(form.get("start_id", ""), "start_id")
                 start = await self.s.executions.get(start_id)
-                check_visible(p, start.session, f"start {start_id}")
+                check_visible(p, start.tenant, f"start {start_id}")
                 await self.s.executions.cancel_start(start_id)
         except YokeError as exc:
             body = render_to(

@@ -72,7 +72,7 @@ async def _why(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[str, Any
     if start_id is None:
         raise BadValue("which start? (?id=)")
     start = await s.executions.get(start_id)
-    check_visible(p, start.session, f"start {start_id}")
+    check_visible(p, start.tenant, f"start {start_id}")
     ledger = await s.store().ledger()
     why = explain(s.executions, start, ledger, principal=p, grants_per_second=views.grant_rate(s))
     return {

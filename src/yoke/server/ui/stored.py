@@ -16,7 +16,7 @@ from typing import Any
 from yoke.actors.inspection import no_instance
 from yoke.errors import BadValue, Forbidden, NotFound
 from yoke.executions import ADMIN, OPERATOR, ExecutionStatus, Principal
-from yoke.server.auth import check_visible, home_tenant, owns, privileged, tenant_of
+from yoke.server.auth import check_visible, home_tenant, owns, privileged, sees, tenant_of
 from yoke.server.models import audit_json, execution_json
 from yoke.server.models_actors import (
     actor_json,
@@ -93,7 +93,7 @@ async def execution(
     """One execution with a page of its recorded steps (a child workflow is a step named
     `child:...`) past position `after`, and the executions it was restarted or resumed from."""
     ex = await s.executions.get_execution(execution_id)
-    check_visible(p, ex.session, f"execution {execution_id}")
+    check_visible(p, ex.tenant, f"execution {execution_id}")
     steps = await s.store().steps_page(execution_id, after=after, limit=limit + 1)
     more = len(steps) > limit
     steps = steps[:limit]
@@ -109,11 +109,11 @@ async def execution(
     children, reruns = await s.store().linked_executions(execution_id, limit=LINKS_SHOWN)
     return {
         **execution_json(ex),
-        "children": [_link(c) for c in children if owns(p, c.session)],
+        "children": [_link(c) for c in children if sees(p, c.tenant)],
         "reruns": [
             {**_link(r), "kind": "restart" if r.restarted_from == execution_id else "resume"}
             for r in reruns
-            if owns(p, r.session)
+            if sees(p, r.tenant)
         ],
         "steps": [
             {

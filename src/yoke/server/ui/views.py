@@ -20,6 +20,8 @@ from yoke.actors.fairness import bucket_quantile
 from yoke.actors.inspection import WorkerStatus
 from yoke.errors import YokeError
 from yoke.executions import Principal, Start
+from yoke.executions.admission import session_of
+from yoke.server import picks
 from yoke.server.auth import owns, privileged, tenant_of
 from yoke.server.explain import RATE_WINDOW
 from yoke.server.recorder import SessionWindow, percentile, tenant_of_session
@@ -67,7 +69,7 @@ async def overview(s: ServerState, p: Principal) -> dict[str, Any]:
     ledger = await s.store().ledger()
     see = _visible(p)
     heads = [(head.seq, str(head.id), queued) for lane, queued, _, _, head in k.lane_heads()
-             if see(str(lane))]  # fmt: skip
+             if see(session_of(lane))]  # fmt: skip
     oldest = min(heads, default=None)
     oldest_age = None
     if oldest is not None:
@@ -119,12 +121,12 @@ async def admission(s: ServerState, p: Principal, *, q: str | None, k: int) -> d
     ledger = await store.ledger()
     limits = ex.current_limits
     see = None if privileged(p) else _visible(p)
-    picks = queue.next_picks(ex.kernel, limits, ledger, visible=see, query=q, k=k)
-    starts = await _starts(s, [x.start_id for x in picks])
+    found = picks.next_picks(ex.kernel, limits, ledger, visible=see, query=q, k=k)
+    starts = await _starts(s, [x.start_id for x in found])
     now = s.app.clock.wall()
     full = limits.max_running is not None and ledger.get("global", 0) >= limits.max_running
     rows = []
-    for x in picks:
+    for x in found:
         st = starts.get(x.start_id)
         if st is None:
             continue

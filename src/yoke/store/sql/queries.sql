@@ -13,6 +13,10 @@ SELECT * FROM yoke_starts WHERE start_id = :start_id;
 -- name: release_slot
 UPDATE yoke_ledger SET running = running - :n WHERE key = :key;
 
+-- name: drop_idle_slot
+-- A ledger row back at zero is removed (a row per session ever seen would otherwise stay).
+DELETE FROM yoke_ledger WHERE key = :key AND running = 0;
+
 -- name: set_start_priority
 UPDATE yoke_starts SET priority = :priority
 WHERE start_id = :start_id AND status = 'QUEUED'
@@ -91,19 +95,28 @@ WHERE principal = :principal AND idem_key = :idem_key AND expires_at > :now;
 
 -- name: drop_expired_answer
 DELETE FROM yoke_idempotency
-WHERE principal = :principal AND idem_key = :idem_key AND expires_at <= :now;
+WHERE principal = :principal AND idem_key = :idem_key AND expires_at <= :now
+RETURNING tenant;
 
 -- name: insert_answer
-INSERT INTO yoke_idempotency (principal, idem_key, fingerprint, status, body, headers,
+INSERT INTO yoke_idempotency (principal, tenant, idem_key, fingerprint, status, body, headers,
     created_at, expires_at)
-VALUES (:principal, :idem_key, :fingerprint, :status, :body, :headers, :created_at, :expires_at)
+VALUES (:principal, :tenant, :idem_key, :fingerprint, :status, :body, :headers, :created_at,
+    :expires_at)
 ON CONFLICT DO NOTHING;
+
+-- name: evict_oldest_answers
+-- A tenant past its bound forgets its oldest answers first (yoke_idempotency_tenant).
+DELETE FROM yoke_idempotency WHERE (principal, idem_key) IN (
+    SELECT principal, idem_key FROM yoke_idempotency WHERE tenant = :tenant
+    ORDER BY expires_at, principal, idem_key LIMIT :n);
+
 
 -- name: get_answer
 SELECT * FROM yoke_idempotency WHERE principal = :principal AND idem_key = :idem_key;
 
 -- name: forget_answers
-DELETE FROM yoke_idempotency WHERE expires_at <= :now;
+DELETE FROM yoke_idempotency WHERE expires_at <= :now RETURNING tenant;
 
 -- ===================================================================================
 -- actors (the actors specification, docs/decisions.md): streams, instances, queues, timers.
@@ -291,26 +304,38 @@ UPDATE yoke_leases SET holder = NULL, expires_at = 0
 WHERE name = :name AND holder = :holder AND epoch = :epoch;
 
 -- ===================================================================================
--- tenants: fleet-wide settings (weight, max_running) and the per-tenant cap's counters.
+-- tenants: one row of settings per tenant (`*`: the defaults), the actors' per-tenant cap
+-- counters, token buckets and usage counters.
 
 -- name: tenant_settings
-SELECT tenant, weight, max_running, updated_by, updated_at, version FROM tenant_settings
-ORDER BY tenant LIMIT :limit;
+SELECT * FROM tenant_settings ORDER BY tenant LIMIT :limit;
 
 -- name: get_tenant_settings
-SELECT tenant, weight, max_running, updated_by, updated_at, version FROM tenant_settings
-WHERE tenant = :tenant;
+SELECT * FROM tenant_settings WHERE tenant = :tenant;
 
 -- name: put_tenant_settings
 -- A compare-and-set: an existing row changes only if it is still at the version the change was
 -- decided on (0: there was none), so two changes decided on the same row never both land.
-INSERT INTO tenant_settings (tenant, weight, max_running, updated_by, updated_at, version)
-VALUES (:tenant, :weight, :max_running, :updated_by, :now, 1)
+INSERT INTO tenant_settings (tenant, weight, max_running, append_rate, append_burst,
+    max_instances, max_timers, exec_max_running, exec_max_queued, exec_rate, exec_burst,
+    updated_by, updated_at, version)
+VALUES (:tenant, :weight, :max_running, :append_rate, :append_burst, :max_instances,
+    :max_timers, :exec_max_running, :exec_max_queued, :exec_rate, :exec_burst, :updated_by,
+    :now, 1)
 ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight,
-    max_running = excluded.max_running, updated_by = excluded.updated_by,
+    max_running = excluded.max_running, append_rate = excluded.append_rate,
+    append_burst = excluded.append_burst, max_instances = excluded.max_instances,
+    max_timers = excluded.max_timers, exec_max_running = excluded.exec_max_running,
+    exec_max_queued = excluded.exec_max_queued, exec_rate = excluded.exec_rate,
+    exec_burst = excluded.exec_burst, updated_by = excluded.updated_by,
     updated_at = excluded.updated_at, version = tenant_settings.version + 1
 WHERE tenant_settings.version = :expect
-RETURNING tenant, weight, max_running, updated_by, updated_at, version;
+RETURNING *;
+
+-- name: tenant_actor_cap
+-- The tenant's cap on concurrent process() calls: its own, else the defaults' (`*`).
+SELECT coalesce((SELECT max_running FROM tenant_settings WHERE tenant = :tenant),
+    (SELECT max_running FROM tenant_settings WHERE tenant = '*')) AS max_running;
 
 -- name: tenant_running_now
 -- The tenant's calls running on live workers (a stale or stopped worker's count lapses) and on
@@ -365,14 +390,18 @@ LIMIT :limit;
 -- ===================================================================================
 -- Idempotency-Keys of appended events, in the append's transaction (append_event_once).
 
+-- name: drop_expired_event_key
+-- An expired key gives its row up before a claim (its tenant's count goes down with it).
+DELETE FROM yoke_event_keys
+WHERE principal = :principal AND idem_key = :idem_key AND expires_at <= :now
+RETURNING tenant;
+
 -- name: claim_event_key
--- The key's row, unless a live one is kept: a concurrent claim of the same key waits for the
--- first one's transaction, then returns nothing (an expired row is taken over).
-INSERT INTO yoke_event_keys (principal, idem_key, fingerprint, event_id, expires_at)
-VALUES (:principal, :idem_key, :fingerprint, NULL, :expires_at)
-ON CONFLICT (principal, idem_key) DO UPDATE
-SET fingerprint = excluded.fingerprint, event_id = NULL, expires_at = excluded.expires_at
-WHERE yoke_event_keys.expires_at <= :now
+-- The key's row, unless one is kept: a concurrent claim of the same key waits for the first
+-- one's transaction, then returns nothing.
+INSERT INTO yoke_event_keys (principal, tenant, idem_key, fingerprint, event_id, expires_at)
+VALUES (:principal, :tenant, :idem_key, :fingerprint, NULL, :expires_at)
+ON CONFLICT (principal, idem_key) DO NOTHING
 RETURNING idem_key;
 
 -- name: event_key
@@ -382,4 +411,30 @@ SELECT fingerprint, event_id FROM yoke_event_keys WHERE principal = :principal A
 UPDATE yoke_event_keys SET event_id = :event_id WHERE principal = :principal AND idem_key = :idem_key;
 
 -- name: forget_event_keys
-DELETE FROM yoke_event_keys WHERE expires_at <= :now;
+DELETE FROM yoke_event_keys WHERE expires_at <= :now RETURNING tenant;
+
+-- name: evict_oldest_event_keys
+-- A tenant past its bound forgets its oldest keys first (yoke_event_keys_tenant).
+DELETE FROM yoke_event_keys WHERE (principal, idem_key) IN (
+    SELECT principal, idem_key FROM yoke_event_keys WHERE tenant = :tenant
+    ORDER BY expires_at, principal, idem_key LIMIT :n);
+
+-- ===================================================================================
+-- what tenants hold (`store/usage.py`): yoke_tenant_usage, counted in the writes that change it.
+
+-- name: add_usage
+-- An increment (no quota: `cap` NULL).
+INSERT INTO yoke_tenant_usage (tenant, kind, used, cap) VALUES (:tenant, :kind, :n, NULL)
+ON CONFLICT (tenant, kind) DO UPDATE
+SET used = yoke_tenant_usage.used + excluded.used, cap = NULL
+RETURNING used;
+
+-- name: tenant_usage
+SELECT kind, used FROM yoke_tenant_usage WHERE tenant = :tenant ORDER BY kind;
+
+-- name: take_back_usage
+-- A decrement (of what an increment counted: the row exists); it clears `cap`, since only an
+-- increment is checked against a quota.
+UPDATE yoke_tenant_usage SET used = used + :n, cap = NULL
+WHERE tenant = :tenant AND kind = :kind
+RETURNING used;

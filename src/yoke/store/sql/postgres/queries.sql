@@ -25,10 +25,10 @@ ORDER BY seq DESC
 LIMIT %(limit)s;
 
 -- name: tenant_executions
--- One tenant's, newest first: a range of the yoke_executions_tenant index (same expression),
--- also in a generic plan (no `IS NULL OR` on the indexed columns).
+-- One tenant's, newest first: a range of the yoke_executions_tenant index, also in a generic
+-- plan (no `IS NULL OR` on the indexed columns).
 SELECT * FROM yoke_executions
-WHERE split_part(session, '/', 1) = %(tenant)s
+WHERE tenant = %(tenant)s
   AND seq < coalesce(%(before_seq)s::bigint, 9223372036854775807)
   AND (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(session)s::text IS NULL OR session = %(session)s)
@@ -88,7 +88,7 @@ WITH ev AS MATERIALIZED (
         SELECT x.timer_id FROM scheduled_events x
         WHERE cardinality(%(timers)b::bigint[]) > 0 AND x.timer_id = ANY(%(timers)b::bigint[])
         FOR UPDATE SKIP LOCKED)
-    RETURNING s.timer_id
+    RETURNING s.timer_id, s.tenant
 ), kept AS MATERIALIZED (
     SELECT ev.ord, ev.tenant, ev.stream, ev.data,
         nextval('stream_events_event_id_seq') AS event_id
@@ -127,6 +127,33 @@ WITH ev AS MATERIALIZED (
     JOIN keys k ON k.tenant = c.tenant AND k.actor = c.actor AND k.instance_id = c.instance_id
     UNION ALL
     SELECT e.ord, e.worker_id, e.owner_epoch FROM existing e
+), held AS (
+    -- What the tenants hold: instances created (each tenant's increment carrying its
+    -- actors.max_instances, its own else `*`'s, so the CHECK yoke_tenant_quota refuses the
+    -- whole statement past it; none when timers fire: a timer accepted is fired whatever the
+    -- quota), in tenant order.
+    INSERT INTO yoke_tenant_usage AS u (tenant, kind, used, cap)
+    SELECT c.tenant, 'instances', count(*),
+        CASE WHEN cardinality(%(timers)b::bigint[]) > 0 THEN NULL
+            ELSE coalesce(max(t.max_instances), max(d.max_instances)) END
+    FROM created c
+    LEFT JOIN tenant_settings t ON t.tenant = c.tenant
+    LEFT JOIN tenant_settings d ON d.tenant = '*'
+    GROUP BY c.tenant
+    ORDER BY c.tenant
+    ON CONFLICT (tenant, kind) DO UPDATE SET used = u.used + excluded.used, cap = excluded.cap
+    RETURNING 1
+), unheld AS (
+    -- And the timers fired, counted down (locked in tenant order, as everywhere).
+    SELECT u.tenant, f.n FROM yoke_tenant_usage u
+    JOIN (SELECT tenant, count(*) AS n FROM taken GROUP BY tenant) f
+        ON u.tenant = f.tenant AND u.kind = 'timers'
+    ORDER BY u.tenant
+    FOR UPDATE OF u
+), fired AS (
+    UPDATE yoke_tenant_usage u SET used = u.used - unheld.n, cap = NULL FROM unheld
+    WHERE u.tenant = unheld.tenant AND u.kind = 'timers'
+    RETURNING 1
 ), queued AS (
     INSERT INTO actor_queues (event_id, tenant, actor, instance_id, group_id, available_at,
         worker_id, owner_epoch)
@@ -161,7 +188,8 @@ INSERT INTO actor_instances (tenant, actor, instance_id, worker_id, created_at)
 SELECT r.v->>0, r.v->>1, r.v->>2, r.v->>3, %(now)s
 FROM json_array_elements(%(rows)s::json) AS r(v)
 ORDER BY r.v->>0, r.v->>1, r.v->>2
-ON CONFLICT DO NOTHING;
+ON CONFLICT DO NOTHING
+RETURNING tenant;
 
 -- name: insert_queue_rows
 -- keys: the batch's instances once, as [tenant, actor, instance_id]; rows: [event_id, position
@@ -270,7 +298,23 @@ WHERE timer_id IN (
     SELECT timer_id FROM scheduled_events
     WHERE timer_id = ANY(%(id_list)s::bigint[])
     FOR UPDATE SKIP LOCKED)
-RETURNING timer_id;
+RETURNING timer_id, tenant;
+
+-- name: add_held
+-- What tenants now hold more of (counts, a JSON object {tenant: n}, `kind` instances or
+-- timers), in tenant order, each increment carrying its tenant's quota (its own, else `*`'s;
+-- none with `capped` false) as `cap`: the CHECK yoke_tenant_quota refuses one past it, and
+-- with it the whole transaction.
+INSERT INTO yoke_tenant_usage AS u (tenant, kind, used, cap)
+SELECT c.key, %(kind)s, c.value::bigint,
+    CASE WHEN NOT %(capped)s THEN NULL
+        WHEN %(kind)s = 'instances' THEN coalesce(t.max_instances, d.max_instances)
+        ELSE coalesce(t.max_timers, d.max_timers) END
+FROM jsonb_each_text(%(counts)s::jsonb) AS c
+LEFT JOIN tenant_settings t ON t.tenant = c.key
+LEFT JOIN tenant_settings d ON d.tenant = '*'
+ORDER BY c.key
+ON CONFLICT (tenant, kind) DO UPDATE SET used = u.used + excluded.used, cap = excluded.cap;
 
 -- name: register_worker
 INSERT INTO runtime_workers (worker_id, hostname, pid, started_at, heartbeat_at)
@@ -373,12 +417,13 @@ WHERE s.start_id = b.start_id AND s.status = 'QUEUED'
 RETURNING s.*;
 
 -- name: insert_execution_many
-INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
-    parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at, leader_epoch)
-SELECT execution_id, start_id, workflow, session, input, 'RUNNING', parent_id,
+INSERT INTO yoke_executions (execution_id, start_id, workflow, session, tenant, input,
+    status, parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at,
+    leader_epoch)
+SELECT execution_id, start_id, workflow, session, tenant, input, 'RUNNING', parent_id,
     restarted_from, resumed_from, slot_keys, instance_id, created_at, leader_epoch
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, start_id text,
-    workflow text, session text, input text, parent_id text, restarted_from text,
+    workflow text, session text, tenant text, input text, parent_id text, restarted_from text,
     resumed_from text, slot_keys text, instance_id text, created_at double precision,
     leader_epoch bigint)
 RETURNING execution_id, seq;
@@ -394,32 +439,43 @@ RETURNING key, running;
 -- name: release_slot_counts
 -- The CTE locks the rows in key order before the update touches them (no deadlock with a
 -- grant, which locks in the same order). NOTIFY rides along: it is delivered at commit, only
--- if the slots really were freed, and costs no round trip of its own.
+-- if the slots really were freed, and costs no round trip of its own. A row its release brings
+-- to zero is deleted instead (a row per session ever seen would otherwise stay): a grant
+-- racing it waits for the lock, finds the row gone, and its upsert inserts it afresh, so the
+-- count it decides on is still exact. Which rows go is decided on the counts read under the
+-- lock (`locked.running`, the latest version), never on the statement's snapshot of `l`: a
+-- row filtered out on an older snapshot would be neither updated nor deleted.
 WITH c AS (
     SELECT key, value::int AS n FROM jsonb_each_text(%(counts)s::jsonb)
 ), locked AS (
-    SELECT l.key, c.n FROM yoke_ledger l JOIN c ON c.key = l.key ORDER BY l.key FOR UPDATE OF l
+    SELECT l.key, l.running, c.n FROM yoke_ledger l JOIN c ON c.key = l.key
+    ORDER BY l.key FOR UPDATE OF l
+), emptied AS (
+    DELETE FROM yoke_ledger l USING locked
+    WHERE l.key = locked.key AND locked.running = locked.n
+    RETURNING 1
 ), released AS (
     UPDATE yoke_ledger l SET running = l.running - locked.n FROM locked
-    WHERE l.key = locked.key
+    WHERE l.key = locked.key AND locked.running <> locked.n
     RETURNING 1
 )
-SELECT pg_notify('yoke_slot_freed', '') FROM (SELECT count(*) AS n FROM released) r
+SELECT pg_notify('yoke_slot_freed', '')
+FROM (SELECT (SELECT count(*) FROM released) + (SELECT count(*) FROM emptied) AS n) r
 WHERE r.n > 0;
 
 -- name: insert_start_many
 -- %(batch)s is a JSON array of new starts, each QUEUED, or GRANTED at once (with its execution
 -- id) by a grant batch that logs it because it fits; one whose idempotency key is taken is
 -- skipped (ON CONFLICT waits for an uncommitted holder of the key, then skips).
-INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
-    principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
+INSERT INTO yoke_starts (start_id, kind, workflow, session, tenant, priority, input,
+    fingerprint, principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
     execution_id, instance_id, created_at, decided_at)
-SELECT start_id, kind, workflow, session, priority, input, fingerprint, principal,
+SELECT start_id, kind, workflow, session, tenant, priority, input, fingerprint, principal,
     coalesce(principal, ''), idempotency_key, source_execution_id, from_step,
     CASE WHEN execution_id IS NULL THEN 'QUEUED' ELSE 'GRANTED' END, execution_id,
     instance_id, created_at, decided_at
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, kind text, workflow text,
-    session text, priority bigint, input text, fingerprint text, principal text,
+    session text, tenant text, priority bigint, input text, fingerprint text, principal text,
     idempotency_key text, source_execution_id text, from_step text, execution_id text,
     instance_id text, created_at double precision, decided_at double precision)
 ORDER BY coalesce(principal, ''), idempotency_key  -- keys in one order: never a deadlock
@@ -430,7 +486,8 @@ RETURNING start_id, seq;
 -- A batch of finishes in one statement (one round trip, its own transaction), as parallel
 -- arrays bound in binary. The execution rows are locked in execution_id order (as
 -- recover_dead locks a dead instance's), then the ledger rows of the keys they held in key
--- order (as a grant takes them), and released; NOTIFY is sent only if a slot was freed.
+-- order (as a grant takes them), and released (a row back at zero deleted, as in
+-- release_slot_counts); NOTIFY is sent only if a slot was freed.
 WITH b AS (
     SELECT * FROM unnest(%(ids)b::text[], %(statuses)b::text[], %(outputs)b::text[],
         %(errors)b::text[]) AS b(execution_id, status, output, error)
@@ -450,15 +507,20 @@ WITH b AS (
     FROM done CROSS JOIN LATERAL jsonb_array_elements_text(done.slot_keys::jsonb) AS k(key)
     GROUP BY k.key
 ), held AS (
-    SELECT l.key, freed.n FROM yoke_ledger l JOIN freed ON freed.key = l.key
+    SELECT l.key, l.running, freed.n FROM yoke_ledger l JOIN freed ON freed.key = l.key
     ORDER BY l.key
     FOR UPDATE OF l
+), emptied AS (
+    DELETE FROM yoke_ledger l USING held
+    WHERE l.key = held.key AND held.running = held.n
+    RETURNING 1
 ), released AS (
     UPDATE yoke_ledger l SET running = l.running - held.n FROM held
-    WHERE l.key = held.key
+    WHERE l.key = held.key AND held.running <> held.n
     RETURNING 1
 ), notified AS (
-    SELECT pg_notify('yoke_slot_freed', '') FROM (SELECT count(*) AS n FROM released) r
+    SELECT pg_notify('yoke_slot_freed', '')
+    FROM (SELECT (SELECT count(*) FROM released) + (SELECT count(*) FROM emptied) AS n) r
     WHERE r.n > 0
 )
 SELECT done.execution_id, (SELECT count(*) FROM notified) AS notified FROM done;
@@ -477,19 +539,19 @@ WITH fence AS MATERIALIZED (
         ELSE yoke_fence(%(fence_name)s, %(fence_epoch)s) END AS ok
 ), b AS MATERIALIZED (
     SELECT b.* FROM fence, unnest(%(start_ids)b::text[], %(kinds)b::text[], %(workflows)b::text[],
-        %(sessions)b::text[], %(priorities)b::bigint[], %(inputs)b::text[],
+        %(sessions)b::text[], %(tenants)b::text[], %(priorities)b::bigint[], %(inputs)b::text[],
         %(fingerprints)b::text[], %(principals)b::text[], %(idem_keys)b::text[],
         %(sources)b::text[], %(from_steps)b::text[], %(execution_ids)b::text[],
         %(instance_ids)b::text[], %(created)b::float8[], %(slot_keys)b::text[])
-        AS b(start_id, kind, workflow, session, priority, input, fingerprint, principal,
+        AS b(start_id, kind, workflow, session, tenant, priority, input, fingerprint, principal,
             idempotency_key, source_execution_id, from_step, execution_id, instance_id,
             created_at, slot_keys)
     WHERE fence.ok
 ), s AS (
-    INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
-        principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
-        execution_id, instance_id, created_at, decided_at)
-    SELECT start_id, kind, workflow, session, priority, input, fingerprint, principal,
+    INSERT INTO yoke_starts (start_id, kind, workflow, session, tenant, priority, input,
+        fingerprint, principal, idem_scope, idempotency_key, source_execution_id, from_step,
+        status, execution_id, instance_id, created_at, decided_at)
+    SELECT start_id, kind, workflow, session, tenant, priority, input, fingerprint, principal,
         coalesce(principal, ''), idempotency_key, source_execution_id, from_step, 'GRANTED',
         execution_id, instance_id, created_at, %(now)s
     FROM b
@@ -497,10 +559,10 @@ WITH fence AS MATERIALIZED (
     ON CONFLICT DO NOTHING
     RETURNING start_id, seq
 ), e AS (
-    INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
-        parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at,
+    INSERT INTO yoke_executions (execution_id, start_id, workflow, session, tenant, input,
+        status, parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at,
         leader_epoch)
-    SELECT b.execution_id, b.start_id, b.workflow, b.session, b.input, 'RUNNING', NULL,
+    SELECT b.execution_id, b.start_id, b.workflow, b.session, b.tenant, b.input, 'RUNNING', NULL,
         CASE WHEN b.kind = 'restart' THEN b.source_execution_id END,
         CASE WHEN b.kind = 'resume' THEN b.source_execution_id END,
         b.slot_keys, b.instance_id, %(now)s, %(fence_epoch)s::bigint
@@ -626,12 +688,33 @@ FROM yoke_leases WHERE name = %(name)s;
 -- Workers read the tenants' settings again at once (their poll is the backup).
 SELECT pg_notify('yoke_tenant_settings', '');
 
--- name: lock_tenant_cap
--- The settings row is locked first: takers of one tenant queue here, and the count that
--- follows (a new statement, so a new snapshot under READ COMMITTED) sees every earlier
--- taker's commit.
-SELECT max_running FROM tenant_settings WHERE tenant = %(tenant)s
-FOR UPDATE;
+-- name: lock_tenant
+-- Takers of one tenant's slots queue here (a tenant capped by `*` may have no row to lock);
+-- the count that follows (a new statement, so a new snapshot under READ COMMITTED) sees every
+-- earlier taker's commit.
+SELECT pg_advisory_xact_lock(2035382119, hashtext(%(tenant)s));
+
+-- name: take_tokens
+-- A token bucket as GCRA on the database's clock: the row holds the bucket's theoretical
+-- arrival time (tat); `n` tokens conform when max(tat, now) + n/rate - burst/rate <= now, and
+-- taking them moves tat to max(tat, now) + n/rate. One statement: a row is returned when the
+-- tokens were taken, none when they were not (and nothing changed). A bucket seen for the
+-- first time is full.
+INSERT INTO yoke_tenant_rates AS b (tenant, kind, tat)
+SELECT %(tenant)s, %(kind)s, extract(epoch FROM clock_timestamp()) + %(n)s::float8 / %(rate)s::float8
+WHERE %(n)s <= %(burst)s
+ON CONFLICT (tenant, kind) DO UPDATE
+SET tat = greatest(b.tat, extract(epoch FROM clock_timestamp())) + %(n)s::float8 / %(rate)s::float8
+WHERE greatest(b.tat, extract(epoch FROM clock_timestamp())) + (%(n)s - %(burst)s)::float8 / %(rate)s::float8 <= extract(epoch FROM clock_timestamp())
+RETURNING tat;
+
+-- name: bucket_state
+SELECT (SELECT tat FROM yoke_tenant_rates WHERE tenant = %(tenant)s AND kind = %(kind)s) AS tat,
+    extract(epoch FROM clock_timestamp()) AS now;
+
+-- name: forget_full_buckets
+-- A bucket whose tat has passed is full: the same as no row.
+DELETE FROM yoke_tenant_rates WHERE tat < extract(epoch FROM clock_timestamp());
 
 -- name: lease_running
 -- A term of some holder runs now (on this clock): a take would fail, so it does not wait at

@@ -8,6 +8,7 @@ CREATE TABLE yoke_starts (
     kind TEXT NOT NULL,
     workflow TEXT NOT NULL,
     session TEXT NOT NULL,
+    tenant TEXT NOT NULL,
     priority BIGINT NOT NULL,
     input TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
@@ -34,6 +35,7 @@ CREATE TABLE yoke_executions (
     start_id TEXT,
     workflow TEXT NOT NULL,
     session TEXT NOT NULL,
+    tenant TEXT NOT NULL,
     input TEXT NOT NULL,
     status TEXT NOT NULL,
     output TEXT,
@@ -51,7 +53,7 @@ CREATE TABLE yoke_executions (
 CREATE INDEX yoke_executions_status ON yoke_executions (status, seq);
 CREATE INDEX yoke_executions_session ON yoke_executions (session, seq);
 CREATE INDEX yoke_executions_workflow ON yoke_executions (workflow, seq);
-CREATE INDEX yoke_executions_tenant ON yoke_executions ((split_part(session, '/', 1)), seq);
+CREATE INDEX yoke_executions_tenant ON yoke_executions (tenant, seq);
 CREATE INDEX yoke_executions_parent ON yoke_executions (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX yoke_executions_restarted ON yoke_executions (restarted_from)
     WHERE restarted_from IS NOT NULL;
@@ -98,6 +100,7 @@ CREATE INDEX yoke_starts_instance ON yoke_starts (instance_id, status);
 
 CREATE TABLE yoke_idempotency (
     principal TEXT NOT NULL,
+    tenant TEXT NOT NULL,
     idem_key TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
     status INTEGER NOT NULL,
@@ -109,6 +112,7 @@ CREATE TABLE yoke_idempotency (
 );
 
 CREATE INDEX yoke_idempotency_expiry ON yoke_idempotency (expires_at);
+CREATE INDEX yoke_idempotency_tenant ON yoke_idempotency (tenant, expires_at);
 
 
 -- 0004: actors (the actors specification, docs/decisions.md).
@@ -226,11 +230,19 @@ CREATE TABLE yoke_leases (
 
 CREATE TABLE tenant_settings (
     tenant TEXT PRIMARY KEY,
-    weight DOUBLE PRECISION NOT NULL DEFAULT 1,
+    weight DOUBLE PRECISION,
     max_running INTEGER,
     updated_by TEXT NOT NULL,
     updated_at DOUBLE PRECISION NOT NULL,
-    version INTEGER NOT NULL DEFAULT 1
+    version INTEGER NOT NULL DEFAULT 1,
+    exec_max_running INTEGER,
+    exec_max_queued INTEGER,
+    exec_rate DOUBLE PRECISION,
+    exec_burst INTEGER,
+    append_rate DOUBLE PRECISION,
+    append_burst INTEGER,
+    max_instances BIGINT,
+    max_timers BIGINT
 );
 
 CREATE TABLE tenant_running (
@@ -269,6 +281,7 @@ CREATE INDEX actor_instances_moving ON actor_instances (moving_to);
 
 CREATE TABLE yoke_event_keys (
     principal TEXT NOT NULL,
+    tenant TEXT NOT NULL,
     idem_key TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
     event_id BIGINT,
@@ -277,3 +290,26 @@ CREATE TABLE yoke_event_keys (
 );
 
 CREATE INDEX yoke_event_keys_expiry ON yoke_event_keys (expires_at);
+CREATE INDEX yoke_event_keys_tenant ON yoke_event_keys (tenant, expires_at);
+
+
+-- 0015: what a tenant holds (instances, timers, kept answers and event keys), counted in the
+-- transaction that changes it, each increment checked against its quota by the database; and
+-- the tenants' token buckets (GCRA: the theoretical arrival time).
+
+CREATE TABLE yoke_tenant_usage (
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    used BIGINT NOT NULL CHECK (used >= 0),
+    cap BIGINT,
+    PRIMARY KEY (tenant, kind),
+    CONSTRAINT yoke_tenant_quota CHECK (cap IS NULL OR used <= cap)
+);
+
+CREATE TABLE yoke_tenant_rates (
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    tat DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (tenant, kind)
+);
+CREATE INDEX yoke_tenant_rates_tat ON yoke_tenant_rates (tat);

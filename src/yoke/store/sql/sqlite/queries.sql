@@ -6,19 +6,19 @@
 -- name: insert_start
 -- A start is logged QUEUED, or GRANTED at once (with its execution id) by a grant batch that
 -- logs it because it fits.
-INSERT INTO yoke_starts (start_id, kind, workflow, session, priority, input, fingerprint,
-    principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
+INSERT INTO yoke_starts (start_id, kind, workflow, session, tenant, priority, input,
+    fingerprint, principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
     execution_id, instance_id, created_at, decided_at)
-VALUES (:start_id, :kind, :workflow, :session, :priority, :input, :fingerprint,
+VALUES (:start_id, :kind, :workflow, :session, :tenant, :priority, :input, :fingerprint,
     :principal, coalesce(:principal, ''), :idempotency_key, :source_execution_id, :from_step,
     CASE WHEN :execution_id IS NULL THEN 'QUEUED' ELSE 'GRANTED' END,
     :execution_id, :instance_id, :created_at, :decided_at)
 ON CONFLICT DO NOTHING;
 
 -- name: insert_execution
-INSERT INTO yoke_executions (execution_id, start_id, workflow, session, input, status,
+INSERT INTO yoke_executions (execution_id, start_id, workflow, session, tenant, input, status,
     parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at, leader_epoch)
-VALUES (:execution_id, :start_id, :workflow, :session, :input, 'RUNNING',
+VALUES (:execution_id, :start_id, :workflow, :session, :tenant, :input, 'RUNNING',
     :parent_id, :restarted_from, :resumed_from, :slot_keys, :instance_id, :created_at,
     :leader_epoch);
 
@@ -55,9 +55,9 @@ ORDER BY seq DESC
 LIMIT :limit;
 
 -- name: tenant_executions
--- One tenant's, newest first: a range of the yoke_executions_tenant index (same expression).
+-- One tenant's, newest first: a range of the yoke_executions_tenant index.
 SELECT * FROM yoke_executions
-WHERE CASE WHEN instr(session, '/') > 0 THEN substr(session, 1, instr(session, '/') - 1) ELSE session END = :tenant
+WHERE tenant = :tenant
   AND seq < coalesce(:before_seq, 9223372036854775807)
   AND (:status IS NULL OR status = :status)
   AND (:session IS NULL OR session = :session)
@@ -103,7 +103,8 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(va
     json_extract(value, '$[3]'), :now
 FROM json_each(:rows)
 WHERE true
-ON CONFLICT DO NOTHING;
+ON CONFLICT DO NOTHING
+RETURNING tenant;
 
 -- name: insert_queue_rows
 -- Each row copies its instance's owner and epoch (the IMMEDIATE transaction keeps them still).
@@ -207,7 +208,24 @@ SELECT 1;
 -- Delete these timers unless fired already (one writer at a time: no row locks needed).
 DELETE FROM scheduled_events
 WHERE timer_id IN (SELECT value FROM json_each(:ids))
-RETURNING timer_id;
+RETURNING timer_id, tenant;
+
+-- name: add_held
+-- What tenants now hold more of (:counts, a JSON object {tenant: n}, `kind` instances or
+-- timers), each increment carrying its tenant's quota (its own, else `*`'s; none with
+-- :capped false) as `cap`: the CHECK yoke_tenant_quota refuses one past it, and with it the
+-- whole transaction.
+INSERT INTO yoke_tenant_usage (tenant, kind, used, cap)
+SELECT c.key, :kind, c.value,
+    CASE WHEN NOT :capped THEN NULL
+        WHEN :kind = 'instances' THEN coalesce(t.max_instances, d.max_instances)
+        ELSE coalesce(t.max_timers, d.max_timers) END
+FROM json_each(:counts) AS c
+LEFT JOIN tenant_settings t ON t.tenant = c.key
+LEFT JOIN tenant_settings d ON d.tenant = '*'
+WHERE true
+ON CONFLICT (tenant, kind) DO UPDATE
+SET used = yoke_tenant_usage.used + excluded.used, cap = excluded.cap;
 
 -- name: register_worker
 INSERT INTO runtime_workers (worker_id, hostname, pid, started_at, heartbeat_at)
@@ -311,6 +329,10 @@ RETURNING key, running;
 UPDATE yoke_ledger SET running = running - c.value
 FROM json_each(:counts) AS c WHERE yoke_ledger.key = c.key;
 
+-- name: drop_idle_slots
+-- A ledger row back at zero is removed (a row per session ever seen would otherwise stay).
+DELETE FROM yoke_ledger WHERE running = 0 AND key IN (SELECT c.key FROM json_each(:counts) AS c);
+
 
 -- ===================================================================================
 -- executors (per-tenant processes that run process()) and leases.
@@ -411,9 +433,31 @@ FROM yoke_leases WHERE name = :name;
 -- name: notify_tenant_settings
 SELECT 1;
 
--- name: lock_tenant_cap
+-- name: lock_tenant
 -- The write transaction is IMMEDIATE: takers of every tenant run one at a time.
-SELECT max_running FROM tenant_settings WHERE tenant = :tenant;
+SELECT 1;
+
+-- name: take_tokens
+-- A token bucket as GCRA on the database's clock: the row holds the bucket's theoretical
+-- arrival time (tat); `n` tokens conform when max(tat, now) + n/rate - burst/rate <= now, and
+-- taking them moves tat to max(tat, now) + n/rate. One statement: a row is returned when the
+-- tokens were taken, none when they were not (and nothing changed). A bucket seen for the
+-- first time is full.
+INSERT INTO yoke_tenant_rates (tenant, kind, tat)
+SELECT :tenant, :kind, ((julianday('now') - 2440587.5) * 86400.0) + :n * 1.0 / :rate
+WHERE :n <= :burst
+ON CONFLICT (tenant, kind) DO UPDATE
+SET tat = max(tat, ((julianday('now') - 2440587.5) * 86400.0)) + :n * 1.0 / :rate
+WHERE max(tat, ((julianday('now') - 2440587.5) * 86400.0)) + (:n - :burst) * 1.0 / :rate <= ((julianday('now') - 2440587.5) * 86400.0)
+RETURNING tat;
+
+-- name: bucket_state
+SELECT (SELECT tat FROM yoke_tenant_rates WHERE tenant = :tenant AND kind = :kind) AS tat,
+    ((julianday('now') - 2440587.5) * 86400.0) AS now;
+
+-- name: forget_full_buckets
+-- A bucket whose tat has passed is full: the same as no row.
+DELETE FROM yoke_tenant_rates WHERE tat < ((julianday('now') - 2440587.5) * 86400.0);
 
 -- name: lease_running
 SELECT holder FROM yoke_leases

@@ -1,4 +1,4 @@
-"""The dashboard's predicted picks (`server/ui/queue.next_picks`) are the kernel's own picks.
+"""The predicted picks (`server/picks.next_picks`) are the kernel's own picks.
 
 A kernel is filled with random starts over tenants, sessions and priorities; the prediction of
 the next k picks must equal what `pop_next` then gives, in order."""
@@ -11,7 +11,7 @@ import pytest
 
 from yoke.executions import Limits
 from yoke.kernel import GroupedKernel
-from yoke.server.ui.queue import next_picks
+from yoke.server.picks import next_picks
 
 
 def _fill(k: GroupedKernel, rng: random.Random, n: int) -> None:
