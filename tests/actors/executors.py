@@ -90,3 +90,46 @@ def alive(pid: int) -> bool:
         return False
     except OSError:
         return os.path.exists(f"/proc/{pid}")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (what an executor started, through its reaper or its
+    namespace), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def identity(pid: int) -> tuple[str, int]:
+    """(pid namespace, pid in it) of a host process: what it sees of itself from inside."""
+    ns = os.readlink(f"/proc/{pid}/ns/pid")
+    with open(f"/proc/{pid}/status") as f:
+        nspid = next(line for line in f if line.startswith("NSpid:")).split()[-1]
+    return ns, int(nspid)
+
+
+def runs_below(top: int, seen: dict[str, Any]) -> bool:
+    """Whether the process that reported `seen` (its `pidns` and `pid`) runs below `top`."""
+    want = (seen["pidns"], seen["pid"])
+    for pid in descendants(top):
+        try:
+            if identity(pid) == want:
+                return True
+        except (OSError, StopIteration):
+            continue
+    return False
