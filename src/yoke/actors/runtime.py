@@ -41,6 +41,7 @@ from yoke.clock import Clock, SystemClock
 from yoke.errors import BadType, NotRunning, YokeError
 from yoke.retry import RetryPolicy
 from yoke.store.actor_records import EventKey, NewTimer, WorkerRow
+from yoke.store.text import check_text
 
 if TYPE_CHECKING:
     from yoke.actors.executor.pool import ExecutorPool, ExecutorView
@@ -233,8 +234,17 @@ class ActorRuntime:
         store = self._require()
         if not isinstance(stream, str) or not stream:
             raise BadType("stream must be a non-empty str")
+        if not isinstance(tenant, str) or not tenant:
+            raise BadType("tenant must be a non-empty str")
+        check_text(stream, "stream")
+        check_text(tenant, "tenant")
         timers = [
-            NewTimer(tenant=tenant, stream=stream, data=encode(data), fire_at_ms=round(at * 1000))
+            NewTimer(
+                tenant=tenant,
+                stream=stream,
+                data=encode(data),
+                fire_at_ms=round(fire_time(0.0, at, None) * 1000),
+            )
             for data, at in items
         ]
         ids = await store.schedule(timers, now=self._clock.wall())
