@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
+
+import pytest
 
 from tests.actors import exec_app
 from tests.actors.conftest import FAST, open_actor_store
@@ -133,3 +136,12 @@ def runs_below(top: int, seen: dict[str, Any]) -> bool:
         except (OSError, StopIteration):
             continue
     return False
+
+
+def require_bwrap() -> None:
+    """Skip without bubblewrap, unless `YOKE_REQUIRE_BWRAP=1` (CI) makes that a failure."""
+    if shutil.which("bwrap") is None:
+        message = "bubblewrap (bwrap) is not installed: the namespace tier cannot be tested"
+        if os.environ.get("YOKE_REQUIRE_BWRAP") == "1":
+            pytest.fail(message)
+        pytest.skip(message)

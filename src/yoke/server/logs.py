@@ -16,7 +16,7 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # What every LogRecord has: anything else on a record came as an `extra` field.
@@ -72,10 +72,16 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
+def make_handler(fmt: str, stream: TextIO) -> logging.Handler:
+    """A handler writing to `stream` as text or json."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    return handler
+
+
 def configure_logging(level: str, fmt: str) -> None:
     """Send every log line at `level` or above to stderr, as text or json."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler = make_handler(fmt, sys.stderr)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
