@@ -75,7 +75,11 @@ async def reach(ctx: ActorCtx, event: Event) -> None:
 async def scan(ctx: ActorCtx, event: Event) -> None:
     """Reads every /proc/<pid>/cmdline and environ it can, and its own environment, for the
     `needle` (the database URL a worker was given)."""
-    needle = str(event.data["needle"]).encode()
+    found, readable = _scan(str(event.data["needle"]).encode())
+    await _record(ctx, found=found, readable=readable)
+
+
+def _scan(needle: bytes) -> tuple[list[str], int]:
     found: list[str] = []
     readable = 0
     for pid in os.listdir("/proc"):
@@ -90,7 +94,7 @@ async def scan(ctx: ActorCtx, event: Event) -> None:
                     found.append(f"{pid}/{name}")
     if needle.decode() in "\0".join(f"{k}={v}" for k, v in os.environ.items()):
         found.append("own environment")
-    await _record(ctx, found=found, readable=readable)
+    return found, readable
 
 
 @app.actor(subscribe=["kill"], key="k", backoff=ONCE)

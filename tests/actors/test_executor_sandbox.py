@@ -14,14 +14,18 @@ import re
 import secrets
 import socket
 from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests.actors import hostile_app
 from tests.actors.executors import alive, require_bwrap, running, state, until
+from yoke.actors import ActorRuntime
 from yoke.actors.definitions import MAX_DATA_BYTES
+from yoke.actors.protocol import ActorStore
 from yoke.server.logs import make_handler
 
 TIERS: dict[str, dict[str, Any]] = {
@@ -37,7 +41,9 @@ def tier(request: pytest.FixtureRequest) -> dict[str, Any]:
     return TIERS[request.param]
 
 
-def hostile(url: str, **settings: Any) -> Any:
+def hostile(
+    url: str, **settings: Any
+) -> AbstractAsyncContextManager[tuple[ActorRuntime, ActorStore]]:
     return running(url, app_spec=hostile_app.SPEC, registry=hostile_app.registry, **settings)
 
 
@@ -115,6 +121,16 @@ def listeners() -> Iterator[tuple[int, str]]:
         os.unlink(path)
 
 
+@pytest.fixture
+def postgresql(pg_server: str) -> tuple[int, str]:
+    """The test PostgreSQL's port on the loopback and its unix socket in /run."""
+    port = urlsplit(pg_server).port or 5432
+    path = f"/run/postgresql/.s.PGSQL.{port}"
+    if not Path(path).exists():
+        pytest.skip(f"PostgreSQL has no unix socket at {path} here")
+    return port, path
+
+
 @pytest.mark.parametrize("target", ["listeners", "postgresql"])
 async def test_the_database_is_out_of_reach_in_namespaces(
     tmp_path: Path, tier: dict[str, Any], target: str, request: pytest.FixtureRequest
@@ -122,15 +138,7 @@ async def test_the_database_is_out_of_reach_in_namespaces(
     """The database's port on 127.0.0.1 and its unix socket: refused inside namespaces (the
     loopback is the sandbox's own, /run is empty); reachable without them (what the tier
     changes). Both listen here, so a refusal is the sandbox's doing."""
-    if target == "postgresql":
-        from urllib.parse import urlsplit
-
-        pg = urlsplit(request.getfixturevalue("pg_server"))
-        port, path = pg.port or 5432, f"/run/postgresql/.s.PGSQL.{pg.port or 5432}"
-        if not os.path.exists(path):
-            pytest.skip(f"PostgreSQL has no unix socket at {path} here")
-    else:
-        port, path = request.getfixturevalue("listeners")
+    port, path = request.getfixturevalue(target)
     assert hostile_app._connect(socket.AF_INET, ("127.0.0.1", port)) == "connected"
     assert hostile_app._connect(socket.AF_UNIX, path) == "connected"
     async with hostile(f"sqlite:///{tmp_path}/yoke.db", **tier) as (rt, store):
