@@ -95,13 +95,14 @@ class Namespaces:
             "--unshare-uts",
             "--unshare-cgroup-try",
             "--ro-bind", "/", "/",
+            "--proc", "/proc",
+            "--dev", "/dev",
         ]  # fmt: skip
-        for mask in self.masks:
-            argv += ["--tmpfs", mask]
-        argv += ["--proc", "/proc", "--dev", "/dev"]
         for hidden in HIDDEN:
             argv += ["--tmpfs", hidden]
         made: set[str] = set()
+        for mask in self.masks:
+            argv += [*self._way_to(mask, made), "--tmpfs", mask]
         for path in self.reads:
             argv += [*self._way_to(path, made), "--ro-bind", path, path]
         argv += [*self._way_to(str(writable), made), "--bind", str(writable), str(writable)]
@@ -134,9 +135,11 @@ def find(
     needed: list[str],
     writable: Path,
     uid: int | None,
+    uid_note: str = "",
 ) -> tuple[Namespaces | None, str]:
     """The tier and why (`setting`: `auto`, `on` or `off`; `needed`: every path an executor
-    reads: the interpreter, its home, the import path; `uid`: a tenant uid to probe as root)."""
+    reads: the interpreter, its home, the import path; `uid`: a tenant uid to probe as root,
+    None when that tier is off, as `uid_note` says)."""
     if setting == "off":
         return None, "off (YOKE_EXECUTOR_NAMESPACES=off)"
     bwrap = shutil.which("bwrap") or ""
@@ -145,7 +148,7 @@ def find(
     root = os.geteuid() == 0
     problem = _unusable(bwrap, root=root)
     if problem is None and root and uid is None:
-        problem = "as root it needs a uid per tenant, which is off"
+        problem = f"as root it needs a uid per tenant, which is {uid_note or 'off'}"
     if problem is not None:
         return None, f"off ({problem})"
     masks, reads = mounts(needed, root=root)

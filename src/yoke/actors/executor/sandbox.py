@@ -131,9 +131,10 @@ def check(isolation: Isolation, *, allow_weak: bool) -> str | None:
         return None
     if _root() and not allow_weak:
         raise WeakIsolation(
-            f"refusing to start executors: {weak}. Install bubblewrap, make the interpreter "
-            "and the import path readable by other users, or set "
-            "YOKE_EXECUTOR_ALLOW_WEAK_ISOLATION=1 to accept it"
+            f"refusing to start executors: {weak}. Make the app, the interpreter and the "
+            "import path readable by other users (namespaces mask the directories on the way "
+            "to them), install bubblewrap, or set YOKE_EXECUTOR_ALLOW_WEAK_ISOLATION=1 to "
+            "accept it"
         )
     return f"weak executor isolation ({isolation.describe()}): {weak}"
 
@@ -169,16 +170,20 @@ def detect(
     else:
         candidate = uid_base
         uid_note = f"on (uids {uid_base}..{uid_base + uid_span - 1})"
+    if candidate is not None and (own := _unreachable(paths, ancestors=False)) is not None:
+        uid_note, candidate = f"off ({own} cannot be read by another user)", None
     ns: Namespaces | None = None
     ns_note = "off (YOKE_EXECUTOR_NAMESPACES=off)"
     if namespaces != "off":
-        masked = candidate is not None and _unreachable(paths, ancestors=False) is None
+        # As root, the namespace tier masks the directories in the way, not the paths
+        # themselves: each must be readable by the tenant's uid.
         ns, ns_note = find_namespaces(
             setting=namespaces,
             python=python,
             needed=[*paths, *reads],
             writable=workdir or Path(tempfile.gettempdir()),
-            uid=candidate if masked else None,
+            uid=candidate,
+            uid_note=uid_note,
         )
         if ns is None and namespaces == "on":
             raise WeakIsolation(f"YOKE_EXECUTOR_NAMESPACES=on, but namespaces are {ns_note}")
