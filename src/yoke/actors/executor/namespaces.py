@@ -163,7 +163,10 @@ def mounts(needed: list[str], *, root: bool) -> tuple[tuple[str, ...], tuple[str
     """The directories to mask (as root: those on the way to a needed path that another user
     cannot enter), and the needed paths to mount back (those below a mask or a hidden
     directory), outermost only."""
-    paths = sorted({str(Path(p).resolve()) for p in needed if p and Path(p).exists()})
+    # Each path as given and as resolved: a venv's python is a link out of the venv, whose
+    # pyvenv.cfg must be there too.
+    given = [p for p in needed if p and Path(p).exists()]
+    paths = sorted({os.path.abspath(p) for p in given} | {str(Path(p).resolve()) for p in given})
     masks: set[str] = set()
     if root:
         for path in paths:

@@ -160,6 +160,7 @@ def detect(
     are imported from); `namespaces`: `auto`, `on` or `off` (`on` fails at start without
     them: `WeakIsolation`); `workdir`: where the namespace probe may write; `reads`: more
     paths the namespace tier mounts where they would be hidden (the import path)."""
+    venv = str(Path(os.path.abspath(python)).parent.parent)  # its pyvenv.cfg, if a venv's
     paths = [python, str(Path(python).resolve()), _home(python), *needed]
     uid_base_or_none: int | None = None
     candidate: int | None = None
@@ -180,7 +181,7 @@ def detect(
         ns, ns_note = find_namespaces(
             setting=namespaces,
             python=python,
-            needed=[*paths, *reads],
+            needed=[*paths, venv, *reads],
             writable=workdir or Path(tempfile.gettempdir()),
             uid=candidate,
             uid_note=uid_note,
