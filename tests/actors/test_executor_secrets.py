@@ -62,20 +62,27 @@ async def yoke_worker(
         await backend.close()
 
 
-@pytest.mark.parametrize("given", ["flag", "file", "environment"])
-async def test_no_process_shows_the_database_url_and_no_executor_finds_it(
-    tmp_path: Path, given: str
-) -> None:
-    require_bwrap()
+@pytest.fixture
+def secret_url(tmp_path: Path) -> str:
+    """A store's URL with a secret part, also written to `tmp_path / "url"`."""
     tmp_path.chmod(0o755)  # the store's directory; the URL is the secret here
     url = f"sqlite:///{tmp_path}/secret-{secrets.token_hex(8)}.db"
+    (tmp_path / "url").write_text(url + "\n")
+    return url
+
+
+@pytest.mark.parametrize("given", ["flag", "file", "environment"])
+async def test_no_process_shows_the_database_url_and_no_executor_finds_it(
+    tmp_path: Path, secret_url: str, given: str
+) -> None:
+    require_bwrap()
+    url = secret_url
     needle = url.removeprefix("sqlite:///")
     flags: list[str] = []
     env: dict[str, str] = {}
     if given == "flag":
         flags = ["--database-url", url]
     elif given == "file":
-        (tmp_path / "url").write_text(url + "\n")
         flags = ["--database-url-file", str(tmp_path / "url")]
     else:
         env = {"YOKE_DATABASE_URL": url}
