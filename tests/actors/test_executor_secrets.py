@@ -22,6 +22,12 @@ from tests.actors.executors import descendants, require_bwrap, runtime, state, u
 from yoke.actors.protocol import ActorStore
 
 ROOT = Path(__file__).resolve().parents[2]
+# In namespaces; quick to find the instances the test's appender leaves to no one.
+FAST_WORKER = {
+    "YOKE_EXECUTOR_NAMESPACES": "on",
+    "YOKE_WORKER_HEARTBEAT_SECS": "0.2",
+    "YOKE_NOTIFY_POLL_BACKUP_SECS": "0.2",
+}
 
 
 def cmdline(pid: int) -> bytes:
@@ -41,7 +47,7 @@ async def yoke_worker(
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "yoke", "worker", "--app", hostile_app.SPEC,
         "--executors", "process", *flags,
-        cwd=ROOT, env={**os.environ, "YOKE_EXECUTOR_NAMESPACES": "on", **(env or {})},
+        cwd=ROOT, env={**os.environ, **FAST_WORKER, **(env or {})},
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     backend = open_actor_store(url)
