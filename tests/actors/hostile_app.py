@@ -12,7 +12,7 @@ import socket
 from typing import Any
 
 import yoke
-from yoke.actors import ActorCtx, Backoff, Event
+from yoke.actors import ActorCtx, Backoff, Event, Queue
 from yoke.actors.definitions import MAX_DATA_BYTES
 
 app = yoke.App()
@@ -111,6 +111,45 @@ async def kill(ctx: ActorCtx, event: Event) -> None:
             tried[what] = type(exc).__name__
     await asyncio.sleep(0.5)  # had it killed the executor, it would be dead by now
     await _record(ctx, tried=tried, ppid=os.getppid())
+
+
+WORKER_MARK = b"tests.actors.poison_worker"
+
+
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _the_worker() -> int | None:
+    """This process, or its nearest ancestor, that is a `poison_worker` (as far as /proc
+    shows: in a pid namespace, none)."""
+    pid = os.getpid()
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if WORKER_MARK in f.read():
+                    return pid
+            pid = _parent_of(pid)
+        except OSError:
+            return None
+    return None
+
+
+@app.actor(subscribe=["poison"], key="k", queue=Queue(concurrency=8, group_by="g"))
+async def poison(ctx: ActorCtx, event: Event) -> None:
+    """`kill`: SIGKILLs the worker running it (itself inline; found among its ancestors from an
+    executor), as often as it runs. Otherwise an innocent call that takes `sleep` seconds."""
+    await asyncio.sleep(float(event.data.get("sleep", 0)))
+    if event.data.get("kill"):
+        target = _the_worker()
+        if target is not None:
+            os.kill(target, signal.SIGKILL)
+            await asyncio.sleep(5)  # its death, or its executor's, ends this first
+        await _record(ctx, **{f"survived:{event.data['n']}": target})
+        return
+    n = event.data["n"]
+    await ctx.state.update(lambda s: {**s, "done": [*s.get("done", []), n]})
 
 
 @app.actor(subscribe=["forge"], key="k", backoff=ONCE)
