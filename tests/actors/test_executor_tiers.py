@@ -46,6 +46,7 @@ def worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 
 
 WEAK = {"YOKE_EXECUTOR_NAMESPACES": "off", "YOKE_EXECUTOR_UIDS": "0"}
+WEAK_SETTINGS = {"namespaces": "off", "allow_weak_isolation": 1}
 
 
 def test_as_root_a_worker_without_a_uid_or_namespaces_refuses_to_start(tmp_path: Path) -> None:
@@ -165,3 +166,98 @@ def test_as_another_user_without_namespaces_a_warning_says_so(
     assert isinstance(warnings, list) and len(warnings) == 1
     assert warnings[0].startswith("weak executor isolation (process+rlimit-as=1024MB)")
     assert "share the worker's uid" in warnings[0]
+
+
+def cgroup2_mount() -> Path | None:
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if fields[2] == "cgroup2":
+                return Path(fields[1])
+    return None
+
+
+def leaves(group: Path) -> list[Path]:
+    return list(group.glob("executor-*"))
+
+
+def members(leaf: Path) -> set[int]:
+    return {int(p) for p in (leaf / "cgroup.procs").read_text().split()}
+
+
+@pytest.fixture
+def delegated_cgroup() -> Iterator[Path]:
+    """A cgroup v2 directory this worker may use (made below the cgroup2 mount, as root);
+    skips, naming why, where there is none."""
+    mount = cgroup2_mount()
+    if mount is None:
+        pytest.skip("no cgroup v2 hierarchy is mounted here")
+    group = mount / f"yoke-test-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        group.mkdir()
+    except OSError as exc:
+        pytest.skip(f"no cgroup can be delegated here: mkdir {group}: {exc.strerror}")
+    try:
+        yield group
+    finally:
+        for leaf in group.glob("executor-*"):
+            leaf.rmdir()
+        group.rmdir()
+
+
+@pytest.mark.parametrize("tier", ["namespaces", "no-namespaces"])
+async def test_each_executor_runs_in_a_cgroup_of_its_own_killed_as_a_whole(
+    tmp_path: Path, delegated_cgroup: Path, tier: str
+) -> None:
+    """Every process of an executor (the tree's top, the executor, what it starts) is in its
+    own cgroup from before its first instruction; the cgroup is killed and removed when the
+    executor ends."""
+    from tests.actors.executors import running, state, until
+
+    if tier == "namespaces":
+        require_bwrap()
+    settings = {"namespaces": "on"} if tier == "namespaces" else WEAK_SETTINGS
+    marker = str(time.monotonic_ns())
+    async with running(
+        f"sqlite:///{tmp_path}/yoke.db",
+        app_spec=hostile_app.SPEC,
+        registry=hostile_app.registry,
+        cgroup=str(delegated_cgroup),
+        warm_spares=0,
+        **settings,
+    ) as (rt, store):
+        pool = rt.pool
+        assert pool is not None and "cgroup" in pool.isolation.split("+")
+        await rt.append("spawn", {"k": "a", "marker": marker}, tenant="acme")
+
+        async def spawned() -> bool:
+            return "spawned" in await state(store, "acme", "spawn", "a")
+
+        await until(spawned)
+        (leaf,) = leaves(delegated_cgroup)
+        procs = members(leaf)
+        ex = pool.executor("acme")
+        assert ex is not None and ex.pid in procs
+        assert len(procs) >= 5  # the top, the executor, and its three children (and more)
+        await rt.append("spawn", {"k": "a", "then": "exit"}, tenant="acme")
+        await until(lambda: ex.state.value == "FAILED")
+        await until(lambda: not leaf.exists(), seconds=5)  # emptied and removed
+
+
+def test_the_cgroup_limits_apply_where_its_controllers_are(delegated_cgroup: Path) -> None:
+    from yoke.actors.executor import sandbox
+
+    have = (delegated_cgroup.parent / "cgroup.controllers").read_text().split()
+    if not {"memory", "pids"} <= set(have):
+        pytest.skip(
+            f"the memory and pids controllers are not available in {delegated_cgroup.parent} "
+            f"(it has {have}: on this host they are bound to cgroup v1)"
+        )
+    iso = sandbox.detect(
+        memory_mb=256, python=sys.executable, needed=[], uids=False, uid_base=1,
+        uid_span=1, cgroup=str(delegated_cgroup),
+    )  # fmt: skip
+    assert iso.cgroup == delegated_cgroup and iso.cgroup_limits
+    leaf = sandbox.make_leaf(delegated_cgroup, "limits", memory_mb=256, limits=True)
+    assert (leaf / "memory.max").read_text().strip() == str(256 * 1024 * 1024)
+    assert (leaf / "pids.max").read_text().strip() == str(sandbox.NPROC)

@@ -245,7 +245,7 @@ class ExecutorProcess:
         except OSError as exc:
             ours.close()
             if leaf is not None:
-                sandbox.remove_leaf(leaf)
+                sandbox.remove_leaf(leaf)  # nothing ever ran in it
             raise BootFailed(f"boot_error: cannot start {argv[0]}: {exc}") from None
         finally:
             theirs.close()
@@ -410,7 +410,7 @@ class ExecutorProcess:
             oom=self._child is not None and self._child.oom_killed(),
         )
         if self._child is not None and code is not None:
-            self._child.forget()
+            await self._child.forget()
         self.self_inflicted = self.crashed and not self._stopping and not killed
         self.stop_reason = reason
         self.state = ExecutorState.FAILED if self.crashed else ExecutorState.STOPPED

@@ -302,10 +302,15 @@ def kill_leaf(leaf: Path) -> None:
                 os.kill(pid, 9)
 
 
-def remove_leaf(leaf: Path) -> None:
-    """Remove an executor's cgroup once it is empty (an error is left for the next sweep)."""
-    with contextlib.suppress(OSError):
+def remove_leaf(leaf: Path) -> bool:
+    """Remove an executor's cgroup; False while a process is still in it."""
+    try:
         leaf.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def oom_killed(leaf: Path) -> bool:

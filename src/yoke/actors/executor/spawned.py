@@ -34,6 +34,7 @@ log = logging.getLogger("yoke.executor")
 
 _OUTPUT_LINE = 2000  # characters of one output line kept in the log
 _OUTPUT_LINES_PER_SEC = 50
+_LEAF_TRIES = 40
 
 
 class Spawned:
@@ -84,11 +85,18 @@ class Spawned:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
 
-    def forget(self) -> None:
-        """After its exit: remove its cgroup."""
-        if self.cgroup is not None:
-            sandbox.kill_leaf(self.cgroup)
-            sandbox.remove_leaf(self.cgroup)
+    async def forget(self) -> None:
+        """After its exit: remove its cgroup, once the kernel has emptied it (a process is in
+        it until it is reaped; a few tries, then it is left behind, reported)."""
+        leaf = self.cgroup
+        if leaf is None:
+            return
+        for _ in range(_LEAF_TRIES):
+            sandbox.kill_leaf(leaf)
+            if sandbox.remove_leaf(leaf):
+                return
+            await asyncio.sleep(0.05)
+        log.warning("could not remove the cgroup %s of executor pid %d", leaf, self.pid)
 
     async def exit_code(self) -> int:
         """Its exit status once it exited; -1 at once if its exit is not watched."""
