@@ -105,16 +105,18 @@ class Namespaces:
             argv += [*self._way_to(mask, made), "--tmpfs", mask]
         for path in self.reads:
             argv += [*self._way_to(path, made), "--ro-bind", path, path]
-        argv += [*self._way_to(str(writable), made), "--bind", str(writable), str(writable)]
+        # Its parents can be walked through, not listed, as on the host (`spawned.prepared`).
+        way = self._way_to(str(writable), made, mode="0711")
+        argv += [*way, "--bind", str(writable), str(writable)]
         argv += ["--chdir", "/"]
         argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         if self.privileged:  # to take the tenant's uid; gone with that change
             argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         return [*argv, "--", python, "-I", "-m", "yoke.executor"]
 
-    def _way_to(self, path: str, made: set[str]) -> list[str]:
-        """The directories between the tmpfs that covers `path` and `path`, made 0755 (bwrap
-        would make them 0700: a tenant uid could not walk through to the mount)."""
+    def _way_to(self, path: str, made: set[str], *, mode: str = "0755") -> list[str]:
+        """The directories between the tmpfs that covers `path` and `path`, made with `mode`
+        (bwrap would make them 0700: a tenant uid could not walk through to the mount)."""
         covers = [c for c in (*self.masks, *HIDDEN) if _within(path, c) and c != path]
         if not covers:
             return []
@@ -124,7 +126,7 @@ class Namespaces:
             if part == top or not _within(str(part), str(top)) or str(part) in made:
                 continue
             made.add(str(part))
-            out += ["--perms", "0755", "--dir", str(part)]
+            out += ["--perms", mode, "--dir", str(part)]
         return out
 
 
