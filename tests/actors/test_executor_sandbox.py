@@ -246,3 +246,29 @@ async def test_a_value_no_store_can_hold_fails_its_call_not_its_instance(
     assert all((d.error or "").startswith("BadValue") for d in view.dead_letters)
     assert errors == len(UNSTORABLE)  # each failed call counted
     assert MAX_DATA_BYTES == 4 * 1024 * 1024  # the bound README documents
+
+
+async def test_nothing_an_executor_started_outlives_its_worker_killed(
+    tmp_path: Path, tier: dict[str, Any]
+) -> None:
+    """The worker itself SIGKILLed: its executors' trees end with it (the reaper's parent-death
+    signal is SIGTERM, which it answers by killing its tree; bubblewrap dies with its parent,
+    and its pid namespace with it)."""
+    from tests.actors.test_poison_workers import appender, start
+
+    marker = str(secrets.randbelow(10**9))
+    url = f"sqlite:///{tmp_path}/yoke.db"
+    proc = await start(url, "process", tier["namespaces"])
+    try:
+        async with appender(url) as (rt, _store):
+            await rt.append("spawn", {"k": "a", "marker": marker}, tenant="acme")
+            await until(lambda: len(marked(marker)) == 3)
+            proc.kill()
+            await proc.wait()
+            await until(lambda: not marked(marker), seconds=5)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        for pid in marked(marker):
+            os.kill(pid, 9)

@@ -25,6 +25,11 @@ Two ways to run it, chosen by who the worker is:
   `/proc/sys/user/max_user_namespaces`, Debian's `unprivileged_userns_clone`) and forbids any
   further one in it (`--disable-userns`).
 
+The worker ends a sandbox by SIGKILLing bubblewrap itself (`spawned.Spawned.kill_tree`): with
+`--die-with-parent` its child, the namespace's first process, gets SIGKILL when it dies, even
+if a tenant of the same uid has stopped it under ptrace, and the kernel then kills every
+process of the namespace; so the worker needs no pid from inside (`--info-fd`).
+
 The check at start runs the exact command line once with a small probe (pid 2 in its own
 namespace, loopback only, no new privileges, the host's sockets hidden, the tenant uid taken
 and yoke importable under it); if any step fails, the tier is off and the reason reported.

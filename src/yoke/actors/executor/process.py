@@ -8,11 +8,12 @@ failed, crashed, broke the protocol, or ran a call past its deadline). A life ne
 back: a restart is a new `ExecutorProcess`.
 
 Start: `python -I -m yoke.executor` by exec (`spawned.py`: no fork of the worker's state is
-kept), with one end of a socketpair, a scrubbed environment and the tenant's directory as
-working directory; the handshake and the phases of its boot are `boot.py`'s. A spare is
-started the same way but as the worker's user, in a directory of the worker's, and takes its
-tenant's directory and uid when bound (`child.bind`), before the app is imported; its boot as
-the tenant saw it is the bind alone (`queue`, `app`, `handshake`), its own boot is `spare_ms`.
+kept), in bubblewrap in the namespace tier, with one end of a socketpair, a scrubbed
+environment and the tenant's directory as working directory; the handshake and the phases of
+its boot are `boot.py`'s. Every executor starts as the worker's user and takes its tenant's
+directory and uid when told its tenant (`child.bind`), before the app is imported. A spare is
+started before its tenant is known, in a directory of the worker's; its boot as the tenant saw
+it is the bind alone (`queue`, `app`, `handshake`), its own boot is `spare_ms`.
 
 Calls: `send` sends a call (batched with the others of the same loop turn) and calls its
 `done` callback when it ended, from the reader, in the same turn for every result of a frame:
@@ -22,7 +23,7 @@ for a call that is in flight. Death: EOF, an exit, a protocol error or a call pa
 `dispatch_timeout` kills the process group and fails every call in flight with
 `ExecutorLost`; a call is charged (`charge=True`) when it ran past its deadline, or when it was
 the only call in flight when the executor died on its own. A stop asked by the worker charges
-nothing. This module must never touch the store but through the cells and host it is given.
+nothing. Every way it ends kills the whole tree it started (`_end_tree`), `setsid` or not. This module must never touch the store but through the cells and host it is given.
 
 Parts, held by reference: `boot.py`, `spawned.py` (`Spawned`: the OS process, its exit, its
 output) and `inflight.py` (`InFlight`: the calls in flight, their deadline, the state versions
