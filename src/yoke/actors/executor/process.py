@@ -23,7 +23,8 @@ for a call that is in flight. Death: EOF, an exit, a protocol error or a call pa
 `dispatch_timeout` kills the process group and fails every call in flight with
 `ExecutorLost`; a call is charged (`charge=True`) when it ran past its deadline, or when it was
 the only call in flight when the executor died on its own. A stop asked by the worker charges
-nothing. Every way it ends kills the whole tree it started (`_end_tree`), `setsid` or not. This module must never touch the store but through the cells and host it is given.
+nothing. Every way it ends kills the whole tree it started (`_end_tree`), `setsid` or not.
+This module must never touch the store but through the cells and host it is given.
 
 Parts, held by reference: `boot.py`, `spawned.py` (`Spawned`: the OS process, its exit, its
 output) and `inflight.py` (`InFlight`: the calls in flight, their deadline, the state versions
