@@ -162,8 +162,7 @@ def detect(
     paths the namespace tier mounts where they would be hidden (the import path)."""
     venv = str(Path(os.path.abspath(python)).parent.parent)  # its pyvenv.cfg, if a venv's
     paths = [python, str(Path(python).resolve()), _home(python), *needed]
-    uid_base_or_none: int | None = None
-    candidate: int | None = None
+    candidate: int | None = None  # the uid tier, unless a path rules it out
     if not uids:
         uid_note = "off (YOKE_EXECUTOR_UIDS=0)"
     elif not _root():
@@ -193,11 +192,10 @@ def detect(
         if blocked is not None:
             uid_note = f"off ({blocked} cannot be read by another user)"
             candidate = None
-    uid_base_or_none = candidate
     group, cgroup_note, limits = _cgroup(cgroup)
     return Isolation(
         memory_mb=memory_mb,
-        uid_base=uid_base_or_none,
+        uid_base=candidate,
         uid_span=uid_span,
         uid_note=uid_note,
         cgroup=group,
