@@ -181,7 +181,13 @@ def mounts(needed: list[str], *, root: bool) -> tuple[tuple[str, ...], tuple[str
             if blocked is not None:
                 masks.add(str(blocked))
     covered = [*masks, *HIDDEN]
-    reads = [p for p in paths if any(_within(p, c) for c in covered)]
+    # A hidden directory itself is never mounted back (a worker run from /tmp has it on its
+    # import path): its host sockets would be reachable again.
+    reads = [
+        p
+        for p in paths
+        if any(_within(p, c) for c in covered) and not any(_within(h, p) for h in HIDDEN)
+    ]
     outer = [p for p in reads if not any(p != q and _within(p, q) for q in reads)]
     return tuple(sorted(m for m in masks if not any(m != n and _within(m, n) for n in masks))), (
         tuple(outer)
