@@ -3,10 +3,12 @@
 1. Boots: one tenant at a time is woken by an append on a running worker (PostgreSQL); its
    executor boots (the executor's own `boot_ms`), and its first `process()` starts. Per boot:
    boot_ms, each phase of `yoke_executor_boot_phase_seconds`, and the wake latency (the append
-   returned -> `process()` started, on the host's clock). Two kinds, in alternate rounds of the
-   same run: cold (`warm_spares=0`: spawn -> READY) and bound (`warm_spares=1`: a warm spare is
-   bound to the tenant, bind -> READY; each wake waits until the spare booted after the last
-   bind is warm, so it measures wakes spaced further apart than a spare's boot).
+   returned -> `process()` started, on the host's clock). Three kinds, in alternate rounds of
+   the same run: cold without namespaces (`warm_spares=0`: spawn -> READY, weak isolation
+   accepted), cold with them (the namespace tier, bubblewrap: the cost of the tier is the
+   ratio of the two), and bound with them (`warm_spares=1`: a warm spare is bound to the
+   tenant, bind -> READY; each wake waits until the spare booted after the last bind is warm,
+   so it measures wakes spaced further apart than a spare's boot).
 2. Drain: N no-op events over 100 instances of one tenant, appended beforehand; then a fresh
    worker process drains them, `inline` and `process` in the same round, each on a fresh
    PostgreSQL database. Drain = the worker's first claim can happen (its start; for
@@ -81,11 +83,19 @@ async def until(check: Any, seconds: float = 120.0) -> None:
 
 
 # -- 1. cold boots --------------------------------------------------------------------------------
-async def boot_run(url: str, boots: int, spares: int = 0) -> list[dict[str, float]]:
+async def boot_run(
+    url: str, boots: int, spares: int = 0, namespaces: str = "on"
+) -> list[dict[str, float]]:
     backend = open_store(url)
     await backend.open()
     store = backend.actors
-    rt = runtime("boot-worker", "process", warm_spares=spares)
+    rt = runtime(
+        "boot-worker",
+        "process",
+        warm_spares=spares,
+        namespaces=namespaces,
+        allow_weak_isolation=1,  # as root without namespaces: the baseline of their cost
+    )
     out: list[dict[str, float]] = []
     try:
         async with rt.running(store):
@@ -348,7 +358,8 @@ async def main(
     tenants = 50 if quick else 200
     figures: dict[str, Any] = {"rounds": rounds, "boots": boots, "n": n, "tenants": tenants}
     load_before = os.getloadavg()[0]
-    boot_rounds: list[list[dict[str, float]]] = []
+    boot_rounds: list[list[dict[str, float]]] = []  # cold, without namespaces
+    ns_rounds: list[list[dict[str, float]]] = []  # cold, in namespaces
     bound_rounds: list[list[dict[str, float]]] = []
     drains: dict[str, list[float]] = {"inline": [], "process": []}
     cpus: dict[str, list[dict[str, float]]] = {"inline": [], "process": []}
@@ -356,8 +367,9 @@ async def main(
     cold_storms: list[dict[str, float]] = []
     floors: list[dict[str, list[float]]] = []
     async with fresh_databases("postgres", PG) as new_url:
-        for _ in range(0 if drain_only else rounds):  # cold and bound alternately: same load
-            boot_rounds.append(await boot_run(await new_url(), boots))
+        for _ in range(0 if drain_only else rounds):  # the kinds alternately: the same load
+            boot_rounds.append(await boot_run(await new_url(), boots, namespaces="off"))
+            ns_rounds.append(await boot_run(await new_url(), boots, namespaces="on"))
             bound_rounds.append(await boot_run(await new_url(), boots, spares=1))
             floors.append(floor_run(10))
         for _ in range(0 if boots_only else drain_rounds):  # interleaved: the same load
@@ -370,6 +382,7 @@ async def main(
             cold_storms.append(await storm_run(await new_url(), tenants, spares=0))
     load_after = os.getloadavg()[0]
     figures |= {"boots_raw": boot_rounds, "bound_boots_raw": bound_rounds}
+    figures |= {"namespace_boots_raw": ns_rounds}
     figures |= {"drain_per_s": drains, "storms": storms, "storms_without_spares": cold_storms}
     figures |= {"drain_cpu_us_per_event": cpus, "loadavg_1m": [load_before, load_after]}
     figures |= {"floor_ms": floors}
@@ -385,22 +398,45 @@ async def main(
     def bound(key: str, q: float) -> list[float]:
         return per_round(key, q, bound_rounds)
 
-    def ratio(key: str, q: float) -> str:
-        got = [b / c for b, c in zip(bound(key, q), per_round(key, q), strict=True)]
+    def ratio(key: str, q: float, of: Rounds = bound_rounds, to: Rounds = boot_rounds) -> str:
+        got = [b / c for b, c in zip(per_round(key, q, of), per_round(key, q, to), strict=True)]
         return fig(got).fmt(digits=2)
 
     print("## Executor processes: boots, wake latency, drain, boot storms\n")
     print(
-        f"PostgreSQL; `python -I -m yoke.executor` per tenant (isolation `process+rlimit-as`, "
-        f"the uid tier off here: the interpreter lives under /root); {rounds} rounds, median "
+        f"PostgreSQL; `python -I -m yoke.executor` per tenant, as root: without namespaces "
+        f"(`process+rlimit-as`, weak isolation accepted: the uid tier is off without them here, "
+        f"the interpreter lives under /root) or in them (bubblewrap, "
+        f"`process+rlimit-as+uid+namespaces`); {rounds} rounds, median "
         f"(min-max) of the rounds' figures; {machine()}. The machine is shared: its 1-minute "
         f"load average was {load_before:.1f} before the run and {load_after:.1f} after it.\n"
     )
     print(
-        f"Boots, {boots} tenants woken one after another per round; cold rounds (no warm spare: "
-        "spawn -> READY) and bound rounds (`YOKE_EXECUTOR_WARM_SPARES=1`, the default: a warm "
-        "spare bound to the tenant, bind -> READY; each wake once the spare booted after the "
-        "last bind is warm) alternate; the ratio is bound / cold, per pair of rounds:\n"
+        "The namespace tier's cost, cold boots without and with it in alternate rounds (the "
+        "ratio per pair of rounds):\n"
+    )
+    print("| figure | without p50 | with p50 | without p99 | with p99 | with / without p50 "
+          "| target |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for key, name in (("boot_ms", "boot to READY"), ("wake_ms", "wake: append -> `process()`")):
+        print(
+            f"| {name} | {fig(per_round(key, 0.5)).fmt(' ms', 1)} "
+            f"| {fig(per_round(key, 0.5, ns_rounds)).fmt(' ms', 1)} "
+            f"| {fig(per_round(key, 0.99)).fmt(' ms', 1)} "
+            f"| {fig(per_round(key, 0.99, ns_rounds)).fmt(' ms', 1)} "
+            f"| {ratio(key, 0.5, ns_rounds)} | {'<= 1.3' if key == 'boot_ms' else ''} |"
+        )
+    print(
+        "\nPhases with namespaces (ms; without, in the table below): "
+        + ", ".join(f"{p} {fig(per_round(p, 0.5, ns_rounds)).fmt('', 1)}" for p in PHASES)
+        + ".\n"
+    )
+    print(
+        f"Boots, {boots} tenants woken one after another per round; cold rounds (no warm spare, "
+        "no namespaces: spawn -> READY) and bound rounds (`YOKE_EXECUTOR_WARM_SPARES=1`, the "
+        "default, in namespaces: a warm spare bound to the tenant, bind -> READY; each wake once "
+        "the spare booted after the last bind is warm) alternate; the ratio is bound / cold, "
+        "per pair of rounds:\n"
     )
     print("| figure | cold p50 | cold p99 | bound p50 | bound p99 | bound / cold p50 | target |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

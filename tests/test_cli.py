@@ -448,6 +448,7 @@ def test_worker_command_runs_executors_and_serves_its_metrics(tmp_path: Path) ->
     import urllib.request
 
     (tmp_path / "execapp.py").write_text(EXECUTOR_APP)
+    tmp_path.chmod(0o755)  # the app, readable by the tenants' uids (else, as root: refused)
     db = tmp_path / "w.db"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

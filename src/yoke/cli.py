@@ -5,14 +5,21 @@
 `--token`/`YOKE_TOKEN`) and print tables, or JSON with `--json`; an error answer is printed to
 stderr and exits 1.
 `yoke db upgrade` applies the store's migrations. This module must never hold API logic.
+
+No secret stays on a command line, where every user of the host reads it (`/proc/<pid>/
+cmdline`): the database URL comes from `YOKE_DATABASE_URL` or `--database-url-file`, and when
+`--database-url` or `--token` was given anyway, the process title is rewritten at once with
+their values masked (`setproctitle`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -59,8 +66,56 @@ EXECUTORS = typer.Option(
     "default YOKE_EXECUTORS, else inline.",
 )
 
+DATABASE_URL = typer.Option(
+    None, "--database-url", help="Overrides YOKE_DATABASE_URL (visible to ps: prefer the file)."
+)
+DATABASE_URL_FILE = typer.Option(
+    None,
+    "--database-url-file",
+    help="Read the database URL from this file (kept off the command line).",
+    dir_okay=False,
+)
+SECRET_FLAGS = ("--database-url", "--token")
+
 out = Console()
 err = Console(stderr=True)
+
+
+def database_url_of(url: str | None, path: Path | None) -> str | None:
+    """The URL given by flag or by file (its first line); None: the settings' own."""
+    if path is None:
+        return url
+    from yoke.errors import BadValue
+
+    if url:
+        raise BadValue("give --database-url or --database-url-file, not both")
+    try:
+        text = path.read_text().strip()
+    except OSError as exc:
+        raise BadValue(f"cannot read --database-url-file {path}: {exc.strerror}") from None
+    if not text:
+        raise BadValue(f"--database-url-file {path} is empty")
+    return text.splitlines()[0].strip()
+
+
+def masked_title(argv: list[str]) -> str | None:
+    """`argv` as a process title with the values of `SECRET_FLAGS` masked; None if it holds
+    none."""
+    shown: list[str] = []
+    hidden = False
+    value_next = False
+    for arg in argv:
+        name, eq, _ = arg.partition("=")
+        if value_next:
+            shown.append("***")
+            hidden, value_next = True, False
+        elif name in SECRET_FLAGS and eq:
+            shown.append(f"{name}=***")
+            hidden = True
+        else:
+            shown.append(arg)
+            value_next = arg in SECRET_FLAGS
+    return " ".join(shown) if hidden else None
 
 
 @app.command()
@@ -98,7 +153,8 @@ def serve(
         "127.0.0.1", help="Address to listen on (loopback without YOKE_TOKENS_FILE)."
     ),
     port: int = typer.Option(8000, min=0, max=65535),
-    database_url: str = typer.Option(None, "--database-url", help="Overrides YOKE_DATABASE_URL."),
+    database_url: str = DATABASE_URL,
+    database_url_file: Path = DATABASE_URL_FILE,
     log_level: str = LOG_LEVEL,
     log_format: str = LOG_FORMAT,
     executors: str = EXECUTORS,
@@ -129,7 +185,7 @@ def serve(
             app_spec,
             host=host,
             port=port,
-            database_url=database_url,
+            database_url=database_url_of(database_url, database_url_file),
             log_level=log_level,
             log_format=log_format,
             executors=executors,
@@ -145,7 +201,8 @@ def serve(
 @app.command()
 def worker(
     app_spec: str = typer.Option(..., "--app", help="The app to run, as module:attribute."),
-    database_url: str = typer.Option(None, "--database-url", help="Overrides YOKE_DATABASE_URL."),
+    database_url: str = DATABASE_URL,
+    database_url_file: Path = DATABASE_URL_FILE,
     log_level: str = LOG_LEVEL,
     log_format: str = LOG_FORMAT,
     executors: str = EXECUTORS,
@@ -167,12 +224,14 @@ def worker(
     log = logging.getLogger("yoke.worker")
     try:
         target = load_app(app_spec)
-        changes = {"database_url": database_url, "log_level": log_level, "log_format": log_format}
+        url = database_url_of(database_url, database_url_file)
+        changes = {"database_url": url, "log_level": log_level, "log_format": log_format}
         target.settings = target.settings.with_(**{k: v for k, v in changes.items() if v})
         configure_logging(target.settings.log_level, target.settings.log_format)
         runtime = target.actors
         if executors:
             runtime.use_executors(executors)
+        runtime.check_executors()  # as root without a uid or namespaces: refuse, exit 2
         log.info(
             "worker %s starting: store %s, actors %s, concurrency %d, executors %s",
             runtime.worker_id,
@@ -601,9 +660,13 @@ def env_reference_text() -> str:
         EnvVar(name=name, default="-", help=help)
         for name, help in (
             ("YOKE_EXECUTOR_FD", "the executor's end of its socketpair to the worker"),
-            ("YOKE_EXECUTOR_PARENT", "the worker's pid (the executor exits if it is gone)"),
+            (
+                "YOKE_EXECUTOR_PARENT",
+                "the pid of its parent, the worker (0 in namespaces): it exits if that is gone",
+            ),
             ("YOKE_EXECUTOR_LIMITS", "the limits the executor applies to itself (JSON)"),
             ("YOKE_EXECUTOR_PRELOAD", "yoke's modules the app uses, imported before it is bound"),
+            ("YOKE_EXECUTOR_REAPER", "1: the bootstrap stays as the reaper of the executor's tree"),
         )
     ]
     return env_reference(
@@ -628,14 +691,15 @@ def settings_command() -> None:
 
 @db_app.command("upgrade")
 def db_upgrade(
-    database_url: str = typer.Option(None, "--database-url", help="Overrides YOKE_DATABASE_URL."),
+    database_url: str = DATABASE_URL,
+    database_url_file: Path = DATABASE_URL_FILE,
 ) -> None:
     """Apply pending schema migrations."""
     from yoke.app import upgrade
     from yoke.errors import YokeError
 
     try:
-        version = asyncio.run(upgrade(database_url))
+        version = asyncio.run(upgrade(database_url_of(database_url, database_url_file)))
     except YokeError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
@@ -643,4 +707,9 @@ def db_upgrade(
 
 
 def main() -> None:
+    title = masked_title(list(sys.orig_argv))
+    if title is not None:
+        import setproctitle
+
+        setproctitle.setproctitle(title)
     app()

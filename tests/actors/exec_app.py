@@ -47,6 +47,7 @@ async def probe(ctx: ActorCtx, event: Event) -> None:
         peek = "denied"
     seen = {
         "pid": os.getpid(),
+        "pidns": os.readlink("/proc/self/ns/pid"),
         "uid": os.getuid(),
         "cwd": os.getcwd(),
         "peek": peek,

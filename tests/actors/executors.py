@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
+
+import pytest
 
 from tests.actors import exec_app
 from tests.actors.conftest import FAST, open_actor_store
@@ -90,3 +93,55 @@ def alive(pid: int) -> bool:
         return False
     except OSError:
         return os.path.exists(f"/proc/{pid}")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (what an executor started, through its reaper or its
+    namespace), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def identity(pid: int) -> tuple[str, int]:
+    """(pid namespace, pid in it) of a host process: what it sees of itself from inside."""
+    ns = os.readlink(f"/proc/{pid}/ns/pid")
+    with open(f"/proc/{pid}/status") as f:
+        nspid = next(line for line in f if line.startswith("NSpid:")).split()[-1]
+    return ns, int(nspid)
+
+
+def runs_below(top: int, seen: dict[str, Any]) -> bool:
+    """Whether the process that reported `seen` (its `pidns` and `pid`) runs below `top`."""
+    want = (seen["pidns"], seen["pid"])
+    for pid in descendants(top):
+        try:
+            if identity(pid) == want:
+                return True
+        except (OSError, StopIteration):
+            continue
+    return False
+
+
+def require_bwrap() -> None:
+    """Skip without bubblewrap, unless `YOKE_REQUIRE_BWRAP=1` (CI) makes that a failure."""
+    if shutil.which("bwrap") is None:
+        message = "bubblewrap (bwrap) is not installed: the namespace tier cannot be tested"
+        if os.environ.get("YOKE_REQUIRE_BWRAP") == "1":
+            pytest.fail(message)
+        pytest.skip(message)

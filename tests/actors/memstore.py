@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from yoke.errors import IdempotencyConflict
 from yoke.store import NewControl
 from yoke.store.actor_records import (
+    CRASH_ATTEMPTS,
     ActorCounts,
     ClaimedEvent,
     Completion,
@@ -40,6 +41,7 @@ from yoke.store.actor_records import (
     WorkerRow,
     owner_of,
 )
+from yoke.store.fleetverbs import DIED
 from yoke.store.leaseverbs import Lease
 from yoke.store.tenantverbs import TenantRow, TenantValues, Tokens
 
@@ -62,6 +64,8 @@ class _Row:
     dead_at: float | None = None
     crash_attempts: int = 0
     claim_id: int | None = None  # the claim that took it (`unclaim_lost`)
+    suspect: bool = False  # claimed by a worker that died
+    solo: bool = False  # running alone on its worker
 
 
 @dataclass
@@ -288,6 +292,15 @@ class MemoryActorStore:
         r.attempts += 1
         r.available_at = available_at
         r.error = error
+        r.suspect = r.solo = False
+        return True
+
+    async def mark_solo(self, worker_id: str, done: Completion) -> bool:
+        await asyncio.sleep(0)
+        r = self._fenced_row(worker_id, done)
+        if r is None:
+            return False
+        r.solo = True
         return True
 
     async def dead_letter(
@@ -299,6 +312,7 @@ class MemoryActorStore:
             return False
         r.attempts += 1
         r.status, r.error, r.dead_at = QueueStatus.DEAD, error, now
+        r.solo = False
         return True
 
     async def release_claims(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
@@ -308,7 +322,7 @@ class MemoryActorStore:
         for c in done:
             r = self._fenced_row(worker_id, c)
             if r is not None:
-                r.status, r.claimed_by = QueueStatus.PENDING, None
+                r.status, r.claimed_by, r.solo = QueueStatus.PENDING, None, False
                 out.append(c.queue_id)
         return sorted(out)
 
@@ -320,7 +334,7 @@ class MemoryActorStore:
         if r is None:
             return CrashCharge.FENCED
         r.crash_attempts += 1
-        r.error, r.claimed_by = error, None
+        r.error, r.claimed_by, r.solo = error, None, False
         if r.crash_attempts >= dead_after:
             r.status, r.dead_at = QueueStatus.DEAD, now
             return CrashCharge.DEAD
@@ -584,7 +598,7 @@ class MemoryActorStore:
         # A (re)start is a new incarnation: what an earlier one claimed is pending again.
         for inst in self.instances.values():
             if inst.worker_id == worker_id:
-                self._release(inst, worker_id)
+                self._release(inst, worker_id, died=now)
         self.workers[worker_id] = WorkerRow(
             worker_id=worker_id,
             hostname=hostname,
@@ -608,12 +622,21 @@ class MemoryActorStore:
         )
         return True
 
-    def _release(self, inst: _Instance, owner: str | None) -> int:
+    def _release(self, inst: _Instance, owner: str | None, *, died: float | None = None) -> int:
+        """`unclaim`, or `unclaim_dead` when its worker `died` (then, at that time)."""
         inst.worker_id, inst.epoch, inst.moving_to = owner, inst.epoch + 1, None
         n = 0
         for r in self.rows.values():
             if r.ref == inst.ref and r.status is QueueStatus.CLAIMED:
                 r.status, r.claimed_by = QueueStatus.PENDING, None
+                if died is not None:
+                    r.suspect = True
+                    if r.solo:
+                        r.crash_attempts += 1
+                        r.error = DIED
+                        if r.crash_attempts >= CRASH_ATTEMPTS:
+                            r.status, r.dead_at = QueueStatus.DEAD, died
+                r.solo = False
                 n += 1
         return n
 
@@ -654,7 +677,7 @@ class MemoryActorStore:
             who = worker_id if to is None else owner_of(to, r.tenant, r.actor, r.instance_id)
             if who is None or who == inst.worker_id or who in gone:  # never to a gone worker
                 who = worker_id
-            requeued += self._release(inst, who)
+            requeued += self._release(inst, who, died=now)
             n += 1
         return Takeover(instances=n, requeued=requeued)
 
@@ -914,4 +937,5 @@ def _claim(r: _Row, worker_id: str, epoch: int, claim_id: int | None = None) -> 
         attempts=r.attempts,
         epoch=epoch,
         appended_at=r.appended_at,
+        suspect=r.suspect,
     )

@@ -37,6 +37,45 @@ def tenant_events(tenant: str, n: int) -> list[NewEvent]:
     ]
 
 
+async def test_a_dead_workers_rows_are_suspects_and_only_the_one_run_alone_is_charged(
+    actor_store: ActorStore,
+) -> None:
+    """Whoever recovers a dead worker's rows (its next life here, or a takeover) makes each a
+    suspect; the one marked `solo` is charged a crash attempt, a dead letter at the limit; a
+    graceful stop makes no suspect."""
+    await actor_store.register_worker("w1", hostname="h", pid=1, now=1.0)
+    await actor_store.append_events(events(2, instances=2), owner="w1", now=1.0)
+    claims = await actor_store.claim_next("w1", limit=2, now=1.0)
+    assert len(claims) == 2 and not any(c.suspect for c in claims)
+    alone, beside = (Completion(queue_id=c.queue_id, epoch=c.epoch) for c in claims)
+    assert not await actor_store.mark_solo("w2", alone)  # not its claim
+    for life in (2, 3, 4):  # w1 dies while `alone` runs alone, and restarts
+        assert await actor_store.mark_solo("w1", alone)
+        await actor_store.register_worker("w1", hostname="h", pid=life, now=float(life))
+        if life == 4:
+            break
+        again = {c.queue_id: c for c in await actor_store.claim_next("w1", limit=2, now=5.0)}
+        assert all(c.suspect for c in again.values()) and len(again) == 2
+        alone = Completion(queue_id=alone.queue_id, epoch=again[alone.queue_id].epoch)
+    refs = [InstanceRef(tenant="t", actor="a", instance_id=str(i)) for i in range(2)]
+    dead = [d for ref in refs for d in await actor_store.dead_letters(ref)]
+    (dl,) = dead
+    assert dl.queue_id == alone.queue_id and dl.crash_attempts == 3 and dl.attempts == 0
+    assert "its worker died" in (dl.error or "") and dl.dead_at == 4.0
+    (left,) = await actor_store.claim_next("w1", limit=2, now=5.0)
+    assert left.queue_id == beside.queue_id and left.suspect  # never charged
+    done = Completion(queue_id=left.queue_id, epoch=left.epoch)
+    assert await actor_store.complete("w1", [done]) == [left.queue_id]
+    # A graceful stop hands its claims over as they were: no suspect.
+    await actor_store.append_events(events(1, instances=1), owner="w1", now=6.0)
+    (fresh,) = await actor_store.claim_next("w1", limit=2, now=6.0)
+    await actor_store.stop_worker("w1", now=6.0)
+    await actor_store.register_worker("w2", hostname="h", pid=9, now=7.0)
+    await actor_store.claim_orphans("w2", stale_before=7.0, now=7.0)
+    (after,) = await actor_store.claim_next("w2", limit=2, now=8.0)
+    assert after.queue_id == fresh.queue_id and not after.suspect
+
+
 async def test_released_claims_are_pending_again_with_no_attempt(actor_store: ActorStore) -> None:
     await actor_store.append_events(events(3, instances=1), owner="w1", now=1.0)
     claims = await actor_store.claim_next("w1", limit=3, now=1.0)

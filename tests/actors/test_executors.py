@@ -13,7 +13,7 @@ import pytest
 
 from tests.actors import user_app
 from tests.actors.conftest import open_actor_store
-from tests.actors.executors import alive, running, runtime, state, until
+from tests.actors.executors import alive, identity, running, runs_below, runtime, state, until
 from yoke.actors.executor.process import ExecutorProcess, ExecutorState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,17 +37,20 @@ async def test_each_tenant_runs_in_a_process_of_its_own_without_credentials(
             await until(probed)
             seen[tenant] = (await state(store, tenant, "probe", "p"))["seen"]
         views = {v.tenant: v for v in rt.executor_views()}
-    acme, zeta = seen["acme"], seen["zeta"]
+        acme, zeta = seen["acme"], seen["zeta"]
+        assert runs_below(views["acme"].pid or 0, acme)  # each in its own executor's tree
+        assert runs_below(views["zeta"].pid or 0, zeta)
     assert acme["tenant"] == "acme" and zeta["tenant"] == "zeta"
-    assert len({acme["pid"], zeta["pid"], os.getpid()}) == 3  # one process per tenant
-    assert acme["pid"] == views["acme"].pid and zeta["pid"] == views["zeta"].pid
+    me = identity(os.getpid())
+    assert len({(s["pidns"], s["pid"]) for s in (acme, zeta)} | {me}) == 3  # one per tenant
+    assert views["acme"].pid != views["zeta"].pid
     for s in (acme, zeta):
         assert not {"YOKE_DATABASE_URL", "YOKE_TOKEN", "PGPASSWORD"} & set(s["env"])
         assert s["modules"] == []  # no store backend, no driver, no server
     assert acme["cwd"] != zeta["cwd"] and Path(acme["cwd"]).parent == Path(zeta["cwd"]).parent
     assert oct(os.stat(acme["cwd"]).st_mode & 0o777) == "0o700"
-    # Shut down with the worker.
-    assert not alive(acme["pid"]) and not alive(zeta["pid"])
+    # Shut down with the worker, their whole trees.
+    assert not alive(views["acme"].pid or 0) and not alive(views["zeta"].pid or 0)
 
 
 async def test_the_executor_of_a_yoke_app_loads_none_of_the_engines(app_url: str) -> None:
@@ -66,7 +69,7 @@ async def test_the_executor_of_a_yoke_app_loads_none_of_the_engines(app_url: str
         await until(reported)
         seen = await state(store, "acme", "report", "r")
         (view,) = rt.executor_views()
-    assert seen["pid"] == view.pid != os.getpid()
+        assert runs_below(view.pid or 0, seen)  # in the executor, not in the worker
     assert seen["loaded"] == []
 
 

@@ -82,7 +82,7 @@ async def pg_store(pg_url: str) -> AsyncIterator[PostgresStore]:
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("before", ["set_owner", "reown_queue_rows", "unclaim"])
+@pytest.mark.parametrize("before", ["set_owner", "reown_queue_rows", "unclaim_dead"])
 async def test_a_claim_between_the_statements_of_a_takeover_is_not_stranded(
     pg_store: PostgresStore, before: str
 ) -> None:

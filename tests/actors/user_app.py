@@ -57,7 +57,11 @@ async def greet(ctx: yoke.Context, name: str) -> str:
 
 @app.actor(subscribe=["reports"], key="k")
 async def report(ctx: yoke.ActorCtx, event: Any) -> None:
-    seen = {"loaded": loaded_engines(), "pid": os.getpid()}
+    seen = {
+        "loaded": loaded_engines(),
+        "pid": os.getpid(),
+        "pidns": os.readlink("/proc/self/ns/pid"),
+    }
     await ctx.state.update(lambda s: {**s, **seen})
 
 

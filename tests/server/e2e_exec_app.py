@@ -1,5 +1,5 @@
-"""An actor app for `yoke serve` with `YOKE_EXECUTORS=process`: `pinger` records the pid of the
-process that ran it."""
+"""An actor app for `yoke serve` with `YOKE_EXECUTORS=process`: `pinger` records the pid (and pid
+namespace) of the process that ran it."""
 
 from __future__ import annotations
 
@@ -13,4 +13,5 @@ app = yoke.App()
 
 @app.actor(subscribe=["pings"], key="id")
 async def pinger(ctx: ActorCtx, event: Event) -> None:
-    await ctx.state.update(lambda s: {**s, "pid": os.getpid()})
+    seen = {"pid": os.getpid(), "pidns": os.readlink("/proc/self/ns/pid")}
+    await ctx.state.update(lambda s: {**s, **seen})

@@ -200,17 +200,29 @@ class ActorCtx:
         )
 
 
+# The latest time a timer may fire (9999-12-31, epoch seconds): its milliseconds fit the
+# stores' 64-bit integer, and every datetime can say it.
+MAX_FIRE_AT = 253_402_300_799.0
+
+
 def fire_time(now: float, at: float | datetime | None, delay: float | None) -> float:
+    """When a timer fires, in epoch seconds: `BadValue` for anything a store cannot keep (NaN,
+    an infinity, before 1970 or after `MAX_FIRE_AT`), so a bad time fails its call, never its
+    store write."""
     if (at is None) == (delay is None):
         raise BadValue("schedule needs exactly one of at= or delay=")
     if delay is not None:
-        if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or not delay >= 0:
             raise BadValue(f"delay must be a number of seconds >= 0, got {delay!r}")
-        return now + float(delay)
-    if isinstance(at, datetime):
+        when = now + float(delay)
+    elif isinstance(at, datetime):
         if at.tzinfo is None:
             raise BadValue("at must be an aware datetime (with tzinfo)")
-        return at.timestamp()
-    if isinstance(at, bool) or not isinstance(at, int | float):
+        when = at.timestamp()
+    elif isinstance(at, bool) or not isinstance(at, int | float):
         raise BadType("at must be epoch seconds or an aware datetime")
-    return float(at)
+    else:
+        when = float(at)
+    if not 0.0 <= when <= MAX_FIRE_AT:  # False for NaN too
+        raise BadValue(f"a timer must fire between 1970 and the year 9999, got {when!r}")
+    return when

@@ -281,15 +281,23 @@ def _route(subscribers: Sequence[ActorDef], data: Any, target: type[Target]) -> 
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)  # built once: hot path
+# The most an event's data or an instance's state may take, as JSON: what one ctx call of an
+# executor may carry (a frame is 16 MiB), and what a store row holds without strain.
+MAX_DATA_BYTES = 4 * 1024 * 1024
 
 
 def encode(data: Any) -> str:
+    """`data` as the JSON text a store keeps: `BadValue` if it is not JSON (NaN and infinities
+    are not), or longer than `MAX_DATA_BYTES` (the encoding is ASCII: characters are bytes)."""
     try:
-        return _ENCODER.encode(data)
+        text = _ENCODER.encode(data)
     except (TypeError, ValueError) as exc:
         raise BadValue(f"event data must be JSON-serialisable: {exc}") from None
     except RecursionError:
         raise BadValue("event data is nested too deeply to encode") from None
+    if len(text) > MAX_DATA_BYTES:
+        raise BadValue(f"event data or state must be at most {MAX_DATA_BYTES} bytes of JSON")
+    return text
 
 
 def _field(data: Any, path: str) -> Any:

@@ -4,17 +4,18 @@ It owns the steps between a worker slot and the call: the tenant must be runnabl
 executor READY, none of its rows going back), the instance's state loaded, a capped tenant's
 fleet-wide count taken (`tenant_rules.py`), the wait the event had counted at its first
 start; then the call, in a runner task (`process`), or sent from the pump with no task at all
-when nothing needs an await first (`send`, executor processes). How the call ended is
-`Outcomes`' (`outcomes.py`); the slots are the drain's (`drain.py`), told through `hold`,
-`end`, `again` and `cancelled`. This module must never name a store backend.
+when nothing needs an await first (`send`, executor processes). A suspect (a row claimed by a
+worker that died) runs alone on this worker, its row marked `solo` first (`solo.py`), so that
+if it kills this worker too, the recovery charges it. How the call ended is `Outcomes`'
+(`outcomes.py`); the slots are the drain's (`drain.py`), told through `hold`, `end`, `again`
+and `cancelled`. This module must never name a store backend.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from yoke.actors.ctx import Fenced
 from yoke.actors.drain_parts import DrainConfig, Job
@@ -22,9 +23,11 @@ from yoke.actors.fairness import TenantTelemetry
 from yoke.actors.outcomes import Outcomes
 from yoke.actors.releases import Releases
 from yoke.actors.runner import Runner
+from yoke.actors.solo import Solo
 from yoke.actors.tenant_rules import TenantRules
 from yoke.clock import Clock
-from yoke.errors import YokeError
+from yoke.errors import StoreUnavailable, YokeError
+from yoke.store.actor_records import Completion
 
 log = logging.getLogger("yoke.actors.drain")
 
@@ -34,6 +37,7 @@ class Dispatch:
         self,
         *,
         calls: Runner,
+        mark_solo: Callable[[Completion], Awaitable[bool]],
         clock: Clock,
         config: DrainConfig,
         rules: TenantRules,
@@ -46,6 +50,8 @@ class Dispatch:
         cancelled: Callable[[], None],
     ) -> None:
         self._calls = calls
+        self._mark_solo = mark_solo
+        self._solo = Solo()
         self._clock = clock
         self._cfg = config
         self._rules = rules
@@ -91,7 +97,18 @@ class Dispatch:
             self._telemetry.started(tenant, self._clock.wall() - job.row.appended_at)
         try:
             try:
-                await self._calls.run(inst.actor, cell, job.event)
+                if job.row.suspect:
+                    async with self._solo.alone():
+                        if not await self._marked(job):
+                            return
+                        await self._calls.run(inst.actor, cell, job.event)
+                else:
+                    await self._solo.turn()
+                    self._solo.started()
+                    try:
+                        await self._calls.run(inst.actor, cell, job.event)
+                    finally:
+                        self._solo.ended()
             finally:
                 if capped:
                     await self._rules.free(tenant)
@@ -103,6 +120,23 @@ class Dispatch:
             return
         self._outcomes.succeeded(job)
 
+    async def _marked(self, job: Job) -> bool:
+        """Mark a suspect's row `solo` before it runs alone; False if it must not run now (its
+        instance is another worker's, or the store is out: it is held and tried again)."""
+        try:
+            if await self._mark_solo(job.completion):
+                return True
+        except StoreUnavailable as exc:
+            log.warning(
+                "marking suspect %d to run alone failed; retrying: %s", job.row.queue_id, exc
+            )
+            self._hold(job, self._cfg.retry.first)
+            return False
+        self._outcomes.lost(job.inst, Fenced("its claim is another worker's"))
+        self._end(job)
+        self._again(job)
+        return False
+
     def send(self, job: Job) -> bool:
         """A runner that `sends` (executor processes) takes a call that can start at once from
         here, without a runner task: `Outcomes.sent` is told how it ended, for all the results
@@ -112,9 +146,17 @@ class Dispatch:
         inst, tenant = job.inst, job.row.tenant
         if not inst.cell.loaded or self._rules.capped(tenant) or self._releases.busy(tenant):
             return False
-        done = functools.partial(self._outcomes.sent, job)
+        if job.row.suspect or self._solo.holding:
+            return False
+        solo, sent = self._solo, self._outcomes.sent
+
+        def done(error: BaseException | None) -> None:
+            solo.ended()
+            sent(job, error)
+
         if not self._calls.send(inst.actor, inst.cell, job.event, done):
             return False
+        solo.started()
         if not job.failures and not job.row.attempts:  # its first start: the wait it had
             self._telemetry.started(tenant, self._clock.wall() - job.row.appended_at)
         return True

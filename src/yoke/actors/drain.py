@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -165,6 +166,7 @@ class QueueDrainScheduler:
         )
         self._dispatch = Dispatch(  # how a call starts (dispatch.py)
             calls=self._calls,
+            mark_solo=functools.partial(store.mark_solo, worker_id),
             clock=clock,
             config=self._cfg,
             rules=self._rules,

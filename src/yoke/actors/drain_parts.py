@@ -18,7 +18,7 @@ from yoke.actors.ctx import InstanceStateCell
 from yoke.actors.definitions import ActorDef, Event
 from yoke.kernel import Item, ItemState, Kernel
 from yoke.retry import Backoff, RetryPolicy
-from yoke.store.actor_records import ClaimedEvent, Completion, PendingEvent
+from yoke.store.actor_records import CRASH_ATTEMPTS, ClaimedEvent, Completion, PendingEvent
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -45,7 +45,7 @@ class DrainConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     idle_instances: int = 10_000  # instances holding nothing whose state stays cached here
     select_window: int = 100  # custom mode: a group's first events (by arrival) select sees
-    crash_attempts: int = 3  # an event its executor died running alone this often is dead
+    crash_attempts: int = CRASH_ATTEMPTS  # an event whose executor died running it alone
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -133,6 +133,12 @@ class ActorStore(LeaseStore, Protocol):
         ids released (others: not this worker's claim any more)."""
         ...
 
+    async def mark_solo(self, worker_id: str, done: Completion) -> bool:
+        """A suspect (claimed by a worker that died) is about to run alone here: if this
+        worker dies now, its recovery charges this row a crash attempt. False if the claim is
+        not this worker's any more."""
+        ...
+
     async def charge_crash(
         self, worker_id: str, done: Completion, *, error: str, dead_after: int, now: float
     ) -> CrashCharge:
@@ -197,7 +203,9 @@ class ActorStore(LeaseStore, Protocol):
     # -- workers -------------------------------------------------------------------------------
     async def register_worker(self, worker_id: str, *, hostname: str, pid: int, now: float) -> None:
         """Upsert the worker row. A (re)start is a new incarnation: instances it already owns
-        get a new epoch, and what an earlier incarnation had claimed is pending again."""
+        get a new epoch, and what an earlier incarnation had claimed is pending again, as it
+        is after a takeover (`claim_orphans`): each row a suspect, the one marked `solo`
+        charged a crash attempt (a dead letter at `CRASH_ATTEMPTS`)."""
         ...
 
     async def worker_heartbeat(self, worker_id: str, *, now: float) -> bool:

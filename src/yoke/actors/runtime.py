@@ -41,8 +41,10 @@ from yoke.clock import Clock, SystemClock
 from yoke.errors import BadType, NotRunning, YokeError
 from yoke.retry import RetryPolicy
 from yoke.store.actor_records import EventKey, NewTimer, WorkerRow
+from yoke.store.text import check_text
 
 if TYPE_CHECKING:
+    from yoke.actors.executor.boot import Launch
     from yoke.actors.executor.pool import ExecutorPool, ExecutorView
     from yoke.actors.lifecycle.service import RuntimeLifecycleService
 
@@ -74,6 +76,7 @@ class ActorRuntime:
         # not given: this runtime, its registry or `owner`, the App holding it).
         self.executor_settings = executor_settings or ExecutorSettings.from_env(mode=executors)
         self.app_spec = app_spec
+        self._launch: Launch | None = None  # how executors start, once detected
         self._owner = owner
         self._clock = clock or SystemClock()
         self._metrics_registry = metrics_registry
@@ -128,6 +131,24 @@ class ActorRuntime:
     def use_executors(self, mode: str) -> None:
         """Choose where `process()` runs (before `running()`): `inline` or `process`."""
         self.executor_settings = self.executor_settings.with_(mode=mode)
+        self._launch = None
+
+    def check_executors(self) -> None:
+        """With executors in processes: detect (and probe) their isolation now, before the
+        worker starts: `WeakIsolation` as root when tenant code would run as root and that
+        was not accepted (the CLI exits 2 on it)."""
+        if self.executors == "process":
+            self._launch_of()
+
+    def _launch_of(self) -> Launch:
+        if self._launch is None:
+            from yoke.actors.executor.launch import make_launch, spec_of
+
+            spec = self.app_spec or spec_of([self._owner, self, self.registry])
+            self._launch = make_launch(
+                self.executor_settings, app=spec, worker_id=self.settings.worker_id
+            )
+        return self._launch
 
     def actor(
         self,
@@ -241,8 +262,17 @@ class ActorRuntime:
         store = self._require()
         if not isinstance(stream, str) or not stream:
             raise BadType("stream must be a non-empty str")
+        if not isinstance(tenant, str) or not tenant:
+            raise BadType("tenant must be a non-empty str")
+        check_text(stream, "stream")
+        check_text(tenant, "tenant")
         timers = [
-            NewTimer(tenant=tenant, stream=stream, data=encode(data), fire_at_ms=round(at * 1000))
+            NewTimer(
+                tenant=tenant,
+                stream=stream,
+                data=encode(data),
+                fire_at_ms=round(fire_time(0.0, at, None) * 1000),
+            )
             for data, at in items
         ]
         ids = await store.schedule(timers, now=self._clock.wall())
@@ -439,12 +469,10 @@ class ActorRuntime:
                 log.warning("could not release this worker's instances: %s", exc)
 
     def _make_pool(self, store: ActorStore) -> ExecutorPool:
-        from yoke.actors.executor.launch import make_launch, spec_of
         from yoke.actors.executor.pool import ExecutorPool
 
         es, s = self.executor_settings, self.settings
-        spec = self.app_spec or spec_of([self._owner, self, self.registry])
-        launch = make_launch(es, app=spec, worker_id=s.worker_id)
+        launch = self._launch_of()
         pool = ExecutorPool(
             launch=launch,
             host=self,
@@ -460,7 +488,7 @@ class ActorRuntime:
         log.info(
             "worker %s runs process() in executors of %s: %s",
             s.worker_id,
-            spec,
+            launch.app,
             launch.isolation.report(),
         )
         return pool

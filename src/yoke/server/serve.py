@@ -142,6 +142,8 @@ def run(
     settings = app.settings
     check_ha(settings)  # before listening: a clear error, not a failed lifespan
     configure_logging(settings.log_level, settings.log_format)
+    if worker:
+        app.actors.check_executors()  # as root without a uid or namespaces: refuse, exit 2
     server = Server.from_env(app)
     check_bind(host, server)
     head = HeadLimits(max_line=settings.max_header_line_bytes, max_head=settings.max_header_bytes)

@@ -87,11 +87,18 @@ class PendingEvent:
         return InstanceRef(tenant=self.tenant, actor=self.actor, instance_id=self.instance_id)
 
 
+# Crash attempts that make a row a dead letter: its executor, or its worker, died while it
+# ran alone (or past its deadline) this often.
+CRASH_ATTEMPTS = 3
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ClaimedEvent(PendingEvent):
-    """A queue row claimed by a worker; `epoch` is the owner epoch the claim was made under."""
+    """A queue row claimed by a worker; `epoch` is the owner epoch the claim was made under.
+    A `suspect` was claimed by a worker that died: it runs alone (`Dispatch`)."""
 
     epoch: int
+    suspect: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

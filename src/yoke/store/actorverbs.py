@@ -344,6 +344,11 @@ class ActorVerbs:
                 == 1
             )
 
+    async def mark_solo(self, worker_id: str, done: Completion) -> bool:
+        async with self._t.write() as tx:
+            params = {"worker_id": worker_id, "queue_id": done.queue_id, "epoch": done.epoch}
+            return await tx.run("mark_solo", params) == 1
+
     async def dead_letter(
         self, worker_id: str, done: Completion, *, error: str | None, now: float
     ) -> bool:
@@ -730,7 +735,7 @@ def _due_timers(rows: list[Row]) -> list[DueTimer]:
 
 
 def _claimed(r: Row) -> ClaimedEvent:
-    return ClaimedEvent(**_pending_fields(r), epoch=int(r["epoch"]))
+    return ClaimedEvent(**_pending_fields(r), epoch=int(r["epoch"]), suspect=bool(r["suspect"]))
 
 
 def _pending(r: Row) -> PendingEvent:

@@ -5,15 +5,21 @@ stopped or silent worker's instances, and the moves of the rebalancer (`yoke.act
 `fleet` and forwards the `ActorStore` verbs to it. Like every verb module it decides which
 named queries run in which transaction and nothing else: owners, epochs and times come from the
 caller. A hand-over (takeover, stop, move) re-owns instance rows before it unclaims their queue
-rows: the lock order and why are in `actorverbs`' docstring and in `_hand_over` below.
+rows: the lock order and why are in `actorverbs`' docstring and in `_hand_over` below. The
+rows a worker held when it died (taken over, or taken back by its next life) go back as
+suspects, and the one it ran alone is charged a crash attempt (`unclaim_dead`): whoever
+recovers a call in flight counts it, so an event that kills its worker is a dead letter after
+`CRASH_ATTEMPTS` charges instead of taking every worker down in turn.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from yoke.store.actor_records import (
+    CRASH_ATTEMPTS,
     FleetCounts,
     InstanceRef,
     MoveOrder,
@@ -25,6 +31,15 @@ from yoke.store.actor_records import (
     ref_params,
 )
 from yoke.store.tx import Row, Transactions, Tx
+
+DIED = "its worker died while it ran alone there (it may be what killed it)"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Died:
+    """A hand-over of a worker that died, at `now`."""
+
+    now: float
 
 
 class FleetVerbs:
@@ -44,7 +59,8 @@ class FleetVerbs:
                 {"worker_id": worker_id, "hostname": hostname, "pid": pid, "now": now},
             )
             refs = await tx.all("lock_instances_of_worker", {"worker_id": worker_id})
-            await self._hand_over(tx, refs, worker_id)
+            # What its previous life still held, it held when it died (a stop unclaims all).
+            await self._hand_over(tx, refs, worker_id, died=Died(now=now))
 
     async def worker_heartbeat(self, worker_id: str, *, now: float) -> bool:
         async with self._t.write() as tx:
@@ -66,7 +82,12 @@ class FleetVerbs:
         return len(gone)
 
     async def claim_orphans(
-        self, worker_id: str, *, stale_before: float, now: float, to: Owner | None = None
+        self,
+        worker_id: str,
+        *,
+        stale_before: float,
+        now: float,
+        to: Owner | None = None,
     ) -> Takeover:
         async with self._t.write() as tx:
             refs = await tx.all(
@@ -77,7 +98,12 @@ class FleetVerbs:
                 rows = await tx.all("gone_workers", {"stale_before": stale_before})
                 gone = {str(r["worker_id"]) for r in rows}
             requeued = await self._hand_over_to(
-                tx, refs, worker_id if to is None else to, fallback=worker_id, gone=gone
+                tx,
+                refs,
+                worker_id if to is None else to,
+                fallback=worker_id,
+                gone=gone,
+                died=Died(now=now),
             )
         return Takeover(instances=len(refs), requeued=requeued)
 
@@ -89,12 +115,13 @@ class FleetVerbs:
         *,
         fallback: str | None = None,
         gone: set[str] | None = None,
+        died: Died | None = None,
     ) -> int:
         """`_hand_over` with each instance's owner named by `to` (grouped by owner). An orphan
         the rule would give to a worker that is `gone` or back to its own stale owner (the
         rule's view of the live workers is a moment old) goes to `fallback` instead."""
         if to is None or isinstance(to, str):
-            return await self._hand_over(tx, refs, to)
+            return await self._hand_over(tx, refs, to, died=died)
         by_owner: dict[str | None, list[Row]] = {}
         for r in refs:
             owner = owner_of(to, str(r["tenant"]), str(r["actor"]), str(r["instance_id"]))
@@ -105,13 +132,16 @@ class FleetVerbs:
             by_owner.setdefault(owner, []).append(r)
         n = 0
         for owner, group in by_owner.items():
-            n += await self._hand_over(tx, group, owner)
+            n += await self._hand_over(tx, group, owner, died=died)
         if by_owner:
             await tx.all("notify_actor_queue", {})  # the new owners drain at once
         return n
 
-    async def _hand_over(self, tx: Tx, refs: list[Row], owner: str | None) -> int:
-        """New owner and epoch for `refs`; their claimed rows are pending again."""
+    async def _hand_over(
+        self, tx: Tx, refs: list[Row], owner: str | None, *, died: Died | None = None
+    ) -> int:
+        """New owner and epoch for `refs`; their claimed rows are pending again (as suspects,
+        the one run alone charged, if their worker `died`)."""
         if not refs:
             return 0
         rows = json.dumps(
@@ -127,7 +157,13 @@ class FleetVerbs:
         # is undone by the unclaim after. The other order left such a row claimed by the old
         # owner under its old epoch but owned by the new one: in flight for good.
         await tx.run("reown_queue_rows", {"rows": rows})
-        n = await tx.run("unclaim", {"rows": rows})
+        if died is None:
+            n = await tx.run("unclaim", {"rows": rows})
+        else:
+            n = await tx.run(
+                "unclaim_dead",
+                {"rows": rows, "now": died.now, "dead_after": CRASH_ATTEMPTS, "error": DIED},
+            )
         if n:
             await tx.all("notify_actor_queue", {})
         return n

@@ -10,7 +10,6 @@ this module keeps no state of its own and never touches the store.
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,7 +78,6 @@ async def init(
         "max": launch.max_frame,
         "dir": str(directory),
         "uid": uid,
-        "parent": os.getpid(),
     }
     writer.write(frame(message))
     msg = await read_frame(reader, launch.max_frame)

@@ -42,12 +42,12 @@ _TRACEBACK_CHARS = 8192
 _EXIT_BOOT_FAILED = 3
 
 
-def run(stamps: dict[str, float], arm_parent_death: Callable[[int], None]) -> None:
-    """`arm_parent_death(worker_pid)`: the bootstrap's, set again after a change of uid."""
+def run(stamps: dict[str, float], arm_parent_death: Callable[[], None]) -> None:
+    """`arm_parent_death()`: the bootstrap's, set again after a change of uid."""
     asyncio.run(_main(stamps, arm_parent_death))
 
 
-async def _main(stamps: dict[str, float], arm_parent_death: Callable[[int], None]) -> None:
+async def _main(stamps: dict[str, float], arm_parent_death: Callable[[], None]) -> None:
     fd = int(os.environ.pop("YOKE_EXECUTOR_FD"))
     preload = [m for m in os.environ.pop("YOKE_EXECUTOR_PRELOAD", "").split(",") if m]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
@@ -82,23 +82,25 @@ async def _main(stamps: dict[str, float], arm_parent_death: Callable[[int], None
     writer.close()
 
 
-def bind(init: dict[str, Any], arm_parent_death: Callable[[int], None]) -> None:
-    """Become the executor of `init`'s tenant, before any of the app is imported: its working
-    directory, HOME and TMPDIR, and its uid (when the worker runs as root and gives one).
+def bind(init: dict[str, Any], arm_parent_death: Callable[[], None]) -> None:
+    """Become the executor of `init`'s tenant, before any of the app is imported: its uid
+    (when the worker runs as root and gives one), then its working directory, HOME and TMPDIR.
 
-    A cold executor was started so already (only its checks run here); a warm spare was
-    started unbound, as the worker's user, and changes here. A change of uid clears the
-    parent-death signal, so it is set again, and if the worker died meanwhile, this exits."""
-    directory = init.get("dir")
-    if directory:
-        os.chdir(directory)
-        os.environ["HOME"] = os.environ["TMPDIR"] = str(directory)
+    Every executor starts as the worker's user and runs only yoke's code until here (a warm
+    spare before its tenant is known). The uid comes first: the directory is the tenant's,
+    mode 0700, and in the namespace tier root holds no capability to enter it. A change of uid
+    clears the parent-death signal, so it is set again (and if the parent died meanwhile,
+    this exits); from then on no capability is left."""
     uid = init.get("uid")
     if uid is not None and os.geteuid() != uid:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-        arm_parent_death(int(init.get("parent") or 0))
+        arm_parent_death()
+    directory = init.get("dir")
+    if directory:
+        os.chdir(directory)
+        os.environ["HOME"] = os.environ["TMPDIR"] = str(directory)
 
 
 def load_registry(spec: str, path: list[str]) -> ActorRegistry:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import sys
 import tempfile
@@ -23,6 +24,8 @@ from yoke.actors.executor import sandbox
 from yoke.actors.executor.boot import Launch
 from yoke.actors.executor.settings import ExecutorSettings
 from yoke.errors import BadValue
+
+log = logging.getLogger("yoke.executor")
 
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 # Names an executor never sees, even when YOKE_EXECUTOR_ENV names them.
@@ -55,29 +58,53 @@ def spec_of(candidates: Iterable[object]) -> str:
 
 
 def make_launch(settings: ExecutorSettings, *, app: str, worker_id: str) -> Launch:
+    """How this worker starts its executors; `sandbox.WeakIsolation` if, as root, tenant code
+    would run as root and that was not accepted (a WARNING is logged when it was, or when a
+    worker that is not root has no namespaces)."""
     python = settings.python or sys.executable
     path = tuple(_import_path())
-    isolation = sandbox.detect(
-        memory_mb=settings.memory_mb,
-        python=python,
-        needed=_roots(app),
-        uids=bool(settings.uids),
-        uid_base=settings.uid_base,
-        uid_span=settings.uid_count,
-        cgroup=settings.cgroup,
-    )
+    directory = _directory(settings.directory, worker_id)
+    isolation = isolation_of(settings, app=app, path=path, directory=directory)
     return Launch(
         python=python,
         app=app,
         preload=preload_of(app),
         path=path,
         env=tuple(_env(settings.passed_env)),
-        directory=_directory(settings.directory, worker_id),
+        directory=directory,
         isolation=isolation,
         max_frame=settings.max_frame_bytes,
         boot_timeout=settings.boot_timeout,
         dispatch_timeout=settings.dispatch_timeout,
     )
+
+
+def isolation_of(
+    settings: ExecutorSettings, *, app: str, path: tuple[str, ...], directory: Path
+) -> sandbox.Isolation:
+    """The tiers this worker can give its executors (detected, the namespace tier probed),
+    checked: `sandbox.WeakIsolation` when they fail closed, a WARNING when weak but allowed."""
+    isolation = sandbox.detect(
+        memory_mb=settings.memory_mb,
+        python=settings.python or sys.executable,
+        needed=_roots(app),
+        uids=bool(settings.uids),
+        uid_base=settings.uid_base,
+        uid_span=settings.uid_count,
+        cgroup=settings.cgroup,
+        namespaces=settings.namespaces,
+        workdir=prepared_base(directory),
+        reads=path,
+    )
+    warning = sandbox.check(isolation, allow_weak=bool(settings.allow_weak_isolation))
+    if warning is not None:
+        log.warning("%s", warning)
+    return isolation
+
+
+def prepared_base(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
 
 
 def preload_of(app: str) -> tuple[str, ...]:

@@ -8,11 +8,12 @@ failed, crashed, broke the protocol, or ran a call past its deadline). A life ne
 back: a restart is a new `ExecutorProcess`.
 
 Start: `python -I -m yoke.executor` by exec (`spawned.py`: no fork of the worker's state is
-kept), with one end of a socketpair, a scrubbed environment and the tenant's directory as
-working directory; the handshake and the phases of its boot are `boot.py`'s. A spare is
-started the same way but as the worker's user, in a directory of the worker's, and takes its
-tenant's directory and uid when bound (`child.bind`), before the app is imported; its boot as
-the tenant saw it is the bind alone (`queue`, `app`, `handshake`), its own boot is `spare_ms`.
+kept), in bubblewrap in the namespace tier, with one end of a socketpair, a scrubbed
+environment and the tenant's directory as working directory; the handshake and the phases of
+its boot are `boot.py`'s. Every executor starts as the worker's user and takes its tenant's
+directory and uid when told its tenant (`child.bind`), before the app is imported. A spare is
+started before its tenant is known, in a directory of the worker's; its boot as the tenant saw
+it is the bind alone (`queue`, `app`, `handshake`), its own boot is `spare_ms`.
 
 Calls: `send` sends a call (batched with the others of the same loop turn) and calls its
 `done` callback when it ended, from the reader, in the same turn for every result of a frame:
@@ -22,7 +23,8 @@ for a call that is in flight. Death: EOF, an exit, a protocol error or a call pa
 `dispatch_timeout` kills the process group and fails every call in flight with
 `ExecutorLost`; a call is charged (`charge=True`) when it ran past its deadline, or when it was
 the only call in flight when the executor died on its own. A stop asked by the worker charges
-nothing. This module must never touch the store but through the cells and host it is given.
+nothing. Every way it ends kills the whole tree it started (`_end_tree`), `setsid` or not.
+This module must never touch the store but through the cells and host it is given.
 
 Parts, held by reference: `boot.py`, `spawned.py` (`Spawned`: the OS process, its exit, its
 output) and `inflight.py` (`InFlight`: the calls in flight, their deadline, the state versions
@@ -43,7 +45,7 @@ from typing import Any
 
 from yoke.actors.ctx import CtxHost, InstanceStateCell
 from yoke.actors.definitions import Event
-from yoke.actors.executor import boot, spawned
+from yoke.actors.executor import boot, sandbox, spawned
 from yoke.actors.executor.boot import PHASES, BootFailed, Launch
 from yoke.actors.executor.calls import CallRefused, serve_call
 from yoke.actors.executor.inflight import Call, InFlight, settle
@@ -221,28 +223,39 @@ class ExecutorProcess:
     async def _start(self, *, bound: bool = True) -> asyncio.StreamReader:
         launch = self._launch
         iso = launch.isolation
-        # A spare runs as the worker's user in a directory of the worker's until it is bound
-        # (`child.bind` then takes the tenant's directory and uid).
-        uid = iso.uid_of(self.tenant) if bound else None
+        # A spare runs in a directory of the worker's until it is bound; in the namespace
+        # tier it sees the tenants' parent directory (0711: each tenant's own is 0700, and
+        # with a uid per tenant owned by that uid), since its tenant is not known yet.
+        # Every executor takes its tenant's directory and uid when bound (`child.bind`).
         if bound:
-            cwd = spawned.tenant_directory(launch.directory, self.tenant, uid)
+            uid = iso.uid_of(self.tenant)
+            cwd = writable = spawned.tenant_directory(launch.directory, self.tenant, uid)
         else:
-            cwd = spawned.spare_directory(launch.directory)
+            cwd, writable = spawned.spare_directory(launch.directory), launch.directory
+        leaf = None
+        if iso.cgroup is not None:
+            name = f"{sandbox.tenant_dir_name(self.tenant) if bound else 'spare'}-{id(self):x}"
+            leaf = sandbox.make_leaf(
+                iso.cgroup, name, memory_mb=iso.memory_mb, limits=iso.cgroup_limits
+            )
+        argv = spawned.command(launch, writable=writable, leaf=leaf)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = spawned.environment(launch, cwd, theirs.fileno())
         started = self.spawned = self._clock.monotonic()
         try:
-            popen = spawned.popen_executor(launch.python, sock=theirs, env=env, cwd=cwd, uid=uid)
+            popen = spawned.popen_executor(argv, sock=theirs, env=env, cwd=cwd)
         except OSError as exc:
             ours.close()
-            raise BootFailed(f"boot_error: cannot start {launch.python}: {exc}") from None
+            if leaf is not None:
+                sandbox.remove_leaf(leaf)  # nothing ever ran in it
+            raise BootFailed(f"boot_error: cannot start {argv[0]}: {exc}") from None
         finally:
             theirs.close()
         self._stamps = {"spawned": started, "returned": self._clock.monotonic()}
-        child = self._child = spawned.Spawned(popen, spawn=self._spawn)
+        child = self._child = spawned.Spawned(
+            popen, spawn=self._spawn, reaper=iso.reaper, cgroup=leaf
+        )
         self.pid = child.pid
-        if iso.cgroup is not None:
-            child.place(iso.cgroup, self.tenant if bound else "spare", memory_mb=iso.memory_mb)
         child.watch()
         self._spawn(child.log_output(lambda: self.tenant, self._clock.monotonic))
         reader, self._writer = await asyncio.open_unix_connection(sock=ours)
@@ -390,11 +403,7 @@ class ExecutorProcess:
         self._dead = True
         self._on_dying(self)
         calls = self._calls.close()
-        self._killpg()
-        code: int | None = None
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_EXIT_WAIT):
-                code = await self._exit_code()
+        code = await self._end_tree(natural=reason is None and not self._stopping)
         reason, killed = spawned.ending(
             reason,
             code,
@@ -402,6 +411,8 @@ class ExecutorProcess:
             during_boot=during_boot,
             oom=self._child is not None and self._child.oom_killed(),
         )
+        if self._child is not None and code is not None:
+            await self._child.forget()
         self.self_inflicted = self.crashed and not self._stopping and not killed
         self.stop_reason = reason
         self.state = ExecutorState.FAILED if self.crashed else ExecutorState.STOPPED
@@ -424,9 +435,29 @@ class ExecutorProcess:
             )
         self._on_exit(self)
 
-    def _killpg(self) -> None:
-        if self._child is not None:
-            self._child.kill_group()
+    async def _end_tree(self, *, natural: bool) -> int | None:
+        """Kill every process of this executor (whether or not its exit was seen); its exit
+        status, None if it did not exit even after SIGKILL. After an EOF (`natural`) the top
+        process is given a moment to exit on its own first: the executor's end is seen on its
+        socket before bubblewrap or the reaper, above it, has passed on its exit status."""
+        child = self._child
+        if child is None:
+            return -1
+        code: int | None = None
+        if natural:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_EXIT_WAIT / 4):
+                    code = await self._exit_code()
+        child.kill_tree()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_EXIT_WAIT / 2):
+                code = await self._exit_code()
+        if code is None:  # the reaper did not end in time (stopped, traced): kill it too
+            child.kill_group()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_EXIT_WAIT / 2):
+                    code = await self._exit_code()
+        return code
 
     async def _exit_code(self) -> int:
         return -1 if self._child is None else await self._child.exit_code()

@@ -32,6 +32,8 @@ ENV = {  # field -> variable
     "uid_base": "YOKE_EXECUTOR_UID_BASE",
     "uid_count": "YOKE_EXECUTOR_UID_COUNT",
     "cgroup": "YOKE_EXECUTOR_CGROUP",
+    "namespaces": "YOKE_EXECUTOR_NAMESPACES",
+    "allow_weak_isolation": "YOKE_EXECUTOR_ALLOW_WEAK_ISOLATION",
     "directory": "YOKE_EXECUTOR_DIR",
     "python": "YOKE_EXECUTOR_PYTHON",
     "pass_env": "YOKE_EXECUTOR_ENV",
@@ -67,6 +69,16 @@ class ExecutorSettings:
     uid_base: int = setting(2_000_000, "the first of the tenant uids")
     uid_count: int = setting(1_000_000, "how many tenant uids there are")
     cgroup: str = setting("", "a delegated cgroup v2 directory: one cgroup per executor below it")
+    namespaces: str = setting(
+        "auto",
+        "each executor in namespaces of its own with bubblewrap: `auto` (when bwrap is found "
+        "and its probe passes), `on` (refuse to start without them) or `off`",
+    )
+    allow_weak_isolation: int = setting(
+        0,
+        "1: as root, start executors even when tenant code would run as root (no uid per "
+        "tenant, no namespaces); a WARNING says so at start",
+    )
     directory: str = setting("", "parent of the tenants' working directories (default: tmp)")
     python: str = setting("", "the Python that runs executors (default: the worker's)")
     pass_env: str = setting(
@@ -80,13 +92,15 @@ class ExecutorSettings:
     def __post_init__(self) -> None:
         if self.mode not in ("inline", "process"):
             raise BadValue(f"executors must be 'inline' or 'process', got {self.mode!r}")
+        if self.namespaces not in ("auto", "on", "off"):
+            raise BadValue(f"{ENV['namespaces']} must be auto, on or off, got {self.namespaces!r}")
         if not self.boot_concurrency:
             object.__setattr__(self, "boot_concurrency", os.cpu_count() or 1)
         for name in ("boot_concurrency", "max_frame_bytes", "uid_base", "uid_count"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise BadValue(f"{ENV[name]} must be an int >= 1, got {v!r}")
-        for name in ("memory_mb", "uids", "warm_spares"):
+        for name in ("memory_mb", "uids", "warm_spares", "allow_weak_isolation"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise BadValue(f"{ENV[name]} must be an int >= 0, got {v!r}")

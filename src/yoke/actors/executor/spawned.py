@@ -2,7 +2,11 @@
 
 It owns what the kernel hands back for a start: the `Popen` (exec, never fork: nothing of the
 worker's state is kept), its process group, its cgroup, its exit seen through a pidfd (no
-thread per child) and its output copied to the worker's log, bounded. `ExecutorProcess`
+thread per child) and its output copied to the worker's log, bounded. The process started is
+the top of the executor's tree: bubblewrap in the namespace tier (its death ends the pid
+namespace, and every process in it), otherwise the executor's reaper (`yoke/executor.py`),
+which kills every process below it before it exits; `kill_tree` ends the whole tree on every
+path, and a cgroup, when there is one, is killed as a whole as well. `ExecutorProcess`
 (`process.py`) holds one per life and speaks the protocol over the socket it was given. This
 module also says what an executor sees of the environment and names how one ended; it knows
 nothing of calls, events or the store, and never blocks the loop but for a start's vfork and
@@ -30,6 +34,7 @@ log = logging.getLogger("yoke.executor")
 
 _OUTPUT_LINE = 2000  # characters of one output line kept in the log
 _OUTPUT_LINES_PER_SEC = 50
+_LEAF_TRIES = 40
 
 
 class Spawned:
@@ -40,10 +45,13 @@ class Spawned:
         popen: subprocess.Popen[bytes],
         *,
         spawn: Callable[[Coroutine[Any, Any, None]], object],
+        reaper: bool,
+        cgroup: Path | None = None,
     ) -> None:
         self.popen = popen
         self.pid = popen.pid
-        self.cgroup: Path | None = None
+        self.cgroup = cgroup
+        self.reaper = reaper  # the top process is the executor's reaper (else bubblewrap)
         self._spawn = spawn
         self.exited: asyncio.Future[int] | None = None  # once `watch` was called
 
@@ -51,20 +59,44 @@ class Spawned:
         exited = self.exited is not None and self.exited.done()
         return f"Spawned(pid={self.pid}, exited={exited})"
 
-    def place(self, group: Path, name: str, *, memory_mb: int) -> None:
-        """Put it into a cgroup of its own below `group` (`sandbox.place`)."""
-        self.cgroup = sandbox.place(group, name, self.pid, memory_mb=memory_mb)
-
     def watch(self) -> None:
         """Watch for its exit from now on (through a pidfd: no thread per child)."""
         self.exited = self._watch_exit()
 
+    def kill_tree(self) -> None:
+        """End every process of the executor, whatever it did (`setsid` included): its cgroup
+        at once if it has one; then, unless the top process was seen to exit (which ends the
+        tree), the reaper is asked (SIGTERM: it kills everything below, then exits) or
+        bubblewrap is killed (SIGKILL: its pid namespace ends with it)."""
+        if self.cgroup is not None:
+            sandbox.kill_leaf(self.cgroup)
+        if self.exited is not None and self.exited.done():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self.reaper:
+                os.kill(self.pid, signal.SIGTERM)
+            else:
+                os.killpg(self.pid, signal.SIGKILL)
+
     def kill_group(self) -> None:
-        """SIGKILL its process group, unless its exit was seen already."""
+        """SIGKILL the top process's group: what is left if the reaper did not end in time."""
         if self.exited is not None and self.exited.done():
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
+
+    async def forget(self) -> None:
+        """After its exit: remove its cgroup, once the kernel has emptied it (a process is in
+        it until it is reaped; a few tries, then it is left behind, reported)."""
+        leaf = self.cgroup
+        if leaf is None:
+            return
+        for _ in range(_LEAF_TRIES):
+            sandbox.kill_leaf(leaf)
+            if sandbox.remove_leaf(leaf):
+                return
+            await asyncio.sleep(0.05)
+        log.warning("could not remove the cgroup %s of executor pid %d", leaf, self.pid)
 
     async def exit_code(self) -> int:
         """Its exit status once it exited; -1 at once if its exit is not watched."""
@@ -87,16 +119,23 @@ class Spawned:
         try:
             pidfd = os.pidfd_open(popen.pid)
         except (AttributeError, OSError):  # not Linux >= 5.3: a thread waits instead
-            self._spawn(_wait_in_thread(popen, reaped))
+            self._spawn(_wait_in_thread(popen, lambda code: reaped(self._status(code))))
             return exited
 
         def readable() -> None:
             loop.remove_reader(pidfd)
             os.close(pidfd)
-            reaped(popen.wait())
+            reaped(self._status(popen.wait()))
 
         loop.add_reader(pidfd, readable)
         return exited
+
+    def _status(self, code: int) -> int:
+        """The executor's exit status: bubblewrap exits 128 + N when its command died of
+        signal N, which is said here as Popen says it (-N)."""
+        if not self.reaper and 128 < code < 128 + 65:
+            return 128 - code
+        return code
 
     async def log_output(self, tenant: Callable[[], str], monotonic: Callable[[], float]) -> None:
         """Its stdout and stderr, in the worker's log, line by line (bounded); `tenant` is
@@ -125,14 +164,29 @@ class Spawned:
             transport.close()
 
 
+def command(launch: Launch, *, writable: Path, leaf: Path | None) -> list[str]:
+    """The command line of one executor: `python -I -m yoke.executor`, in bubblewrap in the
+    namespace tier (`writable` its only writable directory), joining its cgroup `leaf` first
+    (a shell writes its own pid there, then execs: nothing starts outside the cgroup)."""
+    ns = launch.isolation.namespaces
+    if ns is not None:
+        argv = ns.command(launch.python, writable=writable)
+    else:
+        argv = [launch.python, "-I", "-m", "yoke.executor"]
+    if leaf is not None:
+        argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(leaf / "cgroup.procs"), *argv]
+    return argv
+
+
 def popen_executor(
-    python: str, *, sock: socket.socket, env: dict[str, str], cwd: Path, uid: int | None
+    argv: list[str], *, sock: socket.socket, env: dict[str, str], cwd: Path
 ) -> subprocess.Popen[bytes]:
-    """Exec `python -I -m yoke.executor` in a process group of its own, `sock` its end of the
-    socketpair. Popen blocks the loop for the vfork and exec only (about a millisecond); an
-    asyncio subprocess would cost a thread per child on Python 3.11 and differs under uvloop."""
+    """Exec `argv` in a process group of its own, `sock` its end of the socketpair. It starts
+    as the worker's user: the executor takes its tenant's uid itself (`child.bind`). Popen
+    blocks the loop for the vfork and exec only (about a millisecond); an asyncio subprocess
+    would cost a thread per child on Python 3.11 and differs under uvloop."""
     return subprocess.Popen(
-        [python, "-I", "-m", "yoke.executor"],
+        argv,
         pass_fds=(sock.fileno(),),
         env=env,
         cwd=cwd,
@@ -140,9 +194,6 @@ def popen_executor(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         process_group=0,
-        user=uid,
-        group=uid,
-        extra_groups=[] if uid is not None else None,
     )
 
 
@@ -171,15 +222,19 @@ def prepared(base: Path) -> Path:
 
 def environment(launch: Launch, cwd: Path, fd: int) -> dict[str, str]:
     """All an executor sees of the environment: the launch's variables (no credentials), its
-    directory as HOME and TMPDIR, its end of the socketpair, its limits, what a spare preloads."""
+    directory as HOME and TMPDIR, its end of the socketpair, its limits, what a spare preloads,
+    and whether its bootstrap is its reaper. Its parent is the worker, unless bubblewrap's
+    namespace init stands between them (then nobody's pid is to be checked)."""
+    iso = launch.isolation
     return {
         **dict(launch.env),
         "HOME": str(cwd),
         "TMPDIR": str(cwd),
         "YOKE_EXECUTOR_FD": str(fd),
-        "YOKE_EXECUTOR_PARENT": str(os.getpid()),
-        "YOKE_EXECUTOR_LIMITS": compact_json(launch.isolation.limits()),
+        "YOKE_EXECUTOR_PARENT": str(os.getpid() if iso.reaper else 0),
+        "YOKE_EXECUTOR_LIMITS": compact_json(iso.limits()),
         "YOKE_EXECUTOR_PRELOAD": ",".join(launch.preload),
+        "YOKE_EXECUTOR_REAPER": "1" if iso.reaper else "0",
     }
 
 

@@ -128,15 +128,17 @@ UPDATE actor_queues SET status = 'pending', claimed_by = NULL, claim_id = NULL
 WHERE claim_id = :claim_id AND status = 'claimed' AND claimed_by = :worker_id;
 
 -- name: requeue
+-- process() raised: it ended, so it is no suspect of a worker's death any more.
 UPDATE actor_queues
-SET attempts = attempts + 1, available_at = :available_at, error = :error
+SET attempts = attempts + 1, available_at = :available_at, error = :error, suspect = 0,
+    solo = 0
 WHERE queue_id = :queue_id AND status = 'claimed' AND claimed_by = :worker_id
     AND worker_id = :worker_id AND claim_epoch = :epoch AND owner_epoch = :epoch;
 
 -- name: dead_letter
 UPDATE actor_queues
 SET attempts = attempts + 1, status = 'dead', error = :error, dead_at = :now,
-    claimed_by = NULL
+    claimed_by = NULL, solo = 0
 WHERE queue_id = :queue_id AND status = 'claimed' AND claimed_by = :worker_id
     AND worker_id = :worker_id AND claim_epoch = :epoch AND owner_epoch = :epoch;
 
@@ -282,12 +284,18 @@ GROUP BY worker_id;
 -- name: charge_crash
 -- One crash attempt more; at `dead_after` the row is a dead letter, else pending again.
 UPDATE actor_queues
-SET crash_attempts = crash_attempts + 1, error = :error, claimed_by = NULL,
+SET crash_attempts = crash_attempts + 1, error = :error, claimed_by = NULL, solo = 0,
     status = CASE WHEN crash_attempts + 1 >= :dead_after THEN 'dead' ELSE 'pending' END,
     dead_at = CASE WHEN crash_attempts + 1 >= :dead_after THEN :now ELSE dead_at END
 WHERE queue_id = :queue_id AND status = 'claimed' AND claimed_by = :worker_id
     AND worker_id = :worker_id AND claim_epoch = :epoch AND owner_epoch = :epoch
 RETURNING status;
+
+-- name: mark_solo
+-- A suspect about to run alone on its worker: if that worker dies now, its recovery charges it.
+UPDATE actor_queues SET solo = 1
+WHERE queue_id = :queue_id AND status = 'claimed' AND claimed_by = :worker_id
+    AND worker_id = :worker_id AND claim_epoch = :epoch AND owner_epoch = :epoch;
 
 -- name: timer_tenants
 -- Tenants with a timer due before `before_ms` and an instance this worker owns (its executor

@@ -262,7 +262,7 @@ RETURNING q.queue_id;
 
 -- name: claimed_rows
 SELECT q.queue_id, q.event_id, q.tenant, q.actor, q.instance_id, q.group_id, e.stream,
-    e.data, q.attempts, q.claim_epoch AS epoch, e.appended_at
+    e.data, q.attempts, q.claim_epoch AS epoch, e.appended_at, q.suspect
 FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
 WHERE q.queue_id = ANY(%(id_list)s::bigint[])
 ORDER BY q.queue_id;
@@ -345,7 +345,22 @@ FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id
 WHERE i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id;
 
 -- name: unclaim
-UPDATE actor_queues q SET status = 'pending', claimed_by = NULL
+UPDATE actor_queues q SET status = 'pending', claimed_by = NULL, solo = 0
+FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id TEXT)
+WHERE q.tenant = r.tenant AND q.actor = r.actor AND q.instance_id = r.instance_id
+    AND q.status = 'claimed';
+
+-- name: unclaim_dead
+-- The claimed rows of a worker that died: each a suspect (it may be the call that killed its
+-- worker), pending again; the one it ran alone (`solo`) is charged a crash attempt, and is a
+-- dead letter at `dead_after`.
+UPDATE actor_queues q SET claimed_by = NULL, suspect = 1, solo = 0,
+    crash_attempts = q.crash_attempts + q.solo,
+    error = CASE WHEN q.solo = 1 THEN %(error)s ELSE q.error END,
+    status = CASE WHEN q.solo = 1 AND q.crash_attempts + 1 >= %(dead_after)s THEN 'dead'
+        ELSE 'pending' END,
+    dead_at = CASE WHEN q.solo = 1 AND q.crash_attempts + 1 >= %(dead_after)s THEN %(now)s
+        ELSE q.dead_at END
 FROM json_to_recordset(%(rows)s::json) AS r(tenant TEXT, actor TEXT, instance_id TEXT)
 WHERE q.tenant = r.tenant AND q.actor = r.actor AND q.instance_id = r.instance_id
     AND q.status = 'claimed';
@@ -603,7 +618,7 @@ ORDER BY t.tenant;
 
 -- name: release_claims
 -- Claims back to pending with no attempt counted: what a dead executor was running or held.
-UPDATE actor_queues q SET status = 'pending', claimed_by = NULL
+UPDATE actor_queues q SET status = 'pending', claimed_by = NULL, solo = 0
 WHERE q.queue_id = ANY(%(ids)s::bigint[]) AND q.status = 'claimed'
     AND q.claimed_by = %(worker_id)s AND q.worker_id = %(worker_id)s
     AND q.claim_epoch = q.owner_epoch

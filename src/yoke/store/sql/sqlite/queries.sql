@@ -171,7 +171,7 @@ RETURNING queue_id;
 
 -- name: claimed_rows
 SELECT q.queue_id, q.event_id, q.tenant, q.actor, q.instance_id, q.group_id, e.stream,
-    e.data, q.attempts, q.claim_epoch AS epoch, e.appended_at
+    e.data, q.attempts, q.claim_epoch AS epoch, e.appended_at, q.suspect
 FROM actor_queues q JOIN stream_events e ON e.event_id = q.event_id
 WHERE q.queue_id IN (SELECT value FROM json_each(:ids))
 ORDER BY q.queue_id;
@@ -256,7 +256,23 @@ WHERE (tenant, actor, instance_id) IN (
     FROM json_each(:rows));
 
 -- name: unclaim
-UPDATE actor_queues SET status = 'pending', claimed_by = NULL
+UPDATE actor_queues SET status = 'pending', claimed_by = NULL, solo = 0
+WHERE status = 'claimed' AND (tenant, actor, instance_id) IN (
+    SELECT json_extract(value, '$.tenant'), json_extract(value, '$.actor'),
+        json_extract(value, '$.instance_id')
+    FROM json_each(:rows));
+
+-- name: unclaim_dead
+-- The claimed rows of a worker that died: each a suspect (it may be the call that killed its
+-- worker), pending again; the one it ran alone (`solo`) is charged a crash attempt, and is a
+-- dead letter at `dead_after`.
+UPDATE actor_queues SET claimed_by = NULL, suspect = 1, solo = 0,
+    crash_attempts = crash_attempts + solo,
+    error = CASE WHEN solo = 1 THEN :error ELSE error END,
+    status = CASE WHEN solo = 1 AND crash_attempts + 1 >= :dead_after THEN 'dead'
+        ELSE 'pending' END,
+    dead_at = CASE WHEN solo = 1 AND crash_attempts + 1 >= :dead_after THEN :now
+        ELSE dead_at END
 WHERE status = 'claimed' AND (tenant, actor, instance_id) IN (
     SELECT json_extract(value, '$.tenant'), json_extract(value, '$.actor'),
         json_extract(value, '$.instance_id')
@@ -347,7 +363,7 @@ ORDER BY t.value;
 
 -- name: release_claims
 -- Claims back to pending with no attempt counted: what a dead executor was running or held.
-UPDATE actor_queues SET status = 'pending', claimed_by = NULL
+UPDATE actor_queues SET status = 'pending', claimed_by = NULL, solo = 0
 WHERE queue_id IN (
     SELECT q.queue_id
     FROM json_each(:done) c

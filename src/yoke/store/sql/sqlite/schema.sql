@@ -158,7 +158,11 @@ CREATE TABLE actor_queues (
     error TEXT,
     dead_at REAL,
     crash_attempts INTEGER NOT NULL DEFAULT 0,
-    claim_id INTEGER  -- the claim that took it (a lost claim is undone by it)
+    claim_id INTEGER,  -- the claim that took it (a lost claim is undone by it)
+    -- Claimed by a worker that died (it may have killed it): it runs alone, marked `solo`
+    -- first; a recovery charges a crash attempt to a row marked `solo` (0016).
+    suspect INTEGER NOT NULL DEFAULT 0,
+    solo INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE INDEX actor_queues_claim ON actor_queues (worker_id, tenant, queue_id)
