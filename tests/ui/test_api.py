@@ -196,3 +196,37 @@ async def test_the_fairness_view_reads_its_running_counts_from_one_snapshot(serv
         let_go.set()
         assert await granting == 201
         server.app.gate.set()  # type: ignore[attr-defined]
+
+
+async def test_the_fairness_view_puts_tenants_first_and_counts_their_refusals(
+    serve: Serve,
+) -> None:
+    """Tenants first: each with its weight, queued and running starts, its share against its
+    target (operators only) and its refusals of the last minute by cause; a plain tenant gets
+    its own row alone."""
+    server, client = await serve(Limits(max_running=1))
+    admin, acme = client("admin"), client("acme")
+    r = await admin.put("/v1/tenants/globex", json={"weight": 3, "executions": {"max_queued": 1}})
+    assert r.status_code == 200, r.text
+    assert (await acme.post("/v1/starts", json={"workflow": "hold"})).status_code == 201
+    assert (await acme.post("/v1/starts", json={"workflow": "echo"})).status_code == 202
+    globex = client("globex")
+    assert (await globex.post("/v1/starts", json={"workflow": "echo"})).status_code == 202
+    for _ in range(2):  # past its queue bound: refused, it alone
+        assert (await globex.post("/v1/starts", json={"workflow": "echo"})).status_code == 429
+    try:
+        rows = {r["tenant"]: r for r in (await admin.get("/v1/fairness")).json()["tenants"]}
+        assert set(rows) == {"acme", "globex"}
+        assert (rows["acme"]["running"], rows["acme"]["queued"]) == (1, 1)
+        assert (rows["globex"]["weight"], rows["globex"]["queued"]) == (3.0, 1)
+        assert rows["globex"]["target_share"] == 0.75 and rows["acme"]["share_running"] == 1.0
+        assert rows["globex"]["refused_last_minute"] == {"rate": 0, "queue_bound": 2, "limit": 0}
+        mine = (await acme.get("/v1/fairness")).json()["tenants"]
+        assert [r["tenant"] for r in mine] == ["acme"]
+        assert mine[0]["target_share"] is None and mine[0]["share_running"] is None
+        metrics = (await client("scraper").get("/metrics")).text
+        assert 'yoke_tenant_starts_refused_total{cause="tenant_queue",tenant="globex"} 2.0' in (
+            metrics
+        )
+    finally:
+        server.app.gate.set()  # type: ignore[attr-defined]

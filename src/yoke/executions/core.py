@@ -43,7 +43,17 @@ from yoke.executions.admission import (
 )
 from yoke.executions.model import Limits
 from yoke.executions.tenant_book import TenantBook
-from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
+from yoke.executions.tickets import (
+    Action,
+    Answer,
+    Cause,
+    Grant,
+    Launch,
+    Log,
+    Phase,
+    Refuse,
+    Ticket,
+)
 from yoke.kernel import GroupedKernel, ItemState
 from yoke.store import (
     GrantOutcome,
@@ -184,7 +194,7 @@ class AdmissionCore:
                 self.kernel.cancel(item.id)
                 self.order.sync(item)
             self._release(t)
-            return self._refuse(t, SHUTTING_DOWN, _shutting_down())
+            return self._refuse(t, SHUTTING_DOWN, _shutting_down(), cause=Cause.SHUTDOWN)
         if self.role is Role.STANDBY:  # stepped down: no write, the new leader adopts it
             if item.state is _QUEUED:
                 self.kernel.cancel(item.id)
@@ -202,7 +212,8 @@ class AdmissionCore:
         limits = self.limits
         over = limits.max_queued is not None and self.kernel.queued > limits.max_queued
         if not t.settled and (limits.on_limit == "reject" or over):
-            return out + self._turn_away(t, self.kernel.queued + 1, "limit reached", now=now)
+            ahead = self.kernel.queued + 1
+            return out + self._turn_away(t, ahead, "limit reached", Cause.LIMIT, now=now)
         # Its tenant's own queue bound: past it this tenant alone is refused, so no tenant
         # fills the queue that every tenant shares.
         tenant = t.row.tenant
@@ -210,12 +221,14 @@ class AdmissionCore:
         queued = self.kernel.group_queued(tenant)
         if not t.settled and bound is not None and queued > bound:
             why = f"tenant {tenant!r} has {bound} starts queued, its executions.max_queued"
-            return out + self._turn_away(t, queued + 1, why, now=now)
+            return out + self._turn_away(t, queued + 1, why, Cause.TENANT_QUEUE, now=now)
         t.settled = True
         out.append(Answer(t))
         return out
 
-    def _turn_away(self, t: Ticket, ahead: int, why: str, *, now: float) -> list[Action]:
+    def _turn_away(
+        self, t: Ticket, ahead: int, why: str, cause: Cause, *, now: float
+    ) -> list[Action]:
         """A new start that would wait past a bound leaves the queue, refused with an estimate
         of when `ahead` starts will have gone (its caller may try again then)."""
         assert t.item is not None
@@ -224,7 +237,7 @@ class AdmissionCore:
         retry = self.drain_rate.retry_after(ahead, now=now, default=self._retry_default)
         reason = f"{why}; retry in about {retry:.2f}s"
         error = LimitExceeded(f"start of {t.row.workflow!r} refused: {reason}", retry_after=retry)
-        return self._refuse(t, reason, error, forget_key=True)
+        return self._refuse(t, reason, error, cause=cause, forget_key=True)
 
     # -- grants ----------------------------------------------------------------------------------
     def next_grants(self, *, now: float) -> list[Action]:
@@ -275,7 +288,7 @@ class AdmissionCore:
             t = g.ticket
             if g.at_once and not t.settled:
                 self._release(t)
-                out += self._refuse(t, "the store failed", error)
+                out += self._refuse(t, "the store failed", error, cause=Cause.STORE)
             else:
                 out += self._back_in_line(t, now=now)
         return out
@@ -411,7 +424,7 @@ class AdmissionCore:
             self.order.sync(item)
             t = self.tickets.get(str(item.id))
             if t is not None:
-                out += self._refuse(t, SHUTTING_DOWN, _shutting_down())
+                out += self._refuse(t, SHUTTING_DOWN, _shutting_down(), cause=Cause.SHUTDOWN)
         return out
 
     # -- high availability ------------------------------------------------------------------------
@@ -493,13 +506,19 @@ class AdmissionCore:
         return [Answer(t)]
 
     def _refuse(
-        self, t: Ticket, reason: str, error: BaseException, *, forget_key: bool = False
+        self,
+        t: Ticket,
+        reason: str,
+        error: BaseException,
+        *,
+        cause: Cause,
+        forget_key: bool = False,
     ) -> list[Action]:
         self._forget(t)
         t.phase = Phase.ENDED
         t.settled = True
         t.error = error
-        return [Refuse(t, StartStatus.REFUSED, reason, forget_key)]
+        return [Refuse(t, StartStatus.REFUSED, reason, forget_key, cause)]
 
 
 def _shutting_down() -> ShuttingDown:

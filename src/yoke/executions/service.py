@@ -38,6 +38,7 @@ from yoke.errors import (
     IdempotencyConflict,
     NotFound,
     NotLeader,
+    RateLimited,
     YokeError,
 )
 from yoke.executions.batching import Batcher, GroupCommit
@@ -67,7 +68,17 @@ from yoke.executions.state import (
 )
 from yoke.executions.tenant_book import Rates, TenantBook
 from yoke.executions.tenant_settings import start_tenant
-from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
+from yoke.executions.tickets import (
+    Action,
+    Answer,
+    Cause,
+    Grant,
+    Launch,
+    Log,
+    Phase,
+    Refuse,
+    Ticket,
+)
 from yoke.executions.workflows import Registry, Workflow
 from yoke.kernel import GroupedKernel
 from yoke.retry import RetryPolicy, until_done
@@ -115,6 +126,7 @@ class Executions:
         self._rates: Rates | None = None
         self._aborting = False
         self._grant_listeners: list[Callable[[Start], None]] = []
+        self._refusal_listeners: list[Callable[[str, Cause], None]] = []
         self._cleanups: set[asyncio.Future[None]] = set()
         # Logs go one batch at a time, so the store numbers queued starts in arrival order;
         # grants and finishes may overlap (`batching`: the next batch goes while one commits),
@@ -177,6 +189,16 @@ class Executions:
         it. The server times each start's wait this way, without a task per queued start."""
         self._grant_listeners.append(listener)
         return lambda: self._grant_listeners.remove(listener)
+
+    def add_refusal_listener(self, listener: Callable[[str, Cause], None]) -> Callable[[], None]:
+        """Call `listener(tenant, cause)` whenever this process refuses a start (a rate, a
+        queue bound, a limit, shutdown; quick, must not raise). Returns its remover."""
+        self._refusal_listeners.append(listener)
+        return lambda: self._refusal_listeners.remove(listener)
+
+    def _refused(self, tenant: str, cause: Cause) -> None:
+        for listener in self._refusal_listeners:
+            listener(tenant, cause)
 
     def wake(self) -> None:
         """A slot may have freed (here or in another process): let the dispatcher look."""
@@ -389,7 +411,11 @@ class Executions:
         core = self._s.core
         if self._rates is None or core.closing or core.role is Role.STANDBY:
             return  # no buckets; or the core refuses it, spending nothing
-        await self._rates.take(tenant, "starts", self._s.tenants.executions(tenant).bucket)
+        try:
+            await self._rates.take(tenant, "starts", self._s.tenants.executions(tenant).bucket)
+        except RateLimited:
+            self._refused(tenant, Cause.RATE)
+            raise
 
     async def _arrive(self, new: NewStart, copy: StepCopy | None) -> Start:
         """Hand a start to the core and wait for its answer. Once here it is decided even if
@@ -457,6 +483,7 @@ class Executions:
             elif isinstance(a, Log):
                 self._logger.put(a)
             else:
+                self._refused(a.ticket.row.tenant, a.cause)
                 self._cleanup(self._record_refusal(a))
         for a in launches:
             self._launch(a.ticket, a.execution)

@@ -115,6 +115,16 @@ class Launch(NamedTuple):
     execution: ExecutionRow
 
 
+class Cause(enum.StrEnum):
+    """Why a start was refused, as the per-tenant counts of refusals name it."""
+
+    RATE = "rate"  # its tenant's executions.rate had no token
+    TENANT_QUEUE = "tenant_queue"  # its tenant's executions.max_queued
+    LIMIT = "limit"  # on_limit="reject", or the queue's max_queued
+    SHUTDOWN = "shutdown"
+    STORE = "store"  # the store failed the start that fitted at once
+
+
 class Refuse(NamedTuple):
     """Record the start `status` (REFUSED) with `reason` in the store, then answer its caller
     with the ticket's `error` (`forget_key`: its idempotency key is given back)."""
@@ -123,6 +133,7 @@ class Refuse(NamedTuple):
     status: StartStatus
     reason: str
     forget_key: bool
+    cause: Cause
 
 
 class Answer(NamedTuple):

@@ -155,6 +155,8 @@ class Server:
             purge = tg.create_task(self._purge(), name="yoke-idempotency-purge")
             forget_listener = s.executions.add_grant_listener(s.metrics.granted)
             forget_recorder = s.executions.add_grant_listener(s.recorder.granted)
+            forget_refusals = s.executions.add_refusal_listener(s.recorder.refused_by)
+            forget_refusal_counts = s.executions.add_refusal_listener(s.metrics.refused)
             hub = tg.create_task(self.dashboard.hub.run(), name="yoke-dashboard-hub")
             try:
                 yield
@@ -167,6 +169,8 @@ class Server:
                 hub.cancel()
                 forget_listener()
                 forget_recorder()
+                forget_refusals()
+                forget_refusal_counts()
                 s.tasks = None
 
     async def _purge(self) -> None:

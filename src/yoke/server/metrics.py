@@ -39,6 +39,7 @@ log = logging.getLogger("yoke.server")
 
 TOP_SESSIONS = 20
 TOP_TENANTS = 20
+NAMED_TENANTS = 1000  # tenants whose refusals are counted by name, at most
 OTHER = "_other"
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
@@ -133,6 +134,43 @@ class _SchedulerCollector(Collector):
         yield share
 
 
+class _Refusals(Collector):
+    """`yoke_tenant_starts_refused_total{tenant, cause}`: refusals counted as they happen, by
+    tenant and cause (`rate`, `tenant_queue`, `limit`, `shutdown`, `store`). At most
+    `NAMED_TENANTS` tenants are counted by name (later ones under `_other`), and a scrape names
+    the `TOP_TENANTS` with the most refusals and sums the rest under `_other`."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, dict[str, int]] = {}
+
+    def refused(self, tenant: str, cause: str) -> None:
+        causes = self._counts.get(tenant)
+        if causes is None:
+            name = tenant if len(self._counts) < NAMED_TENANTS else OTHER
+            causes = self._counts.setdefault(name, {})
+        causes[cause] = causes.get(cause, 0) + 1
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "yoke_tenant_starts_refused",
+            f"Starts refused per tenant and cause (the {TOP_TENANTS} most refused tenants; the"
+            f" rest as {OTHER})",
+            labels=["tenant", "cause"],
+        )
+        ranked = sorted(self._counts.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+        rest: dict[str, int] = {}
+        for i, (tenant, causes) in enumerate(ranked):
+            if i < TOP_TENANTS and tenant != OTHER:
+                for cause, n in sorted(causes.items()):
+                    family.add_metric([tenant, cause], n)
+            else:
+                for cause, n in causes.items():
+                    rest[cause] = rest.get(cause, 0) + n
+        for cause, n in sorted(rest.items()):
+            family.add_metric([OTHER, cause], n)
+        yield family
+
+
 class _HaCollector(Collector):
     """`yoke_ha_role{role}`, `yoke_ha_epoch`, `yoke_ha_failovers_total`: read at scrape time
     from the leadership of a server run with `--ha` (nothing without it)."""
@@ -184,6 +222,8 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_SchedulerCollector(executions))
+        self._refusals = _Refusals()
+        self.registry.register(self._refusals)
         if leadership is not None:
             self.registry.register(_HaCollector(leadership))
         if actors is not None and actors.metrics.registry is not None:
@@ -194,6 +234,10 @@ class Metrics:
         """A grant listener: how long the start waited, from its arrival to its grant."""
         if start.decided_at is not None:
             self.wait.observe(max(0.0, start.decided_at - start.created_at))
+
+    def refused(self, tenant: str, cause: str) -> None:
+        """A refusal listener: one of `tenant`'s starts was refused for `cause`."""
+        self._refusals.refused(tenant, cause)
 
     def count(self, outcome: Outcome) -> None:
         self._started[outcome].inc()

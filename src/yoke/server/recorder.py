@@ -57,6 +57,10 @@ class _Second:
     lanes: dict[str, _Lane] = field(default_factory=dict)  # by session
     named: dict[str, int] = field(default_factory=dict)  # sessions named per tenant
     folded: dict[str, _Lane] = field(default_factory=dict)  # by tenant: sessions not named
+    # By tenant (at most MAX_TENANTS a second; past that a tenant's counts are in the totals
+    # alone): its grants, and its refusals by cause (a rate, its queue bound, a limit...).
+    tenant_starts: dict[str, int] = field(default_factory=dict)
+    tenant_refused: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,6 +103,10 @@ class Recorder:
         self.grants += 1
         second = self._now()
         second.starts += 1
+        by_tenant = second.tenant_starts
+        n = by_tenant.get(start.tenant)
+        if n is not None or len(by_tenant) < MAX_TENANTS:
+            by_tenant[start.tenant] = (n or 0) + 1
         lane = second.lanes.get(start.session) or self._lane(second, start.session)
         if lane is None:
             return
@@ -133,6 +141,16 @@ class Recorder:
         if count > 0:
             self._now().refused += count
 
+    def refused_by(self, tenant: str, cause: str) -> None:
+        """A refusal listener: one of `tenant`'s starts was refused for `cause`."""
+        by_tenant = self._now().tenant_refused
+        causes = by_tenant.get(tenant)
+        if causes is None:
+            if len(by_tenant) >= MAX_TENANTS:
+                return
+            causes = by_tenant[tenant] = {}
+        causes[cause] = causes.get(cause, 0) + 1
+
     def jain(self, value: float) -> None:
         self._now().jain = value
 
@@ -145,6 +163,20 @@ class Recorder:
         """(starts, refused) over the last `seconds`."""
         window = self._window(seconds)
         return sum(s.starts for s in window), sum(s.refused for s in window)
+
+    def tenants(self, seconds: int) -> dict[str, tuple[int, dict[str, int]]]:
+        """By tenant over the last `seconds`: (starts granted, refusals by cause)."""
+        out: dict[str, tuple[int, dict[str, int]]] = {}
+        for second in self._window(seconds):
+            for tenant, n in second.tenant_starts.items():
+                starts, causes = out.get(tenant, (0, {}))
+                out[tenant] = (starts + n, causes)
+            for tenant, by_cause in second.tenant_refused.items():
+                starts, causes = out.get(tenant, (0, {}))
+                for cause, n in by_cause.items():
+                    causes[cause] = causes.get(cause, 0) + n
+                out[tenant] = (starts, causes)
+        return out
 
     def sessions(self, seconds: int) -> dict[str, SessionWindow]:
         """The named sessions over the last `seconds`."""

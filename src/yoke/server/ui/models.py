@@ -67,6 +67,27 @@ class FairnessItemOut(BaseModel):
     starving: bool = Field(description="queued, and no start in the window while others had")
 
 
+class RefusedOut(BaseModel):
+    rate: int = Field(description="refused by the tenant's executions.rate")
+    queue_bound: int = Field(description="refused by the tenant's executions.max_queued")
+    limit: int = Field(description="refused by the limits (on_limit=reject, max_queued)")
+
+
+class FairnessTenantOut(BaseModel):
+    tenant: str
+    weight: float
+    queued: int
+    running: int
+    share_running: float | None = Field(
+        description="its share of the running executions here (OPERATOR or ADMIN)"
+    )
+    target_share: float | None = Field(
+        description="weight / sum of the weights of tenants with work (OPERATOR or ADMIN)"
+    )
+    starts: int = Field(description="granted in the window")
+    refused_last_minute: RefusedOut
+
+
 class FoldedOut(BaseModel):
     tenant: str
     starts: int
@@ -92,6 +113,9 @@ class ActorFairnessOut(BaseModel):
 
 class FairnessOut(BaseModel):
     window_seconds: int
+    tenants: list[FairnessTenantOut] = Field(
+        description="tenants first, most under-served first (a tenant sees only its own)"
+    )
     jain: float
     sessions_with_work: int | None
     starts: int

@@ -75,3 +75,44 @@ def shares(
         total_weight=tw,
         jain=1.0 if sxx == 0 else sx * sx / (n * sxx),
     )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TenantShares:
+    """The fairness view's tenant pass: the top K tenants (most under-served first) and, over
+    every tenant with work, the running count and the sum of weights their shares are of."""
+
+    top: list[tuple[str, int, int, float]]  # (tenant, queued, running, weight)
+    tenants: int
+    running: int
+    total_weight: float
+
+
+def tenant_shares(
+    kernel: GroupedKernel, *, visible: Callable[[str], bool] | None, k: int
+) -> TenantShares:
+    """One pass over the tenants with work (the kernel's groups). Most under-served first:
+    those with starts queued, then the fewest running per weight, then the longest queue.
+    `visible`: which tenants may be named (None: every one)."""
+    n, running, total_weight = 0, 0, 0.0
+
+    def rows() -> Iterable[tuple[int, float, int, str, int, float]]:
+        nonlocal n, running, total_weight
+        for group, queued, run, weight in kernel.group_counts():
+            if not (queued or run):
+                continue
+            n, running, total_weight = n + 1, running + run, total_weight + weight
+            name = str(group)
+            if visible is None or visible(name):
+                yield (0 if queued else 1, run / weight, -queued, name, run, weight)
+
+    each = rows()
+    top = heapq.nsmallest(k, each)
+    for _ in each:  # the totals need every row
+        pass
+    return TenantShares(
+        top=[(name, -mq, r, w) for _, _, mq, name, r, w in top],
+        tenants=n,
+        running=running,
+        total_weight=total_weight,
+    )

@@ -207,6 +207,7 @@ async def fairness(
         )
     return {
         "window_seconds": window,
+        "tenants": _tenant_rows(s, p, window, k),
         "jain": round(now.jain, 4),
         "sessions_with_work": now.sessions if privileged(p) else None,
         "starts": total_starts,
@@ -224,6 +225,45 @@ async def fairness(
         ],
         "actors": _actor_fairness(s, p, k),
     }
+
+
+def _tenant_rows(s: ServerState, p: Principal, window: int, k: int) -> list[dict[str, Any]]:
+    """The tenants first: each one's weight, queued and running starts here, its share of the
+    running against its weighted target (an operator's view only: a tenant's target share
+    would tell it how many others have work), and its starts and refusals in the window (a
+    refusal by rate, by its queue bound, by a limit). A plain tenant sees its own row alone."""
+    see_all = privileged(p)
+    mine = tenant_of(p)
+    now = queue.tenant_shares(
+        s.executions.kernel, visible=None if see_all else (lambda t: t == mine), k=k
+    )
+    recent = s.recorder.tenants(window)
+    minute = s.recorder.tenants(60)
+    rows = []
+    for tenant, queued, running, weight in now.top:
+        starts, _ = recent.get(tenant, (0, {}))
+        refused = minute.get(tenant, (0, {}))[1]
+        rows.append(
+            {
+                "tenant": tenant,
+                "weight": weight,
+                "queued": queued,
+                "running": running,
+                "share_running": (
+                    round(running / now.running, 4) if see_all and now.running else None
+                ),
+                "target_share": (
+                    round(weight / now.total_weight, 4) if see_all and now.total_weight else None
+                ),
+                "starts": starts,
+                "refused_last_minute": {
+                    "rate": refused.get("rate", 0),
+                    "queue_bound": refused.get("tenant_queue", 0),
+                    "limit": refused.get("limit", 0),
+                },
+            }
+        )
+    return rows
 
 
 def _actor_fairness(s: ServerState, p: Principal, k: int) -> dict[str, Any] | None:
