@@ -60,8 +60,13 @@ class FairnessItemOut(BaseModel):
     running: int
     starts: int
     share_starts: float
-    share_running: float
-    target_share: float = Field(description="weight / sum of the weights of sessions with work")
+    share_running: float | None = Field(
+        description="its share of the running executions here (OPERATOR or ADMIN)"
+    )
+    target_share: float | None = Field(
+        description="its tenant's weighted share of the slots, split between the tenant's"
+        " sessions with work (OPERATOR or ADMIN)"
+    )
     wait_p50: float | None
     wait_p99: float | None
     starving: bool = Field(description="queued, and no start in the window while others had")
@@ -113,6 +118,10 @@ class ActorFairnessOut(BaseModel):
 
 class FairnessOut(BaseModel):
     window_seconds: int
+    jain_tenants: float | None = Field(
+        description="Jain's index over the tenants with work, of running per weight"
+        " (OPERATOR or ADMIN)"
+    )
     tenants: list[FairnessTenantOut] = Field(
         description="tenants first, most under-served first (a tenant sees only its own)"
     )

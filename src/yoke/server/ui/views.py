@@ -175,15 +175,20 @@ async def fairness(
         also=list(served),
         k=k,
     )
-    total_weight = now.total_weight or 1.0
+    see_all = privileged(p)
+    tenants = queue.tenant_shares(ex.kernel, visible=None, k=0)  # the tenants' totals
     # The same snapshot as the rows: the kernel, read with no await since `shares` (the
     # ledger, read from the store a moment apart, counted a different set of grants), so the
     # rows' running add up to at most this and their shares of it to at most 100%.
     total_running = ex.kernel.running
     none = SessionWindow(session="", starts=0, waits=())
     rows = []
-    for name, queued, running, weight in now.top:
+    for name, queued, running, weight, tenant in now.top:
         won = served.get(name, none)
+        # A session's target: its tenant's weighted share of the slots, split between the
+        # tenant's sessions with work (the order inside a tenant gives each the same).
+        sessions = now.per_tenant.get(tenant, 1)
+        target = ex.kernel.group_stats(tenant).weight / (tenants.total_weight or 1.0) / sessions
         p50, p99 = percentile(won.waits, 0.5), percentile(won.waits, 0.99)
         rows.append(
             {
@@ -193,8 +198,12 @@ async def fairness(
                 "running": running,
                 "starts": won.starts,
                 "share_starts": round(won.starts / total_starts, 4) if total_starts else 0.0,
-                "share_running": round(running / total_running, 4) if total_running else 0.0,
-                "target_share": round(weight / total_weight, 4),
+                "share_running": (
+                    (round(running / total_running, 4) if total_running else 0.0)
+                    if see_all
+                    else None
+                ),
+                "target_share": round(target, 4) if see_all else None,
                 "wait_p50": None if p50 is None else round(p50, 4),
                 "wait_p99": None if p99 is None else round(p99, 4),
                 "starving": bool(
@@ -209,6 +218,7 @@ async def fairness(
         "window_seconds": window,
         "tenants": _tenant_rows(s, p, window, k),
         "jain": round(now.jain, 4),
+        "jain_tenants": round(tenants.jain, 4) if see_all else None,
         "sessions_with_work": now.sessions if privileged(p) else None,
         "starts": total_starts,
         "running": total_running,
