@@ -176,7 +176,10 @@ async def fairness(
         k=k,
     )
     see_all = privileged(p)
-    tenants = queue.tenant_shares(ex.kernel, visible=None, k=0)  # the tenants' totals
+    mine = tenant_of(p)
+    tenants = queue.tenant_shares(
+        ex.kernel, visible=None if see_all else (lambda t: t == mine), k=k
+    )
     # The same snapshot as the rows: the kernel, read with no await since `shares` (the
     # ledger, read from the store a moment apart, counted a different set of grants), so the
     # rows' running add up to at most this and their shares of it to at most 100%.
@@ -216,7 +219,7 @@ async def fairness(
         )
     return {
         "window_seconds": window,
-        "tenants": _tenant_rows(s, p, window, k),
+        "tenants": _tenant_rows(s, tenants, window, see_all=see_all),
         "jain": round(now.jain, 4),
         "jain_tenants": round(tenants.jain, 4) if see_all else None,
         "sessions_with_work": now.sessions if privileged(p) else None,
@@ -237,16 +240,14 @@ async def fairness(
     }
 
 
-def _tenant_rows(s: ServerState, p: Principal, window: int, k: int) -> list[dict[str, Any]]:
+def _tenant_rows(
+    s: ServerState, now: queue.TenantShares, window: int, *, see_all: bool
+) -> list[dict[str, Any]]:
     """The tenants first: each one's weight, queued and running starts here, its share of the
     running against its weighted target (an operator's view only: a tenant's target share
     would tell it how many others have work), and its starts and refusals in the window (a
-    refusal by rate, by its queue bound, by a limit). A plain tenant sees its own row alone."""
-    see_all = privileged(p)
-    mine = tenant_of(p)
-    now = queue.tenant_shares(
-        s.executions.kernel, visible=None if see_all else (lambda t: t == mine), k=k
-    )
+    refusal by rate, by its queue bound, by a limit). A plain tenant sees its own row alone
+    (`now` names only the tenants the caller may see; its totals are over every tenant)."""
     recent = s.recorder.tenants(window)
     minute = s.recorder.tenants(60)
     rows = []
@@ -260,7 +261,7 @@ def _tenant_rows(s: ServerState, p: Principal, window: int, k: int) -> list[dict
                 "queued": queued,
                 "running": running,
                 "share_running": (
-                    round(running / now.running, 4) if see_all and now.running else None
+                    (round(running / now.running, 4) if now.running else 0.0) if see_all else None
                 ),
                 "target_share": (
                     round(weight / now.total_weight, 4) if see_all and now.total_weight else None
