@@ -33,6 +33,7 @@ YOKE_TABLES = (
     "yoke_control_log",
     "yoke_instances",
     "yoke_idempotency",
+    "yoke_requests",
 )
 
 

@@ -19,14 +19,15 @@ sleeps the pauses it computes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from yoke.errors import BadType, BadValue, YokeError
+from yoke.errors import BadType, BadValue, StoreUnavailable, YokeError
 
 T = TypeVar("T")
 
@@ -118,6 +119,28 @@ async def until_done(
                 "%s failed (attempt %d, retrying in %.2fs): %s", what, backoff.attempts, pause, exc
             )
             await asyncio.sleep(pause)
+
+
+@contextlib.asynccontextmanager
+async def store_deadline(seconds: float | None, what: str) -> AsyncIterator[None]:
+    """Give the body `seconds` (None: no bound) to get its answers from the store; past them,
+    its wait is cancelled and `StoreUnavailable` raised instead (an answer a caller can act
+    on, HTTP 503 with Retry-After, rather than a request that hangs with the store). What the
+    body handed to others (a batch already sent) goes on without it."""
+    if seconds is None:
+        yield
+        return
+    scope = asyncio.timeout(seconds)
+    try:
+        async with scope:
+            yield
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        raise StoreUnavailable(
+            f"the store did not answer within {seconds:g} s (trying to {what}); if it was "
+            "recorded meanwhile, a retry with the same Idempotency-Key finds it"
+        ) from None
 
 
 _RNG = random.Random()

@@ -41,12 +41,14 @@ from yoke.errors import (
     YokeError,
 )
 from yoke.executions.batching import Batcher, GroupCommit
-from yoke.executions.context import Context, run_workflow
+from yoke.executions.context import Context, run_bounded, stopped_failure
 from yoke.executions.control import Control
 from yoke.executions.core import Role
+from yoke.executions.failures import failure_of, log_failed
 from yoke.executions.model import (
     AuditEntry,
     Execution,
+    Failure,
     Limits,
     Page,
     Principal,
@@ -57,6 +59,7 @@ from yoke.executions.model import (
 )
 from yoke.executions.readback import read_back
 from yoke.executions.reading import Reading
+from yoke.executions.rescue import Rescue
 from yoke.executions.state import (
     ExecutionsStats,
     Reviewer,
@@ -68,13 +71,14 @@ from yoke.executions.state import (
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
 from yoke.executions.workflows import Registry, Workflow
 from yoke.kernel import Kernel
-from yoke.retry import RetryPolicy, until_done
+from yoke.retry import RetryPolicy, store_deadline, until_done
 from yoke.store import (
     ExecutionRow,
     ExecutionStatus,
     Finish,
     GrantResult,
     NewStart,
+    Recovery,
     StartKind,
     StartRow,
     StartStatus,
@@ -98,6 +102,9 @@ class Executions:
         slot_poll_interval: float = 1.0,
         retry: RetryPolicy | None = None,
         batch_overlap: int | None = None,
+        recovery_max: int | None = None,
+        request_poll: float = 0.5,
+        store_timeout: float | None = None,
     ) -> None:
         self._s = s = Shared(
             registry=registry,
@@ -109,6 +116,12 @@ class Executions:
         )
         self.reading = Reading(s, self._wait_decided)
         self.control = Control(s)
+        # Cancel from any server, requests to this process's runs, recovery of dead ones.
+        self.rescue = Rescue(
+            s, self.reading, max_recoveries=recovery_max, request_poll=request_poll
+        )
+        # How long a start, restart or resume waits for the store before it is answered 503.
+        self._store_timeout = store_timeout
         self._spawn: Spawn | None = None
         self._aborting = False
         self._grant_listeners: list[Callable[[Start], None]] = []
@@ -355,11 +368,14 @@ class Executions:
 
     async def _arrive(self, new: NewStart, copy: StepCopy | None) -> Start:
         """Hand a start to the core and wait for its answer. Once here it is decided even if
-        this caller is cancelled: the batches, not the caller, carry it on."""
+        this caller is cancelled: the batches, not the caller, carry it on. A caller waits
+        for the store at most `store_timeout` (then `StoreUnavailable`: its start may still
+        be recorded, and a retry with the same idempotency key finds it)."""
         t, action = self._s.core.arrive(new, copy, now=self._s.clock.wall())
         self._perform((action,))
         if not t.answered:
-            await self._wait(t, decided=False, timeout=None)
+            async with store_deadline(self._store_timeout, "record the start"):
+                await self._wait(t, decided=False, timeout=None)
         if t.error is not None:
             raise t.error
         row = t.row
@@ -544,20 +560,29 @@ class Executions:
         self._perform(s.core.cancelled(row))
         return s.answer(row)
 
-    async def cancel(self, execution_id: str) -> Execution:
-        """Cancel a RUNNING execution of this process; its slot frees when it has stopped."""
-        ex = await self.get_execution(execution_id)
-        if ex.status.finished:
-            raise Conflict(f"execution {execution_id} is already {ex.status.name}")
-        run = self._s.runs.get(ex.execution_id)
-        if run is None or run.task is None:
-            raise Conflict(
-                f"execution {execution_id} runs in another process or is a child; "
-                "cancel it there (or cancel its parent)"
-            )
-        self._stop(run)
-        await asyncio.wait([run.task])
-        return await self.get_execution(execution_id)
+    async def cancel(self, execution_id: str, *, principal: Principal | None = None) -> Execution:
+        """Cancel a RUNNING execution, whichever process runs it (`rescue.Rescue.cancel`)."""
+        return await self.rescue.cancel(execution_id, principal)
+
+    async def run_requests(self) -> None:
+        """Service: act on requests (cancels) to the executions this process runs."""
+        await self.rescue.run_requests()
+
+    def heard_request(self, instance_id: str) -> None:
+        """A request was announced for the executions of `instance_id` (NOTIFY)."""
+        self.rescue.inbox.heard(instance_id, self._s.instance_id)
+
+    async def recover(self, *, stale_before: float) -> Recovery:
+        """Recover the processes silent since `stale_before` (`rescue.Rescue.recover`), and
+        admit the starts that makes this process's, through the queue like any other. While
+        shutting down they are left QUEUED in the store: this process is about to stop, and
+        the next recovery takes them over."""
+        found = await self.rescue.recover(stale_before=stale_before)
+        if found.adopted and not self._s.core.closing:
+            copies = await self.copies_of(found.adopted)
+            adopted = list(zip(found.adopted, copies, strict=True))
+            self._perform(self._s.core.adopt(adopted, now=self._s.clock.wall()))
+        return found
 
     # -- restart and resume --------------------------------------------------------------------
     async def restart(
@@ -577,7 +602,8 @@ class Executions:
         if from_step is not None:
             if not isinstance(from_step, str):
                 raise BadType("from_step must be a step name (str)")
-            steps = await self._s.require().steps_of(old.execution_id)
+            async with store_deadline(self._store_timeout, "read the steps"):
+                steps = await self._s.require().steps_of(old.execution_id)
             pos = next((s.position for s in steps if s.name == from_step), None)
             if pos is None:
                 raise BadValue(f"execution {execution_id} recorded no step {from_step!r}")
@@ -587,20 +613,22 @@ class Executions:
     async def resume(
         self, execution_id: str, *, priority: int = 0, principal: Principal | None = None
     ) -> Start:
-        """Continue a FAILED, CANCELLED or ABORTED execution: a new execution, admitted like a
-        new start, that re-uses every step the old one recorded."""
+        """Continue a FAILED, CANCELLED, ABORTED or TIMED_OUT execution: a new execution,
+        admitted like a new start, that re-uses every step the old one finished and counts on
+        the attempts of the others."""
         self._s.require_leader()
         old = await self._source(execution_id)
         if old.status in (ExecutionStatus.RUNNING, ExecutionStatus.SUCCEEDED):
             raise Conflict(
                 f"execution {execution_id} is {old.status.name}; only a FAILED, "
-                "CANCELLED or ABORTED execution can be resumed"
+                "CANCELLED, ABORTED or TIMED_OUT execution can be resumed"
             )
         copy = StepCopy(from_execution_id=old.execution_id, before_position=None)
         return await self._again(old, StartKind.RESUME, copy, None, priority, principal)
 
     async def _source(self, execution_id: str) -> ExecutionRow:
-        row = await self._s.require().get_execution(check_id(execution_id, "execution_id"))
+        async with store_deadline(self._store_timeout, "read the execution"):
+            row = await self._s.require().get_execution(check_id(execution_id, "execution_id"))
         if row is None:
             raise NotFound(f"no execution {execution_id}")
         if row.parent_id is not None:
@@ -661,8 +689,8 @@ class Executions:
         except RuntimeError as exc:  # the app's TaskGroup is stopping (a service failed)
             run.close()
             log.error("execution %s could not start: %s", ex.execution_id, exc)
-            status, error = ExecutionStatus.ABORTED, f"could not start: {exc}"
-            self._cleanup(self._finish(t, ex, status, None, error))
+            error = Failure(type="Aborted", message=f"could not start: {exc}")
+            self._cleanup(self._finish(t, ex, ExecutionStatus.ABORTED, None, error))
         else:
             self._s.runs[ex.execution_id] = t
             t.task = task
@@ -675,18 +703,19 @@ class Executions:
                     log.exception("a grant listener failed")
 
     def _stop(self, t: Ticket) -> None:
-        if self._s.core.stop(t):
-            t.task.cancel()
+        self._s.stop(t)
 
     async def _run(self, t: Ticket, ex: ExecutionRow) -> None:
         s = self._s
         go = s.core.begin(t)
         store = s.require()
         status, output = ExecutionStatus.FAILED, None
-        error: str | None = "did not finish"
+        error: Failure | None = Failure(type="Aborted", message="did not finish")
+        ctx: Context | None = None
         try:
             if not go:
-                status, error = self._cancel_status(), "cancelled before it began"
+                status = self._cancel_status()
+                error = Failure(type=status.value.title(), message="stopped before it began")
                 return
             # Yield once before the body: the callers this grant batch answered (`_perform`)
             # run first, so their next starts form the next grant batch and go to the store
@@ -704,15 +733,18 @@ class Executions:
                 recorded=recorded,
             )
             ctx.cancel_status = self._cancel_status
-            status, output, error = await run_workflow(s.registry.get(ex.workflow), ctx, ex.input)
+            status, output, error = await run_bounded(s.registry.get(ex.workflow), ctx, ex.input)
         except asyncio.CancelledError:
-            status, error = (
-                self._cancel_status(),
-                ("aborted at shutdown" if self._aborting else "cancelled"),
-            )
+            status = self._cancel_status()
+            message = "aborted at shutdown" if self._aborting else "cancelled"
+            kind = "Aborted" if self._aborting else "Cancelled"
+            error = Failure(type=kind, message=message)
+            if ctx is not None:
+                error = stopped_failure(ctx, message, kind)
             raise
         except Exception as exc:
-            status, error = ExecutionStatus.FAILED, f"{type(exc).__name__}: {exc}"
+            status, error = ExecutionStatus.FAILED, failure_of(exc)
+            log_failed(ex.workflow, ex.execution_id, status.value, error)
         finally:
             await self._finish(t, ex, status, output, error)
 
@@ -728,11 +760,16 @@ class Executions:
         ex: ExecutionRow,
         status: ExecutionStatus,
         output: str | None,
-        error: str | None,
+        error: Failure | None,
     ) -> None:
         s = self._s
         s.core.finishing(t)
-        finish = Finish(execution_id=ex.execution_id, status=status, output=output, error=error)
+        finish = Finish(
+            execution_id=ex.execution_id,
+            status=status,
+            output=output,
+            error=None if error is None else error.encoded(),
+        )
         try:
             # Until the store takes it, the slot stays taken, here and in the ledger. Stopping,
             # it is given up after a few tries: once this instance has stopped, a peer's

@@ -32,9 +32,19 @@ SELECT * FROM (
   SELECT * FROM yoke_executions WHERE resumed_from = :execution_id
 ) AS reruns ORDER BY seq LIMIT :limit;
 
--- name: insert_step
-INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
-VALUES (:execution_id, :position, :name, :result, :now);
+-- name: record_step
+-- A step's record replaces its earlier one of the same name (an attempt that failed), never a
+-- SUCCEEDED one: a recorded result is final.
+INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at, status, attempts,
+    first_attempt, error, retry_at)
+VALUES (:execution_id, :position, :name, :result, :now, :status, :attempts, :first_attempt,
+    :error, :retry_at)
+ON CONFLICT (execution_id, position) DO UPDATE SET result = excluded.result,
+    recorded_at = excluded.recorded_at, status = excluded.status,
+    attempts = excluded.attempts, first_attempt = excluded.first_attempt,
+    error = excluded.error, retry_at = excluded.retry_at
+WHERE yoke_steps.status <> 'SUCCEEDED' AND yoke_steps.name = excluded.name
+RETURNING execution_id, position;
 
 -- name: steps_of
 SELECT * FROM yoke_steps WHERE execution_id = :execution_id ORDER BY position;
@@ -75,15 +85,81 @@ WHERE dead_at IS NULL AND instance_id <> :exclude
   AND (stopped_at IS NOT NULL OR heartbeat_at < :stale_before)
 RETURNING instance_id;
 
--- name: abort_executions_of_instance
+-- name: end_dead_execution
+-- An execution of a dead instance ends (ABORTED, or CANCELLED when a cancel was asked), each
+-- with its own reason; its row is locked already (running_of_instance).
 UPDATE yoke_executions
-SET status = 'ABORTED', error = :error, finished_at = :now
-WHERE instance_id = :instance_id AND status = 'RUNNING';
+SET status = :status, error = :error, finished_at = :now
+WHERE execution_id = :execution_id AND status = 'RUNNING';
+
+-- name: cancels_asked_of_instance
+SELECT DISTINCT execution_id FROM yoke_requests
+WHERE instance_id = :instance_id AND kind = 'cancel' AND handled_at IS NULL;
+
+-- name: handle_requests_of_instance
+-- A dead instance's requests are done with: the executions they were for have ended.
+UPDATE yoke_requests SET handled_at = :now
+WHERE instance_id = :instance_id AND handled_at IS NULL;
+
+-- name: adopt_starts_of_instance
+-- A dead instance's queued starts become the recovering instance's, still QUEUED.
+UPDATE yoke_starts SET instance_id = :to
+WHERE instance_id = :instance_id AND status = 'QUEUED'
+RETURNING *;
+
+-- name: set_start_recovery
+UPDATE yoke_starts SET recovery = :recovery WHERE start_id = :start_id;
 
 -- name: abort_starts_of_instance
 UPDATE yoke_starts SET status = 'ABORTED', reason = :reason, decided_at = :now
 WHERE instance_id = :instance_id AND status = 'QUEUED'
 RETURNING start_id;
+
+-- ===================================================================================
+-- requests to executions (a cancel): a row the execution's owner hears and marks handled.
+
+-- name: request_cancel
+-- Only while it runs; the request names the instance that runs it, which alone acts on it.
+INSERT INTO yoke_requests (execution_id, kind, instance_id, principal, payload, created_at)
+SELECT execution_id, 'cancel', instance_id, :principal, NULL, :now FROM yoke_executions
+WHERE execution_id = :execution_id AND status = 'RUNNING'
+RETURNING seq, instance_id;
+
+-- name: pending_requests
+SELECT * FROM yoke_requests
+WHERE instance_id = :instance_id AND handled_at IS NULL
+ORDER BY seq
+LIMIT :limit;
+
+-- ===================================================================================
+-- retention: finished rows older than the cutoff, a batch at a time (one pruner at a time).
+
+-- name: prune_executions
+DELETE FROM yoke_executions WHERE seq IN (
+    SELECT seq FROM yoke_executions WHERE finished_at < :before
+    ORDER BY finished_at LIMIT :batch)
+RETURNING execution_id;
+
+-- name: prune_starts
+-- Decided starts whose execution is gone (or that never had one); a QUEUED start is kept.
+DELETE FROM yoke_starts WHERE seq IN (
+    SELECT s.seq FROM yoke_starts s
+    WHERE s.decided_at < :before AND s.status <> 'QUEUED'
+        AND NOT EXISTS (SELECT 1 FROM yoke_executions e WHERE e.execution_id = s.execution_id)
+    ORDER BY s.decided_at LIMIT :batch);
+
+-- name: prune_answers
+DELETE FROM yoke_idempotency WHERE (principal, idem_key) IN (
+    SELECT principal, idem_key FROM yoke_idempotency WHERE expires_at <= :now
+    ORDER BY expires_at LIMIT :batch);
+
+-- name: prune_controls
+-- The newest limits entry stays whatever its age: it is the limits in force at the next boot.
+DELETE FROM yoke_control_log WHERE seq IN (
+    SELECT seq FROM yoke_control_log
+    WHERE at < :before AND seq <> coalesce(
+        (SELECT max(seq) FROM yoke_control_log WHERE kind = 'limits'), 0)
+    ORDER BY at LIMIT :batch);
 
 -- name: find_answer
 SELECT * FROM yoke_idempotency

@@ -261,3 +261,30 @@ CREATE TABLE yoke_event_keys (
 );
 
 CREATE INDEX yoke_event_keys_expiry ON yoke_event_keys (expires_at);
+
+
+-- 0017: workflows that survive failures (see the migration for each column).
+ALTER TABLE yoke_steps ADD COLUMN status TEXT NOT NULL DEFAULT 'SUCCEEDED';
+ALTER TABLE yoke_steps ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE yoke_steps ADD COLUMN first_attempt INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE yoke_steps ADD COLUMN error TEXT;
+ALTER TABLE yoke_steps ADD COLUMN retry_at REAL;
+ALTER TABLE yoke_starts ADD COLUMN recovery INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE yoke_requests (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    execution_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    principal TEXT,
+    payload TEXT,
+    created_at REAL NOT NULL,
+    handled_at REAL
+);
+
+CREATE INDEX yoke_requests_pending ON yoke_requests (instance_id, seq) WHERE handled_at IS NULL;
+CREATE INDEX yoke_requests_execution ON yoke_requests (execution_id);
+CREATE INDEX yoke_executions_finished ON yoke_executions (finished_at)
+    WHERE finished_at IS NOT NULL;
+CREATE INDEX yoke_starts_decided ON yoke_starts (decided_at) WHERE decided_at IS NOT NULL;
+CREATE INDEX yoke_control_log_at ON yoke_control_log (at);
