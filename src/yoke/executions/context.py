@@ -140,10 +140,12 @@ class Context:
                     await self._gave_up(position, name, attempts, exc, failure_of(exc))
                     raise
                 await self._record(position, name, StepStatus.SUCCEEDED, attempts, result=text)
+                self.running = None
                 # Give back what a replay would give, so the first run and a resume agree.
                 return json.loads(text)
-        finally:
+        except Exception:  # a cancel (stopped, timed out) leaves `running` naming its step
             self.running = None
+            raise
 
     async def _gave_up(
         self, position: int, name: str, attempts: Attempts, exc: BaseException, failure: Failure

@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from yoke.errors import Conflict, ShuttingDown, YokeError
 from yoke.executions import Start, StartStatus
+from yoke.retry import store_deadline
 from yoke.server.auth import (
     check_priority,
     check_session,
@@ -42,6 +43,11 @@ class StartsRoutes:
     # -- shared with restart and resume ----------------------------------------------------
     def wait_of(self, request: Incoming) -> float | None:
         return query_float(request, "wait", low=0.0, high=self.s.max_wait)
+
+    def store_deadline(self, what: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """A store read of a start, restart or resume, answered 503 (with Retry-After) past
+        `YOKE_READY_TIMEOUT` instead of waiting for a store that does not answer."""
+        return store_deadline(self.s.app.settings.ready_timeout, what)
 
     def polling(
         self, request: Incoming, wait: float | None
