@@ -56,7 +56,8 @@ async def test_a_workflow_past_its_timeout_ends_timed_out_with_its_children(
 
 
 async def _ledger_empty(app: Any) -> bool:
-    return await app.store.ledger() == {}
+    ledger: dict[str, int] = await app.store.ledger()
+    return ledger == {}
 
 
 async def test_a_child_past_its_own_timeout_fails_its_parent_s_step(database_url: str) -> None:

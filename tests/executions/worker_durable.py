@@ -30,5 +30,6 @@ async def main(url: str, recovery_max: int, workflow: str | None, payload: str |
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:] + [None, None]  # type: ignore[list-item]
-    asyncio.run(main(args[0], int(args[1]), args[2], args[3]))
+    url, most, *rest = sys.argv[1:]
+    workflow, payload = (rest[0], rest[1]) if rest else (None, None)
+    asyncio.run(main(url, int(most), workflow, payload))
