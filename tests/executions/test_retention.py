@@ -63,7 +63,14 @@ async def _execution(store: Store, *, granted: float, finished: float | None) ->
 
 def _control(kind: str, at: float) -> NewControl:
     return NewControl(
-        kind=kind, principal="p", tenant=None, roles=(), subject=None, before=None, after="{}", at=at
+        kind=kind,
+        principal="p",
+        tenant=None,
+        roles=(),
+        subject=None,
+        before=None,
+        after="{}",
+        at=at,
     )
 
 
@@ -106,7 +113,9 @@ async def test_a_prune_deletes_the_finished_past_in_batches(database_url: str) -
         seeded = await _seed(store)
         rounds = []
         while True:
-            batch = await store.retention.prune(before=CUTOFF, audit_before=CUTOFF, now=NEW, batch=3)
+            batch = await store.retention.prune(
+                before=CUTOFF, audit_before=CUTOFF, now=NEW, batch=3
+            )
             rounds.append(batch)
             if not batch.full(3):
                 break

@@ -122,9 +122,7 @@ async def test_a_tenant_cannot_read_or_touch_anothers_execution(serve: Serve) ->
 async def test_the_api_shows_the_error_object_and_the_failing_step(serve: Serve) -> None:
     _, client = await serve()
     c = client("acme")
-    start = (
-        await c.post("/v1/starts", json={"workflow": "steps", "input": {"fail": True}})
-    ).json()
+    start = (await c.post("/v1/starts", json={"workflow": "steps", "input": {"fail": True}})).json()
     eid = start["execution_id"]
     for _ in range(200):
         ex = (await c.get(f"/v1/executions/{eid}")).json()

@@ -361,6 +361,8 @@ async def test_steps_are_recorded_and_copied_at_grant(store: Store) -> None:
         await store.record_steps([done_step(old, pos, name, f'"{name}"')], now=pos)
     with pytest.raises(Conflict):  # a step that succeeded is never recorded again
         await store.record_steps([done_step(old, 1, "two", "1")], now=5)
+    # The same record again (a retry of a write whose answer was lost) changes nothing.
+    await store.record_steps([done_step(old, 1, "two", '"two"')], now=5)
     await store.finish_execution(old, ExecutionStatus.FAILED, output=None, error="x", now=6)
     b, _ = await store.log_start(new_start(kind=StartKind.RESTART, source_execution_id=old))
     outcome, new = await grant(

@@ -26,11 +26,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from yoke.errors import BadType, BadValue, ReplayMismatch
+from yoke.errors import BadType, BadValue, ReplayMismatch, StoreUnavailable
 from yoke.executions.failures import failure_of, log_failed
 from yoke.executions.model import Failure, encode_json
 from yoke.executions.steps import (
@@ -42,12 +43,14 @@ from yoke.executions.steps import (
     check_step_timeout,
 )
 from yoke.executions.workflows import Registry, Workflow
+from yoke.retry import RetryPolicy, until_done
 from yoke.store.records import ExecutionStatus, NewExecution, StepRecord, StepStatus
 
 if TYPE_CHECKING:  # an app's module names `yoke.Context` in annotations: keep it light
     from yoke.clock import Clock
     from yoke.store import StepRow, Store
 
+log = logging.getLogger("yoke.executions")
 Outcome = tuple[ExecutionStatus, str | None, Failure | None]
 
 
@@ -65,8 +68,14 @@ class Context:
         workflow: str,
         session: str,
         recorded: Sequence[StepRow] = (),
+        retry: RetryPolicy | None = None,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self._store = store
+        # How a step's record waits out a store that does not answer: a step done while the
+        # store is down is recorded once it is back, never lost (stopping: given up).
+        self._store_retry = retry or RetryPolicy()
+        self._stopping = stopping
         self._registry = registry
         self._clock = clock
         self._instance_id = instance_id
@@ -182,7 +191,16 @@ class Context:
             first_attempt=attempts.first,
             retry_at=retry_at,
         )
-        await self._store.record_steps([record], now=self._clock.wall())
+        written = await until_done(
+            lambda: self._store.record_steps([record], now=self._clock.wall()),
+            policy=self._store_retry,
+            what=f"recording step {name!r} of {self.execution_id}",
+            stopping=self._stopping,
+            log=log,
+            transient=StoreUnavailable,
+        )
+        if written is None:
+            raise StoreUnavailable(f"step {name!r} of {self.execution_id} was not recorded")
 
     def blame(self, exc: BaseException) -> tuple[str | None, int | None]:
         """The step (and attempt) the workflow's exception `exc` came out of: the last step
@@ -229,6 +247,8 @@ class Context:
             execution_id=row.execution_id,
             workflow=name,
             session=self.session,
+            retry=self._store_retry,
+            stopping=self._stopping,
         )
         ctx.cancel_status = self.cancel_status
         try:

@@ -71,7 +71,7 @@ from yoke.executions.state import (
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
 from yoke.executions.workflows import Registry, Workflow
 from yoke.kernel import Kernel
-from yoke.retry import RetryPolicy, store_deadline, until_done
+from yoke.retry import RetryPolicy, until_done, within
 from yoke.store import (
     ExecutionRow,
     ExecutionStatus,
@@ -374,8 +374,8 @@ class Executions:
         t, action = self._s.core.arrive(new, copy, now=self._s.clock.wall())
         self._perform((action,))
         if not t.answered:
-            async with store_deadline(self._store_timeout, "record the start"):
-                await self._wait(t, decided=False, timeout=None)
+            wait = self._wait(t, decided=False, timeout=None)
+            await within(self._store_timeout, "record the start", wait)
         if t.error is not None:
             raise t.error
         row = t.row
@@ -602,8 +602,8 @@ class Executions:
         if from_step is not None:
             if not isinstance(from_step, str):
                 raise BadType("from_step must be a step name (str)")
-            async with store_deadline(self._store_timeout, "read the steps"):
-                steps = await self._s.require().steps_of(old.execution_id)
+            read = self._s.require().steps_of(old.execution_id)
+            steps = await within(self._store_timeout, "read the steps", read)
             pos = next((s.position for s in steps if s.name == from_step), None)
             if pos is None:
                 raise BadValue(f"execution {execution_id} recorded no step {from_step!r}")
@@ -627,8 +627,9 @@ class Executions:
         return await self._again(old, StartKind.RESUME, copy, None, priority, principal)
 
     async def _source(self, execution_id: str) -> ExecutionRow:
-        async with store_deadline(self._store_timeout, "read the execution"):
-            row = await self._s.require().get_execution(check_id(execution_id, "execution_id"))
+        store = self._s.require()
+        read = store.get_execution(check_id(execution_id, "execution_id"))
+        row = await within(self._store_timeout, "read the execution", read)
         if row is None:
             raise NotFound(f"no execution {execution_id}")
         if row.parent_id is not None:
@@ -731,6 +732,8 @@ class Executions:
                 workflow=ex.workflow,
                 session=ex.session,
                 recorded=recorded,
+                retry=s.retry,
+                stopping=lambda: s.core.closing,
             )
             ctx.cancel_status = self._cancel_status
             status, output, error = await run_bounded(s.registry.get(ex.workflow), ctx, ex.input)

@@ -30,7 +30,7 @@ from typing import Protocol, runtime_checkable
 from starlette.responses import Response
 
 from yoke.errors import BadValue, IdempotencyConflict, StoreUnavailable
-from yoke.retry import store_deadline
+from yoke.retry import within
 from yoke.store import AnswerRow, Store
 
 log = logging.getLogger("yoke.server")
@@ -142,8 +142,8 @@ class Replayer:
         users[0] += 1
         try:
             async with lock:
-                async with store_deadline(self.store_timeout, "find an earlier answer"):
-                    kept = await self.answers.find_answer(principal, key, now=now())
+                find = self.answers.find_answer(principal, key, now=now())
+                kept = await within(self.store_timeout, "find an earlier answer", find)
                 if kept is not None:
                     return self._replay_or_refuse(kept, fp), True
                 response = await answer()
@@ -161,8 +161,8 @@ class Replayer:
                     expires_at=t + self.retention,
                 )
                 try:
-                    async with store_deadline(self.store_timeout, "keep the answer"):
-                        kept = await self.answers.keep_answer(mine, now=t)
+                    keep = self.answers.keep_answer(mine, now=t)
+                    kept = await within(self.store_timeout, "keep the answer", keep)
                 except StoreUnavailable as exc:
                     log.warning("an answer to Idempotency-Key %r was not kept: %s", key, exc)
                     return response, False

@@ -75,8 +75,7 @@ class ExecutionsRoutes:
     async def restart(self, request: Request) -> Response:
         async def answer() -> Response:
             wait = self.starts.wait_of(request)
-            async with self.starts.store_deadline("read the execution"):
-                ex = await self._visible(request)
+            ex = await self.starts.bounded("read the execution", self._visible(request))
             body = parse(RestartIn, await read_body(request), empty_ok=True)
             check_priority(request, body.priority)
             with self.starts.polling(request, wait):
@@ -93,8 +92,7 @@ class ExecutionsRoutes:
     async def resume(self, request: Request) -> Response:
         async def answer() -> Response:
             wait = self.starts.wait_of(request)
-            async with self.starts.store_deadline("read the execution"):
-                ex = await self._visible(request)
+            ex = await self.starts.bounded("read the execution", self._visible(request))
             body = parse(ResumeIn, await read_body(request), empty_ok=True)
             check_priority(request, body.priority)
             with self.starts.polling(request, wait):

@@ -34,7 +34,8 @@ SELECT * FROM (
 
 -- name: record_step
 -- A step's record replaces its earlier one of the same name (an attempt that failed), never a
--- SUCCEEDED one: a recorded result is final.
+-- SUCCEEDED one: a recorded result is final (the same record again, a retry of a write whose
+-- answer was lost, changes nothing and is answered as written).
 INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at, status, attempts,
     first_attempt, error, retry_at)
 VALUES (:execution_id, :position, :name, :result, :now, :status, :attempts, :first_attempt,
@@ -43,7 +44,8 @@ ON CONFLICT (execution_id, position) DO UPDATE SET result = excluded.result,
     recorded_at = excluded.recorded_at, status = excluded.status,
     attempts = excluded.attempts, first_attempt = excluded.first_attempt,
     error = excluded.error, retry_at = excluded.retry_at
-WHERE yoke_steps.status <> 'SUCCEEDED' AND yoke_steps.name = excluded.name
+WHERE yoke_steps.name = excluded.name AND (yoke_steps.status <> 'SUCCEEDED'
+    OR (excluded.status = 'SUCCEEDED' AND yoke_steps.result = excluded.result))
 RETURNING execution_id, position;
 
 -- name: steps_of
