@@ -1,8 +1,9 @@
 """The store down: a start, restart or resume that cannot reach the store is answered 503 problem
 JSON with Retry-After within `YOKE_READY_TIMEOUT`, never later, and nothing is lost once it is
-back (a retry with the same Idempotency-Key finds the one start it made; a step done meanwhile is
-recorded once the store answers; what ran meanwhile ends and frees its slot). PostgreSQL behind a TCP proxy that goes silent (a blackhole, as a
-network partition) or resets every connection; SQLite with its file locked by another writer."""
+back (a retry with the same Idempotency-Key finds the one start it made; a step done meanwhile
+is recorded once the store answers; what ran meanwhile ends and frees its slot). PostgreSQL
+behind a TCP proxy that goes silent (a blackhole, as a network partition) or resets every
+connection; SQLite with its file locked by another writer."""
 
 from __future__ import annotations
 
