@@ -140,7 +140,12 @@ async def within(seconds: float | None, what: str, aw: Awaitable[T]) -> T:
         return task.result()
     _ABANDONED.add(task)
     task.add_done_callback(_forget)
-    raise StoreUnavailable(
+    raise no_answer(seconds, what)
+
+
+def no_answer(seconds: float, what: str) -> StoreUnavailable:
+    """The error of a wait for the store given up after `seconds` (`within`)."""
+    return StoreUnavailable(
         f"the store did not answer within {seconds:g} s (trying to {what}); if it was "
         "recorded meanwhile, a retry with the same Idempotency-Key finds it"
     )

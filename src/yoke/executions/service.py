@@ -71,7 +71,7 @@ from yoke.executions.state import (
 from yoke.executions.tickets import Action, Answer, Grant, Launch, Log, Phase, Refuse, Ticket
 from yoke.executions.workflows import Registry, Workflow
 from yoke.kernel import Kernel
-from yoke.retry import RetryPolicy, until_done, within
+from yoke.retry import RetryPolicy, no_answer, until_done, within
 from yoke.store import (
     ExecutionRow,
     ExecutionStatus,
@@ -374,8 +374,12 @@ class Executions:
         t, action = self._s.core.arrive(new, copy, now=self._s.clock.wall())
         self._perform((action,))
         if not t.answered:
-            wait = self._wait(t, decided=False, timeout=None)
-            await within(self._store_timeout, "record the start", wait)
+            # A future of this process, not a store call: a timeout cancels it at once (and
+            # adds no task, so the callers of a batch still start their next starts first).
+            await self._wait(t, decided=False, timeout=self._store_timeout)
+            if not t.answered:
+                assert self._store_timeout is not None
+                raise no_answer(self._store_timeout, "record the start")
         if t.error is not None:
             raise t.error
         row = t.row
