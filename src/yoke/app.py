@@ -398,9 +398,9 @@ class App:
                 store.listen_slot_freed(self.executions.wake), name="yoke-slot-listener"
             ),
             tg.create_task(self._heartbeat(store, instance_id), name="yoke-heartbeat"),
-            tg.create_task(self.executions.run_requests(), name="yoke-requests"),
+            tg.create_task(self.executions.rescue.run_requests(), name="yoke-requests"),
             tg.create_task(
-                store.requests.listen(self.executions.heard_request), name="yoke-request-listener"
+                store.requests.listen(self.executions.rescue.heard), name="yoke-request-listener"
             ),
         ]
         pruner = self._pruner(store, backend, instance_id)
@@ -461,7 +461,7 @@ class App:
                     # we start from now on is recoverable.
                     log.warning("instance %s was declared dead; registering again", instance_id)
                     await store.register_instance(instance_id, now=now)
-                    await self.executions.stop_recovered()
+                    await self.executions.rescue.stop_recovered()
                 if self.leadership is None or self.leadership.is_leader:
                     await self.executions.recover(stale_before=now - s.instance_stale_after)
                 await self._follow_limits(store)

@@ -115,7 +115,28 @@ class Rescue:
             except StoreUnavailable as exc:  # the next look tries again
                 log.warning("acting on requests to executions failed: %s", exc)
 
+    def heard(self, instance_id: str) -> None:
+        """A request was announced for the executions of `instance_id` (NOTIFY)."""
+        self.inbox.heard(instance_id, self._s.instance_id)
+
     # -- recovery --------------------------------------------------------------------------------
+    async def stop_recovered(self) -> int:
+        """This instance was declared dead and a peer recovered it: the executions the peer
+        ended (it freed their slots, which may be granted again already, and may have resumed
+        them elsewhere) must not go on running here. Executions granted here since then stay.
+        Queued starts the peer took over are found GONE when picked. Returns how many runs
+        were stopped."""
+        s = self._s
+        store = s.require()
+        stopped = 0
+        for execution_id, run in list(s.runs.items()):
+            row = await store.get_execution(execution_id)
+            if row is None or row.status.finished:
+                log.warning("stopping %s: a peer recorded it %s", execution_id, row and row.status)
+                s.stop(run)
+                stopped += 1
+        return stopped
+
     async def recover(self, *, stale_before: float) -> Recovery:
         """Declare dead the processes silent since `stale_before` and end what they ran;
         with `resume`, the starts this process must now admit are `adopted`."""

@@ -120,8 +120,10 @@ class Executions:
         self.rescue = Rescue(
             s, self.reading, max_recoveries=recovery_max, request_poll=request_poll
         )
-        # How long a start, restart or resume waits for the store before it is answered 503.
+        # How long a start, restart or resume waits for a store that answers nothing before
+        # it is answered 503; when a log or grant batch last got an answer (monotonic).
         self._store_timeout = store_timeout
+        self._store_answered = 0.0
         self._spawn: Spawn | None = None
         self._aborting = False
         self._grant_listeners: list[Callable[[Start], None]] = []
@@ -250,6 +252,7 @@ class Executions:
         overlap = self._batch_overlap or store.batch_overlap
         self._granter.overlap = self._finisher.overlap = overlap
         s.core = s.new_core(limits)
+        self._store_answered = s.clock.monotonic()
         s.runs = {}
         s.wake_event = asyncio.Event()
         self._aborting = False
@@ -374,12 +377,7 @@ class Executions:
         t, action = self._s.core.arrive(new, copy, now=self._s.clock.wall())
         self._perform((action,))
         if not t.answered:
-            # A future of this process, not a store call: a timeout cancels it at once (and
-            # adds no task, so the callers of a batch still start their next starts first).
-            await self._wait(t, decided=False, timeout=self._store_timeout)
-            if not t.answered:
-                assert self._store_timeout is not None
-                raise no_answer(self._store_timeout, "record the start")
+            await self._wait_for_store(t)
         if t.error is not None:
             raise t.error
         row = t.row
@@ -391,6 +389,25 @@ class Executions:
                 f"idempotency key {new.idempotency_key!r} was used for another start"
             )
         return await self._replay(row)
+
+    async def _wait_for_store(self, t: Ticket) -> None:
+        """Wait for `t`'s first answer while the store answers: once `store_timeout` has
+        passed, during this wait, with no batch answered (the store does not answer: an
+        outage, a silent network), give up with `StoreUnavailable`; a long line of starts
+        before it, answered batch after batch, is waited out. A timer on a future of this
+        process, not a store call: it stops at once, and adds no task (the callers of a batch
+        still go first)."""
+        limit = self._store_timeout
+        if limit is None:
+            await self._wait(t, decided=False, timeout=None)
+            return
+        clock = self._s.clock
+        began = clock.monotonic()
+        while not t.answered:
+            left = max(began, self._store_answered) + limit - clock.monotonic()
+            if left <= 0:
+                raise no_answer(limit, "record the start")
+            await self._wait(t, decided=False, timeout=left)
 
     async def _replay(self, row: StartRow) -> Start:
         """A retry with a used idempotency key gets the first start's answer."""
@@ -494,6 +511,7 @@ class Executions:
         error: BaseException | None,
     ) -> None:
         s = self._s
+        self._store_answered = s.clock.monotonic()
         if error is not None:
             for a in logs:
                 self._perform(s.core.log_failed(a.ticket, error))
@@ -533,6 +551,7 @@ class Executions:
         """A batch of grants answered (in the order the batches formed): the core says what
         follows. A failed batch committed nothing: its starts give their slots back."""
         s = self._s
+        self._store_answered = s.clock.monotonic()
         if error is not None:
             self._perform(s.core.grants_failed(grants, error, now=s.clock.wall()))
             if isinstance(error, YokeError):  # the store is down: the next poll retries
@@ -567,14 +586,6 @@ class Executions:
     async def cancel(self, execution_id: str, *, principal: Principal | None = None) -> Execution:
         """Cancel a RUNNING execution, whichever process runs it (`rescue.Rescue.cancel`)."""
         return await self.rescue.cancel(execution_id, principal)
-
-    async def run_requests(self) -> None:
-        """Service: act on requests (cancels) to the executions this process runs."""
-        await self.rescue.run_requests()
-
-    def heard_request(self, instance_id: str) -> None:
-        """A request was announced for the executions of `instance_id` (NOTIFY)."""
-        self.rescue.inbox.heard(instance_id, self._s.instance_id)
 
     async def recover(self, *, stale_before: float) -> Recovery:
         """Recover the processes silent since `stale_before` (`rescue.Rescue.recover`), and
@@ -671,21 +682,6 @@ class Executions:
         return await self._arrive(new, copy)
 
     # -- running -------------------------------------------------------------------------------
-    async def stop_recovered(self) -> int:
-        """This instance was declared dead and a peer recovered it: the executions the peer
-        recorded ABORTED (it freed their slots, which may be granted again already) must not go
-        on running here. Executions granted here since then stay. Queued starts the peer
-        aborted are found GONE when picked. Returns how many runs were stopped."""
-        store = self._s.require()
-        stopped = 0
-        for execution_id, run in list(self._s.runs.items()):
-            row = await store.get_execution(execution_id)
-            if row is None or row.status.finished:
-                log.warning("stopping %s: a peer recorded it %s", execution_id, row and row.status)
-                self._stop(run)
-                stopped += 1
-        return stopped
-
     def _launch(self, t: Ticket, ex: ExecutionRow) -> None:
         assert self._spawn is not None
         run = self._run(t, ex)
