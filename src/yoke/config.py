@@ -70,8 +70,8 @@ class Settings:
     )
     ready_timeout: float = setting(
         2.0,
-        "seconds the store has to answer `/readyz`, and a start, restart or resume before it "
-        "is answered 503 with Retry-After (the store did not answer)",
+        "seconds the store has to answer `/readyz`; a start, restart or resume that waits this "
+        "long with no answer from the store is answered 503 with Retry-After",
     )
     forwarded_allow_ips: str = setting(
         "127.0.0.1,::1",
