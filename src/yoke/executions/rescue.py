@@ -13,6 +13,8 @@ automatic recoveries is at `YOKE_RECOVERY_MAX`, by a QUEUED start of this proces
 queued starts become this process's. The shell admits those starts (`Executions.recover`)
 through its queue like any other: a slot, the queue order, the limits. Which process
 recovers a dead one is decided by the store's lock on its row: exactly one, however many race.
+A process that was only paused past the staleness and finds itself declared dead stops the runs
+its recoverer ended (`stop_recovered`).
 
 `Rescue` holds the executions' `Shared` by reference; it stops a run through the core
 (`Shared.stop`), never by itself deciding admission. This module must never name a backend.
