@@ -191,6 +191,11 @@ class Context:
             first_attempt=attempts.first,
             retry_at=retry_at,
         )
+        try:
+            await self._store.record_steps([record], now=self._clock.wall())
+            return
+        except StoreUnavailable:  # waited out by the one retry rule (most writes need none)
+            pass
         written = await until_done(
             lambda: self._store.record_steps([record], now=self._clock.wall()),
             policy=self._store_retry,

@@ -88,6 +88,8 @@ from yoke.store import (
 
 __all__ = ["Executions", "ExecutionsStats", "Reviewer", "Spawn"]
 
+DID_NOT_FINISH = Failure(type="Aborted", message="did not finish")  # replaced once it ends
+
 
 class Executions:
     """`app.executions`: see the module header."""
@@ -124,6 +126,8 @@ class Executions:
         # it is answered 503; when a log or grant batch last got an answer (monotonic).
         self._store_timeout = store_timeout
         self._store_answered = 0.0
+        self._waiting: dict[Ticket, float] = {}  # starts waiting for their first answer: since
+        self._watch: asyncio.TimerHandle | None = None  # `_watch_store`, while any waits
         self._spawn: Spawn | None = None
         self._aborting = False
         self._grant_listeners: list[Callable[[Start], None]] = []
@@ -392,22 +396,45 @@ class Executions:
 
     async def _wait_for_store(self, t: Ticket) -> None:
         """Wait for `t`'s first answer while the store answers: once `store_timeout` has
-        passed, during this wait, with no batch answered (the store does not answer: an
-        outage, a silent network), give up with `StoreUnavailable`; a long line of starts
-        before it, answered batch after batch, is waited out. A timer on a future of this
-        process, not a store call: it stops at once, and adds no task (the callers of a batch
-        still go first)."""
+        passed, during this wait, with no log or grant batch answered (the store does not
+        answer: an outage, a silent network), give up with `StoreUnavailable`; a long line of
+        starts before it, answered batch after batch, is waited out. Every start takes this
+        path, so it costs a dict entry: one timer of the loop watches all the waiting starts
+        (`_watch_store`)."""
         limit = self._store_timeout
         if limit is None:
             await self._wait(t, decided=False, timeout=None)
             return
-        clock = self._s.clock
-        began = clock.monotonic()
-        while not t.answered:
-            left = max(began, self._store_answered) + limit - clock.monotonic()
-            if left <= 0:
-                raise no_answer(limit, "record the start")
-            await self._wait(t, decided=False, timeout=left)
+        self._waiting[t] = self._s.clock.monotonic()
+        if self._watch is None:
+            self._watch = asyncio.get_running_loop().call_later(limit, self._watch_store)
+        try:
+            await self._wait(t, decided=False, timeout=None)
+        finally:
+            self._waiting.pop(t, None)
+
+    def _watch_store(self) -> None:
+        """The waiting starts that saw no batch answered for `store_timeout` since they
+        arrived are answered `StoreUnavailable`; the timer comes back for the others."""
+        self._watch = None
+        limit = self._store_timeout
+        if limit is None or not self._waiting:
+            return
+        now = self._s.clock.monotonic()
+        answered = self._store_answered
+        due: float | None = None
+        for t, began in list(self._waiting.items()):
+            deadline = max(began, answered) + limit
+            if deadline > now:
+                due = deadline if due is None else min(due, deadline)
+                continue
+            del self._waiting[t]
+            error = no_answer(limit, "record the start")
+            for decided, fut in t.waiters or ():
+                if not decided and not fut.done():  # its caller's wait for a first answer
+                    fut.set_exception(error)
+        if due is not None:
+            self._watch = asyncio.get_running_loop().call_later(due - now, self._watch_store)
 
     async def _replay(self, row: StartRow) -> Start:
         """A retry with a used idempotency key gets the first start's answer."""
@@ -711,7 +738,7 @@ class Executions:
         go = s.core.begin(t)
         store = s.require()
         status, output = ExecutionStatus.FAILED, None
-        error: Failure | None = Failure(type="Aborted", message="did not finish")
+        error: Failure | None = DID_NOT_FINISH
         ctx: Context | None = None
         try:
             if not go:

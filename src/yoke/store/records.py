@@ -2,8 +2,9 @@
 
 These are values, not behaviour: keyword-only dataclasses and `Enum`s that both backends return
 identically. Values are frozen, except the records built for every start on the admission path
-(a start, its execution, a grant, a finish, a slot): a frozen `__init__` costs about twice a
-plain one there, and nobody changes them once built; they are made once and only read. JSON
+(a start, its execution, a grant, a finish, a slot, a step's record): a frozen `__init__`
+costs about twice a plain one there, and nobody changes them once built; they are made once
+and only read. JSON
 payloads travel as text encoded by the caller, so every backend keeps exactly the bytes it was
 given. This module must never import a driver or any part of yoke
 above the store (`executions`, `actors`, `server`).
@@ -149,7 +150,7 @@ class ExecutionRow:
     finished_at: float | None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True)
 class StepRecord:
     """What a step's record says now (`Store.record_steps`): written when it succeeds, when an
     attempt fails before the pause (RETRYING, due again at `retry_at`) and when it gives up

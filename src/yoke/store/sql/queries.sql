@@ -45,8 +45,7 @@ ON CONFLICT (execution_id, position) DO UPDATE SET result = excluded.result,
     attempts = excluded.attempts, first_attempt = excluded.first_attempt,
     error = excluded.error, retry_at = excluded.retry_at
 WHERE yoke_steps.name = excluded.name AND (yoke_steps.status <> 'SUCCEEDED'
-    OR (excluded.status = 'SUCCEEDED' AND yoke_steps.result = excluded.result))
-RETURNING execution_id, position;
+    OR (excluded.status = 'SUCCEEDED' AND yoke_steps.result = excluded.result));
 
 -- name: steps_of
 SELECT * FROM yoke_steps WHERE execution_id = :execution_id ORDER BY position;
@@ -137,18 +136,27 @@ LIMIT :limit;
 -- retention: finished rows older than the cutoff, a batch at a time (one pruner at a time).
 
 -- name: prune_executions
+-- Finished before :before, oldest first. Rows are numbered (seq) as they are created, so those
+-- created before :before lie below the first created since, found by the primary key in a
+-- walk no longer than the rows to prune: no index on a time, which would cost every finish.
 DELETE FROM yoke_executions WHERE seq IN (
-    SELECT seq FROM yoke_executions WHERE finished_at < :before
-    ORDER BY finished_at LIMIT :batch)
+    SELECT seq FROM yoke_executions
+    WHERE seq < coalesce((SELECT n.seq FROM yoke_executions n WHERE n.created_at >= :before
+                          ORDER BY n.seq LIMIT 1), 9223372036854775807)
+        AND finished_at < :before
+    ORDER BY seq LIMIT :batch)
 RETURNING execution_id;
 
 -- name: prune_starts
--- Decided starts whose execution is gone (or that never had one); a QUEUED start is kept.
+-- Decided starts whose execution is gone (or that never had one), found as executions are;
+-- a QUEUED start is kept.
 DELETE FROM yoke_starts WHERE seq IN (
     SELECT s.seq FROM yoke_starts s
-    WHERE s.decided_at < :before AND s.status <> 'QUEUED'
+    WHERE s.seq < coalesce((SELECT n.seq FROM yoke_starts n WHERE n.created_at >= :before
+                            ORDER BY n.seq LIMIT 1), 9223372036854775807)
+        AND s.decided_at < :before AND s.status <> 'QUEUED'
         AND NOT EXISTS (SELECT 1 FROM yoke_executions e WHERE e.execution_id = s.execution_id)
-    ORDER BY s.decided_at LIMIT :batch);
+    ORDER BY s.seq LIMIT :batch);
 
 -- name: prune_answers
 DELETE FROM yoke_idempotency WHERE (principal, idem_key) IN (
@@ -156,12 +164,13 @@ DELETE FROM yoke_idempotency WHERE (principal, idem_key) IN (
     ORDER BY expires_at LIMIT :batch);
 
 -- name: prune_controls
--- The newest limits entry stays whatever its age: it is the limits in force at the next boot.
+-- Oldest first (entries are numbered as written). The newest limits entry stays whatever its
+-- age: it is the limits in force at the next boot.
 DELETE FROM yoke_control_log WHERE seq IN (
     SELECT seq FROM yoke_control_log
     WHERE at < :before AND seq <> coalesce(
         (SELECT max(seq) FROM yoke_control_log WHERE kind = 'limits'), 0)
-    ORDER BY at LIMIT :batch);
+    ORDER BY seq LIMIT :batch);
 
 -- name: find_answer
 SELECT * FROM yoke_idempotency

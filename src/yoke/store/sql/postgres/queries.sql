@@ -28,8 +28,7 @@ ON CONFLICT (execution_id, position) DO UPDATE SET result = EXCLUDED.result,
     attempts = EXCLUDED.attempts, first_attempt = EXCLUDED.first_attempt,
     error = EXCLUDED.error, retry_at = EXCLUDED.retry_at
 WHERE yoke_steps.name = EXCLUDED.name AND (yoke_steps.status <> 'SUCCEEDED'
-    OR (EXCLUDED.status = 'SUCCEEDED' AND yoke_steps.result = EXCLUDED.result))
-RETURNING execution_id, position;
+    OR (EXCLUDED.status = 'SUCCEEDED' AND yoke_steps.result = EXCLUDED.result));
 
 -- name: decide_start
 UPDATE yoke_starts

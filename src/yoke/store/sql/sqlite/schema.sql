@@ -284,7 +284,3 @@ CREATE TABLE yoke_requests (
 
 CREATE INDEX yoke_requests_pending ON yoke_requests (instance_id, seq) WHERE handled_at IS NULL;
 CREATE INDEX yoke_requests_execution ON yoke_requests (execution_id);
-CREATE INDEX yoke_executions_finished ON yoke_executions (finished_at)
-    WHERE finished_at IS NOT NULL;
-CREATE INDEX yoke_starts_decided ON yoke_starts (decided_at) WHERE decided_at IS NOT NULL;
-CREATE INDEX yoke_control_log_at ON yoke_control_log (at);
