@@ -1,7 +1,8 @@
 """Retention: deleting finished rows older than a cutoff, one bounded batch per call.
 
-A batch is one transaction: up to `batch` finished executions (by `finished_at`, oldest
-first) with their steps and requests, then up to `batch` decided starts whose execution is
+A batch is one transaction: up to `batch` executions finished before the cutoff (the oldest
+first, found along the primary key: no index on a time, which every finish would pay for) with
+their steps and requests, then up to `batch` decided starts whose execution is
 gone, expired idempotency answers, and (when asked) control-log entries older than their own
 cutoff, except the newest limits entry, which is the limits every process applies at boot.
 The caller repeats while a batch came back full, so no transaction holds the store for long;
