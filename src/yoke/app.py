@@ -424,14 +424,16 @@ class App:
             return None
         from yoke.executions.retention import Pruner
 
+        lead = self.leadership
         self.pruner = Pruner(
             store,
-            backend.actors,
+            None if lead is not None else backend.actors,  # a leader is one at a time already
             clock=self.clock,
             holder=instance_id,
             retention=s.retention_secs,
             interval=s.prune_interval_secs,
             audit_retention=s.audit_retention_secs,
+            only_while=None if lead is None else (lambda: lead.is_leader),
         )
         return self.pruner
 

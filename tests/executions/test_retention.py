@@ -214,3 +214,38 @@ async def test_the_app_prunes_under_its_settings_and_the_metric_counts(database_
     kept = make_app(database_url, retention_secs=0)
     async with kept.running():
         assert kept.pruner is None
+
+
+async def test_a_leader_prunes_without_a_lease_of_its_own_and_only_while_it_leads(
+    database_url: str,
+) -> None:
+    backend = open_store(database_url)
+    await backend.open()
+    try:
+        await _seed(backend.executions)
+        leading = [False]
+        clock = SystemClock()
+        pruner = Pruner(
+            backend.executions,
+            None,  # an HA pair's leader: its admission lease makes it one at a time already
+            clock=clock,
+            holder="leader",
+            retention=clock.wall() - CUTOFF,
+            interval=0.02,
+            only_while=lambda: leading[0],
+        )
+        task = asyncio.create_task(pruner.run())
+        try:
+            await asyncio.sleep(0.2)  # several periods as a standby: nothing is pruned
+            assert pruner.rounds == 0 and count_rows(database_url, "yoke_executions") == 9
+            leading[0] = True
+            for _ in range(250):
+                if pruner.pruned["executions"] == 7:
+                    break
+                await asyncio.sleep(0.02)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert pruner.pruned["executions"] == 7 and pruner.elector is None
+    finally:
+        await backend.close()

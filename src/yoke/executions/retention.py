@@ -1,7 +1,9 @@
 """Retention: the finished past is deleted, by one process at a time.
 
 Every `YOKE_PRUNE_INTERVAL_SECS` (60) the process holding the lease `yoke.executions.pruner`
-(`leases.Elector`: one holder at a time, taken over when it dies) deletes what is older than
+(`leases.Elector`: one holder at a time, taken over when it dies) or, in a high-availability
+pair, the leader (`only_while`: its admission lease already makes it one process at a time,
+and a second lease would take a second connection of the lease pool) deletes what is older than
 `YOKE_RETENTION_SECS` (30 days): finished executions with their steps and requests, decided
 starts whose execution is gone, expired idempotency answers, and control-log entries older
 than `YOKE_AUDIT_RETENTION_SECS` when that is set (unset: the audit log is kept; its newest
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict
 
 from yoke.clock import Clock
@@ -37,7 +40,7 @@ class Pruner:
     def __init__(
         self,
         store: Store,
-        leases: LeaseStore,
+        leases: LeaseStore | None,
         *,
         clock: Clock,
         holder: str,
@@ -45,6 +48,7 @@ class Pruner:
         interval: float,
         audit_retention: float | None = None,
         batch: int = BATCH,
+        only_while: Callable[[], bool] | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -54,13 +58,20 @@ class Pruner:
         self.batch = batch
         self.pruned: Counter[str] = Counter()  # rows deleted by this process, by table
         self.rounds = 0
-        self.elector = Elector(
-            leases,
-            name=LEASE,
-            holder=holder_name(holder),
-            ttl=LEASE_TTL,
-            clock=clock,
-            poll=min(interval, LEASE_TTL / 3),
+        # One process at a time: the holder of a lease of its own, or (no lease store given)
+        # the process for which `only_while()` holds, such as an HA pair's leader.
+        self._only_while = only_while
+        self.elector = (
+            None
+            if leases is None
+            else Elector(
+                leases,
+                name=LEASE,
+                holder=holder_name(holder),
+                ttl=LEASE_TTL,
+                clock=clock,
+                poll=min(interval, LEASE_TTL / 3),
+            )
         )
 
     def __repr__(self) -> str:
@@ -70,15 +81,22 @@ class Pruner:
         )
 
     async def run(self) -> None:
-        """Service: prune every `interval` while this process holds the lease."""
-        await self.elector.run(self._hold)
+        """Service: prune every `interval` while this process is the one that prunes."""
+        if self.elector is not None:
+            await self.elector.run(self._hold)
+        else:
+            await self._rounds(self._only_while or (lambda: True))
 
     async def _hold(self, _: Lease) -> None:
+        await self._rounds(lambda: True)
+
+    async def _rounds(self, mine: Callable[[], bool]) -> None:
         while True:
-            try:
-                await self.prune()
-            except StoreUnavailable as exc:  # the next round tries again
-                log.warning("pruning failed: %s", exc)
+            if mine():
+                try:
+                    await self.prune()
+                except StoreUnavailable as exc:  # the next round tries again
+                    log.warning("pruning failed: %s", exc)
             await asyncio.sleep(self.interval)  # a period, not a synchronisation
 
     async def prune(self) -> Counter[str]:
