@@ -168,3 +168,20 @@ async def test_sqlite_locked_answers_503_in_time_and_loses_nothing(tmp_path: Pat
             blocker.execute("ROLLBACK")
             blocker.close()
         await _nothing_lost(app, c, url, held)
+
+
+async def test_a_busy_process_is_not_taken_for_a_silent_store(database_url: str) -> None:
+    """Starts that wait longer than the bound because this process was busy (its loop blocked,
+    no batch sent yet), not because the store was silent, are answered as usual."""
+    app = _app(database_url)
+    async with app.running():
+        ex = app.executions
+
+        async def busy() -> None:
+            time.sleep(2 * READY)  # blocks the loop: the starts' log batch is not sent yet
+
+        starts = [asyncio.ensure_future(ex.start("echo", i)) for i in range(50)]
+        await asyncio.sleep(0)  # they arrive and wait for their first answer
+        await busy()
+        answered = await asyncio.gather(*starts)
+        assert {s.status.value for s in answered} == {"GRANTED"}

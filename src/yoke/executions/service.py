@@ -125,8 +125,9 @@ class Executions:
         # How long a start, restart or resume waits for a store that answers nothing before
         # it is answered 503; when a log or grant batch last got an answer (monotonic).
         self._store_timeout = store_timeout
-        self._store_answered = 0.0
-        self._waiting: dict[Ticket, float] = {}  # starts waiting for their first answer: since
+        self._in_store = 0  # log and grant batches sent and not answered yet
+        self._silent_since: float | None = None  # monotonic: since the store last answered one
+        self._waiting: set[Ticket] = set()  # starts waiting for their first answer
         self._watch: asyncio.TimerHandle | None = None  # `_watch_store`, while any waits
         self._spawn: Spawn | None = None
         self._aborting = False
@@ -256,7 +257,7 @@ class Executions:
         overlap = self._batch_overlap or store.batch_overlap
         self._granter.overlap = self._finisher.overlap = overlap
         s.core = s.new_core(limits)
-        self._store_answered = s.clock.monotonic()
+        self._in_store, self._silent_since = 0, None
         s.runs = {}
         s.wake_event = asyncio.Event()
         self._aborting = False
@@ -395,46 +396,57 @@ class Executions:
         return await self._replay(row)
 
     async def _wait_for_store(self, t: Ticket) -> None:
-        """Wait for `t`'s first answer while the store answers: once `store_timeout` has
-        passed, during this wait, with no log or grant batch answered (the store does not
-        answer: an outage, a silent network), give up with `StoreUnavailable`; a long line of
-        starts before it, answered batch after batch, is waited out. Every start takes this
-        path, so it costs a dict entry: one timer of the loop watches all the waiting starts
-        (`_watch_store`)."""
+        """Wait for `t`'s first answer while the store answers: once a batch of logs or grants
+        has been in the store for `store_timeout` with no batch answered (the store does not
+        answer: an outage, a silent network), give up with `StoreUnavailable`. A long line of
+        starts, answered batch after batch, or a process too busy to send its next batch, is
+        waited out: only the store's silence counts. Every start takes this path, so it costs
+        a set entry: one timer of the loop watches all the waiting starts (`_watch_store`)."""
         limit = self._store_timeout
         if limit is None:
             await self._wait(t, decided=False, timeout=None)
             return
-        self._waiting[t] = self._s.clock.monotonic()
+        self._waiting.add(t)
         if self._watch is None:
             self._watch = asyncio.get_running_loop().call_later(limit, self._watch_store)
         try:
             await self._wait(t, decided=False, timeout=None)
         finally:
-            self._waiting.pop(t, None)
+            self._waiting.discard(t)
 
     def _watch_store(self) -> None:
-        """The waiting starts that saw no batch answered for `store_timeout` since they
-        arrived are answered `StoreUnavailable`; the timer comes back for the others."""
+        """While starts wait for their first answer: once the store has been silent for
+        `store_timeout`, each of them is answered `StoreUnavailable`; else look again when it
+        could be."""
         self._watch = None
         limit = self._store_timeout
         if limit is None or not self._waiting:
             return
         now = self._s.clock.monotonic()
-        answered = self._store_answered
-        due: float | None = None
-        for t, began in list(self._waiting.items()):
-            deadline = max(began, answered) + limit
-            if deadline > now:
-                due = deadline if due is None else min(due, deadline)
-                continue
-            del self._waiting[t]
+        since = self._silent_since
+        if since is not None and now - since >= limit:
             error = no_answer(limit, "record the start")
-            for decided, fut in t.waiters or ():
-                if not decided and not fut.done():  # its caller's wait for a first answer
-                    fut.set_exception(error)
-        if due is not None:
-            self._watch = asyncio.get_running_loop().call_later(due - now, self._watch_store)
+            for t in self._waiting:
+                for decided, fut in t.waiters or ():
+                    if not decided and not fut.done():  # its caller's wait for a first answer
+                        fut.set_exception(error)
+            self._waiting.clear()
+            return
+        later = limit if since is None else since + limit - now
+        self._watch = asyncio.get_running_loop().call_later(later, self._watch_store)
+
+    def _sent(self) -> None:
+        """A log or grant batch goes to the store: its silence is counted from now if no
+        other batch was waiting for an answer."""
+        if not self._in_store:
+            self._silent_since = self._s.clock.monotonic()
+        self._in_store += 1
+
+    def _heard(self) -> None:
+        """The store answered a batch (results or an error): any batch still in it is counted
+        from now."""
+        self._in_store -= 1
+        self._silent_since = self._s.clock.monotonic() if self._in_store else None
 
     async def _replay(self, row: StartRow) -> Start:
         """A retry with a used idempotency key gets the first start's answer."""
@@ -529,6 +541,7 @@ class Executions:
         task.add_done_callback(self._cleanups.discard)
 
     async def _send_logs(self, logs: Sequence[Log]) -> builtins.list[tuple[StartRow, bool]]:
+        self._sent()  # first: `_logs_done` hears this batch whatever follows
         return await self._s.require().log_starts([a.start for a in logs])
 
     def _logs_done(
@@ -538,7 +551,7 @@ class Executions:
         error: BaseException | None,
     ) -> None:
         s = self._s
-        self._store_answered = s.clock.monotonic()
+        self._heard()
         if error is not None:
             for a in logs:
                 self._perform(s.core.log_failed(a.ticket, error))
@@ -555,6 +568,7 @@ class Executions:
     async def _send_grants(self, grants: Sequence[Grant]) -> builtins.list[GrantResult]:
         """One batch of grants to the store's ledger. A lost answer is not always a lost
         commit: what did commit is read back, and is the batch's answer."""
+        self._sent()  # first: `_grants_done` hears this batch whatever follows
         s = self._s
         store = s.require()
         requests = [g.request for g in grants]
@@ -578,7 +592,7 @@ class Executions:
         """A batch of grants answered (in the order the batches formed): the core says what
         follows. A failed batch committed nothing: its starts give their slots back."""
         s = self._s
-        self._store_answered = s.clock.monotonic()
+        self._heard()
         if error is not None:
             self._perform(s.core.grants_failed(grants, error, now=s.clock.wall()))
             if isinstance(error, YokeError):  # the store is down: the next poll retries
