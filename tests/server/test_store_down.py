@@ -177,11 +177,11 @@ async def test_a_busy_process_is_not_taken_for_a_silent_store(database_url: str)
     async with app.running():
         ex = app.executions
 
-        async def busy() -> None:
+        def busy() -> None:
             time.sleep(2 * READY)  # blocks the loop: the starts' log batch is not sent yet
 
         starts = [asyncio.ensure_future(ex.start("echo", i)) for i in range(50)]
         await asyncio.sleep(0)  # they arrive and wait for their first answer
-        await busy()
+        busy()
         answered = await asyncio.gather(*starts)
         assert {s.status.value for s in answered} == {"GRANTED"}
