@@ -2,7 +2,10 @@
 
 Three workflows show what the scheduler deals with:
 - `checkout`: recorded steps (reserve, charge, ship) and a child workflow (`send_receipt`) that
-  runs on its parent's slot; a resume after a failure re-uses the steps already done;
+  runs on its parent's slot; a step that meets a connection error is retried (three attempts,
+  half a second apart and doubling), a negative total fails at once (`yoke executions show`
+  prints why, with the traceback), and a resume after a failure re-uses the steps already done;
+  past a minute it is TIMED_OUT;
 - `send_receipt`: the child, also startable on its own;
 - `restock`: a slow job (`{"seconds": n}`), handy to fill slots and watch starts queue.
 
@@ -50,7 +53,9 @@ async def send_receipt(ctx: yoke.Context, input: Any) -> dict[str, Any]:
     return {"receipt": f"receipt for order {order}"}
 
 
-@app.workflow()
+@app.workflow(
+    retry=yoke.Retry(max_attempts=3, backoff=0.5, retry_on=(ConnectionError,)), timeout=60
+)
 async def checkout(ctx: yoke.Context, input: Any) -> dict[str, Any]:
     order = input if isinstance(input, dict) else {}
     reserved = await ctx.step("reserve", _reserve, list(order.get("items", [])))

@@ -36,6 +36,7 @@ YOKE_TABLES = (
     "yoke_tenant_usage",
     "yoke_tenant_rates",
     "tenant_settings",
+    "yoke_requests",
 )
 
 

@@ -177,6 +177,27 @@ def test_start_show_list_cancel_resume_restart(server_url: str) -> None:
     assert code == 0 and start["execution_id"] in out and "execution_id" in out
 
 
+def test_a_failed_execution_shows_its_error_and_traceback(server_url: str) -> None:
+    code, out = _yoke(
+        server_url, "start", "checkout", "--input", '{"order": 8, "total": -1}', "--json"
+    )
+    assert code == 0, out
+    eid = json.loads(out)["execution_id"]
+    for _ in range(200):
+        code, out = _yoke(server_url, "executions", "show", eid, "--json")
+        if json.loads(out)["status"] != "RUNNING":
+            break
+    error = json.loads(out)["error"]
+    assert (error["type"], error["step"], error["attempt"]) == ("ValueError", "charge", 1)
+    code, out = _yoke(server_url, "executions", "show", eid)
+    words = " ".join(out.split())  # the table wraps long cells in a narrow console
+    assert code == 0 and "FAILED" in words
+    assert "ValueError: a negative total cannot be charged (step 'charge', attempt 1)" in words
+    assert "traceback:" in out and 'raise ValueError("a negative total cannot be charged")' in out
+    code, out = _yoke(server_url, "executions", "list", "--status", "failed", "--json")
+    assert code == 0 and [e["execution_id"] for e in json.loads(out)["items"]] == [eid]
+
+
 def test_limits_and_audit(server_url: str) -> None:
     code, out = _yoke(
         server_url,

@@ -44,7 +44,9 @@ if TYPE_CHECKING:  # the engines: imported where they are first built (see above
     from yoke.actors import ActorRuntime, ActorSettings, ActorStore
     from yoke.executions.leadership import Leadership, Liveness
     from yoke.executions.model import Limits
+    from yoke.executions.retention import Pruner
     from yoke.executions.service import Executions, Reviewer
+    from yoke.executions.steps import Retry
     from yoke.executions.tenant_book import Rates
     from yoke.executions.tenants import Tenants
     from yoke.store import Store
@@ -170,6 +172,7 @@ class App:
         self.store: Store | None = None
         self.instance_id: str | None = None
         self.leadership: Leadership | None = None  # with `settings.ha`, while running
+        self.pruner: Pruner | None = None  # retention, while running (None: kept for ever)
         self._stopping = False
         self._service_tasks: list[asyncio.Task[None]] = []
         self._tenants_changed = asyncio.Event()  # read the tenants' settings again now
@@ -202,6 +205,9 @@ class App:
             slot_poll_interval=self.settings.slot_poll_interval,
             retry=self.settings.retry(),
             batch_overlap=self.settings.batch_overlap,
+            recovery_max=self.settings.recovery_max if self.settings.recovery == "resume" else None,
+            request_poll=self.settings.request_poll_secs,
+            store_timeout=self.settings.ready_timeout,
         )
 
     @cached_property
@@ -246,11 +252,19 @@ class App:
             f"workflows={self.registry.names()})"
         )
 
-    def workflow(self, name: str | None = None) -> Callable[[Workflow], Workflow]:
-        """Register `async def wf(ctx, input)` under `name` (default: the function's name)."""
+    def workflow(
+        self,
+        name: str | None = None,
+        *,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[Workflow], Workflow]:
+        """Register `async def wf(ctx, input)` under `name` (default: the function's name).
+        `retry`: the rule of its steps that name none (`yoke.Retry`); `timeout`: seconds from
+        its grant after which it ends TIMED_OUT, its children stopped and its slot freed."""
 
         def register(fn: Workflow) -> Workflow:
-            self.registry.register(fn, name)
+            self.registry.register(fn, name, retry=retry, timeout=timeout)
             return fn
 
         return register
@@ -316,10 +330,6 @@ class App:
         try:
             now = self.clock.wall()
             await store.register_instance(self.instance_id, now=now)
-            if not s.ha:  # with HA the leader recovers, after it adopted the queue
-                await store.recover_dead(
-                    stale_before=now - s.instance_stale_after, now=now, exclude=self.instance_id
-                )
             limits = await recorded_limits(store) or self.configured_limits  # the log wins
             await self._read_tenant_settings(backend)  # no start is admitted before they apply
             if self.actor_worker and (len(self.actor_registry) or len(self.portal_registry)):
@@ -334,6 +344,8 @@ class App:
                         limits=limits,
                         rates=rates,
                     )
+                    if not s.ha:  # with HA the leader recovers, after it adopted the queue
+                        await self.executions.recover(stale_before=now - s.instance_stale_after)
                     if s.ha:
                         self.leadership = self._leadership(backend, self.instance_id)
                         self.leadership.stand_by()
@@ -382,10 +394,8 @@ class App:
         store = backend.executions
 
         async def recover() -> None:
-            now = self.clock.wall()
-            await store.recover_dead(
-                stale_before=now - s.instance_stale_after, now=now, exclude=instance_id
-            )
+            stale_before = self.clock.wall() - s.instance_stale_after
+            await self.executions.recover(stale_before=stale_before)
 
         from yoke.executions.leadership import Leadership
 
@@ -411,6 +421,10 @@ class App:
                 store.listen_slot_freed(self.executions.wake), name="yoke-slot-listener"
             ),
             tg.create_task(self._heartbeat(store, instance_id), name="yoke-heartbeat"),
+            tg.create_task(self.executions.rescue.run_requests(), name="yoke-requests"),
+            tg.create_task(
+                store.requests.listen(self.executions.rescue.heard), name="yoke-request-listener"
+            ),
         ]
         services += [
             tg.create_task(self._follow_tenant_settings(backend), name="yoke-tenant-settings"),
@@ -419,6 +433,9 @@ class App:
                 name="yoke-tenant-settings-listener",
             ),
         ]
+        pruner = self._pruner(store, backend, instance_id)
+        if pruner is not None:
+            services.append(tg.create_task(pruner.run(), name="yoke-pruner"))
         if self.leadership is not None:
             services += [
                 tg.create_task(self.leadership.run(), name="yoke-leadership"),
@@ -464,6 +481,27 @@ class App:
             changed=self.executions.apply_tenant_settings,
         )
 
+    def _pruner(self, store: Store, backend: Backend, instance_id: str) -> Pruner | None:
+        """Retention (`executions/retention.py`), unless `YOKE_RETENTION_SECS` is 0."""
+        s = self.settings
+        if not s.retention_secs:
+            self.pruner = None
+            return None
+        from yoke.executions.retention import Pruner
+
+        lead = self.leadership
+        self.pruner = Pruner(
+            store,
+            None if lead is not None else backend.actors,  # a leader is one at a time already
+            clock=self.clock,
+            holder=instance_id,
+            retention=s.retention_secs,
+            interval=s.prune_interval_secs,
+            audit_retention=s.audit_retention_secs,
+            only_while=None if lead is None else (lambda: lead.is_leader),
+        )
+        return self.pruner
+
     async def shutdown(self, timeout: float | None = None) -> None:
         """Admit nothing new, refuse queued starts, give running executions `timeout` seconds
         (default `YOKE_EXECUTION_SHUTDOWN_TIMEOUT`), then abort them. Idempotent."""
@@ -490,11 +528,9 @@ class App:
                     # we start from now on is recoverable.
                     log.warning("instance %s was declared dead; registering again", instance_id)
                     await store.register_instance(instance_id, now=now)
-                    await self.executions.stop_recovered()
+                    await self.executions.rescue.stop_recovered()
                 if self.leadership is None or self.leadership.is_leader:
-                    await store.recover_dead(
-                        stale_before=now - s.instance_stale_after, now=now, exclude=instance_id
-                    )
+                    await self.executions.recover(stale_before=now - s.instance_stale_after)
                 await self._follow_limits(store)
             except YokeError as exc:
                 log.warning("heartbeat failed: %s", exc)

@@ -358,7 +358,9 @@ def start(
 
 @executions_app.command("list")
 def executions_list(
-    status: str = typer.Option(None, "--status"),
+    status: str = typer.Option(
+        None, "--status", help="RUNNING, SUCCEEDED, FAILED, CANCELLED, ABORTED or TIMED_OUT."
+    ),
     session: str = typer.Option(None, "--session"),
     workflow: str = typer.Option(None, "--workflow"),
     limit: int = typer.Option(100, "--limit", min=1, max=1000),
@@ -395,10 +397,14 @@ def executions_list(
 def executions_show(
     execution_id: str, url: str = URL, token: str = TOKEN, as_json: bool = AS_JSON
 ) -> None:
-    """One execution: status, output or error, timestamps, parent."""
+    """One execution: status, output or error (with its traceback), timestamps, parent."""
     with _client(url, token) as c:
         _, data = c.call("GET", f"/v1/executions/{execution_id}")
     _show(data, as_json, "execution")
+    trace = (data.get("error") or {}).get("traceback")
+    if trace and not as_json:
+        out.print("traceback:", style="bold")
+        out.print(trace, markup=False, highlight=False)
 
 
 @executions_app.command("restart")
@@ -447,7 +453,7 @@ def executions_resume(
 def executions_cancel(
     execution_id: str, url: str = URL, token: str = TOKEN, as_json: bool = AS_JSON
 ) -> None:
-    """Cancel a running execution."""
+    """Cancel a running execution, whichever server runs it (its children stop with it)."""
     with _client(url, token) as c:
         _, data = c.call("POST", f"/v1/executions/{execution_id}/cancel")
     _show(data, as_json, "execution")
@@ -627,9 +633,16 @@ def _when(at: float) -> str:
 
 
 def _readable(key: str, value: Any) -> Any:
-    """Times (`*_at`, as epoch seconds in the API) in local ISO form; the rest as it is."""
+    """Times (`*_at`, as epoch seconds in the API) in local ISO form; an execution's error as
+    `Type: message (step s, attempt n)` (its traceback is printed under the table); the rest
+    as it is."""
     if (key == "at" or key.endswith("_at")) and isinstance(value, int | float):
         return _when(value)
+    if key == "error" and isinstance(value, dict):
+        text = f"{value.get('type') or 'Error'}: {value.get('message')}"
+        if value.get("step") is not None:
+            text += f" (step {value['step']!r}, attempt {value.get('attempt')})"
+        return text
     return value
 
 

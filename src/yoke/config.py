@@ -73,7 +73,11 @@ class Settings:
         "Idempotency-Key answers one tenant keeps at most, and apart the keys of its appended "
         "events: past it its oldest are forgotten first",
     )
-    ready_timeout: float = setting(2.0, "seconds the store has to answer `/readyz`")
+    ready_timeout: float = setting(
+        2.0,
+        "seconds the store has to answer `/readyz`; a start, restart or resume that waits this "
+        "long with no answer from the store is answered 503 with Retry-After",
+    )
     forwarded_allow_ips: str = setting(
         "127.0.0.1,::1",
         "proxies (addresses or CIDR ranges, comma-separated; `*` any) whose X-Forwarded-Proto "
@@ -116,6 +120,32 @@ class Settings:
     ha_liveness_lock: bool = setting(
         True, "`0`: no session lock for near-instant failover (behind a transaction pooler)"
     )
+    # Workflows that survive failures: recovery, cancel from any server, retention.
+    recovery: str = setting(
+        "resume",
+        "`resume`: a dead server's executions are resumed by a live one, from their last "
+        "recorded step, through admission; `abort`: they stay ABORTED, to resume by hand",
+    )
+    recovery_max: int = setting(
+        3, "automatic recoveries in a row of one execution's chain; past it it stays ABORTED"
+    )
+    request_poll_secs: float = setting(
+        0.5,
+        "seconds between a server's looks for requests (a cancel) to the executions it runs; "
+        "on PostgreSQL a backup, as a request is announced at once",
+    )
+    retention_secs: float = setting(
+        30 * 86400.0,
+        "finished executions with their steps, and decided starts, older than this are "
+        "deleted (0: kept for ever); stored answers live `YOKE_IDEMPOTENCY_RETENTION`, at "
+        "most this",
+    )
+    prune_interval_secs: float = setting(
+        60.0, "seconds between two prunings (one process prunes at a time, under a lease)"
+    )
+    audit_retention_secs: float | None = setting(
+        None, "control-log entries older than this are deleted (unset: the log is kept)"
+    )
     # How every loop waits out a store that does not answer (`yoke.retry`).
     retry_first_pause: float = setting(0.2, "seconds before the second attempt of a store call")
     retry_max_pause: float = setting(5.0, "retry pauses double up to this many seconds")
@@ -137,8 +167,20 @@ class Settings:
             "idempotency_retention",
             "ready_timeout",
             "ha_poll_secs",
+            "retention_secs",
         ):
             _check_seconds(name, getattr(self, name))
+        for name in ("request_poll_secs", "prune_interval_secs"):
+            _check_seconds(name, getattr(self, name))
+            if getattr(self, name) <= 0:
+                raise BadValue(f"{name} must be > 0 seconds")
+        if self.audit_retention_secs is not None:
+            _check_seconds("audit_retention_secs", self.audit_retention_secs)
+        if self.recovery not in ("resume", "abort"):
+            raise BadValue(f"recovery must be 'resume' or 'abort', got {self.recovery!r}")
+        if self.recovery_max is None:  # a workflow that kills its server is never endless
+            raise BadValue("recovery_max must be a number of recoveries (0: none)")
+        _check_count("recovery_max", self.recovery_max)
         if not (isinstance(self.ha_lease_ttl_secs, int | float) and self.ha_lease_ttl_secs > 0):
             raise BadValue(f"ha_lease_ttl_secs must be > 0, got {self.ha_lease_ttl_secs!r}")
         _check_count("batch_overlap", self.batch_overlap)

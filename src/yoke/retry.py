@@ -24,9 +24,9 @@ import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from yoke.errors import BadType, BadValue, YokeError
+from yoke.errors import BadType, BadValue, StoreUnavailable, YokeError
 
 T = TypeVar("T")
 
@@ -98,16 +98,18 @@ async def until_done(
     what: str,
     stopping: Callable[[], bool],
     log: logging.Logger,
+    transient: type[YokeError] = YokeError,
 ) -> tuple[T, int] | None:
-    """`await write()` until it succeeds; a `YokeError` (the store is down) is logged and
-    retried after a `Backoff` pause. Returns the answer and the attempts it took (after more
-    than one, an earlier attempt may have been written though its answer was lost). Returns
-    None only once `stopping()` and the policy's give-up rule says so."""
+    """`await write()` until it succeeds; a `transient` error (the store is down) is logged
+    and retried after a `Backoff` pause (another error is raised at once). Returns the answer
+    and the attempts it took (after more than one, an earlier attempt may have been written
+    though its answer was lost). Returns None only once `stopping()` and the policy's give-up
+    rule says so."""
     backoff: Backoff | None = None  # made at the first failure: most writes need none
     while True:
         try:
             return await write(), 1 if backoff is None else backoff.attempts + 1
-        except YokeError as exc:
+        except transient as exc:
             if backoff is None:
                 backoff = Backoff(policy)
             pause = backoff.failed()
@@ -118,6 +120,44 @@ async def until_done(
                 "%s failed (attempt %d, retrying in %.2fs): %s", what, backoff.attempts, pause, exc
             )
             await asyncio.sleep(pause)
+
+
+async def within(seconds: float | None, what: str, aw: Awaitable[T]) -> T:
+    """`await aw`, given `seconds` (None: no bound) to answer; past them `StoreUnavailable` is
+    raised instead (an answer a caller can act on, HTTP 503 with Retry-After, rather than a
+    request that hangs with the store). `aw` runs as a task of its own and is left to end by
+    itself: cancelling a query on a silent connection can itself wait for the network, and
+    what `aw` handed to others (a batch already sent) goes on without it anyway."""
+    if seconds is None:
+        return await aw
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait([task], timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if done:
+        return task.result()
+    _ABANDONED.add(task)
+    task.add_done_callback(_forget)
+    raise no_answer(seconds, what)
+
+
+def no_answer(seconds: float, what: str) -> StoreUnavailable:
+    """The error of a wait for the store given up after `seconds` (`within`)."""
+    return StoreUnavailable(
+        f"the store did not answer within {seconds:g} s (trying to {what}); if it was "
+        "recorded meanwhile, a retry with the same Idempotency-Key finds it"
+    )
+
+
+_ABANDONED: set[asyncio.Future[Any]] = set()  # waits given up on, kept until they end
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    _ABANDONED.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: nobody waits for it any more
 
 
 _RNG = random.Random()

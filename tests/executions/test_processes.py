@@ -70,7 +70,9 @@ async def test_a_killed_worker_leaves_aborted_rows_that_resume(database_url: str
     assert count_rows(database_url, "yoke_executions", "status = 'RUNNING'") == 1
 
     ones: list[Any] = []
-    app = make_app(database_url, heartbeat_interval=0.1, instance_stale_after=1.0)
+    # YOKE_RECOVERY=abort: the rows stay ABORTED, to resume by hand (tests/executions/
+    # test_recovery.py has the automatic recovery).
+    app = make_app(database_url, heartbeat_interval=0.1, instance_stale_after=1.0, recovery="abort")
 
     @app.workflow("crashy")
     async def crashy(ctx: Context, input: Any) -> Any:

@@ -48,7 +48,8 @@ async def test_running_executions_past_the_timeout_are_aborted(database_url: str
         for s in (a, b):
             assert s.execution_id is not None
             e = await app.executions.get_execution(s.execution_id)
-            assert e.status is ExecutionStatus.ABORTED and e.error == "aborted at shutdown"
+            assert e.status is ExecutionStatus.ABORTED and e.error is not None
+            assert (e.error.type, e.error.message) == ("Aborted", "aborted at shutdown")
         assert app.store is not None and await app.store.ledger() == {}
 
 

@@ -198,11 +198,12 @@ async def test_a_failing_workflow_frees_its_slot(database_url: str) -> None:
         s = await app.executions.start(boom)
         assert s.execution_id is not None
         e = await app.executions.wait(s.execution_id, timeout=10)
-        assert e.status is ExecutionStatus.FAILED and e.error == "RuntimeError: kaput"
+        assert e.status is ExecutionStatus.FAILED and e.error is not None
+        assert (e.error.type, e.error.message) == ("RuntimeError", "kaput")
         s2 = await app.executions.start(not_json)
         assert s2.status is StartStatus.GRANTED and s2.execution_id is not None
         e2 = await app.executions.wait(s2.execution_id, timeout=10)
-        assert e2.status is ExecutionStatus.FAILED and "JSON" in (e2.error or "")
+        assert e2.status is ExecutionStatus.FAILED and "JSON" in str(e2.error)
         assert app.store is not None and await app.store.ledger() == {}
 
 

@@ -6,8 +6,9 @@ tests/ha/harness.py) and counts each way a run can break a promise of yoke:
 - `overshoot`: grants after which more executions held a slot than `max_running`, from the
   slot log's start and end times (a sweep; at one instant an end goes before a start, since
   a grant that waited for a finish is logged after it); `peak_running` is the most at once.
-- `duplicates`: Idempotency-Keys with more than one execution, or acknowledged with two
-  different start ids (a retry that was not recognised as one).
+- `duplicates`: Idempotency-Keys with more than one execution (an automatic recovery of one,
+  `YOKE_RECOVERY=resume`, continues it and is not counted), or acknowledged with two different
+  start ids (a retry that was not recognised as one).
 - `stuck`: executions still RUNNING and starts still QUEUED once the load has stopped and
   the run was given time to drain (a slot never freed, a queue never served).
 - `lost_starts`: acknowledged starts whose start row is missing, or acknowledged 201 with an

@@ -128,10 +128,13 @@ async def history(database_url: str, *, max_running: int, ha: bool, load: Load) 
             ).fetchall()
         }
         by_key: dict[str, list[str]] = {}
+        # An automatic recovery (a resume start made by the recovery of a dead server, its
+        # `recovery` past 0) goes on with the run it recovers: not a second run of the key.
         for eid, key in await (
             await conn.execute(
-                "SELECT execution_id, input::jsonb->>'key' FROM yoke_executions"
-                " WHERE workflow = 'work'"
+                "SELECT e.execution_id, e.input::jsonb->>'key' FROM yoke_executions e"
+                " LEFT JOIN yoke_starts s ON s.start_id = e.start_id"
+                " WHERE e.workflow = 'work' AND coalesce(s.recovery, 0) = 0"
             )
         ).fetchall():
             by_key.setdefault(key, []).append(eid)

@@ -63,45 +63,73 @@ def yoke_serve(
     nofile: tuple[int, int] | None = None,
 ) -> Iterator[Running]:
     """`nofile`: the (soft, hard) RLIMIT_NOFILE the server starts with."""
-    port = free_port()
-    log = tmp / f"serve-{port}.log"
-    full_env = {**os.environ, "YOKE_EXECUTION_SHUTDOWN_TIMEOUT": "2", **(env or {})}
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "yoke",
-                "serve",
-                "--app",
-                app,
-                "--port",
-                str(port),
-                "--database-url",
-                database_url,
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=full_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            preexec_fn=None if nofile is None else lambda: _limit_files(nofile),
-        )
-    running = Running(url=f"http://127.0.0.1:{port}", process=process, log=log)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise AssertionError("yoke serve exited:\n" + log.read_text()[-3000:])
-            try:
-                if httpx.get(running.url + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("yoke serve did not become ready:\n" + log.read_text())
-            time.sleep(0.05)  # waiting for a subprocess to listen: nothing to await
+    with yoke_serves(database_url, tmp, 1, env=env, app=app, nofile=nofile) as (running,):
         yield running
+
+
+@contextmanager
+def yoke_serves(
+    database_url: str,
+    tmp: Path,
+    n: int,
+    *,
+    env: dict[str, str] | None = None,
+    app: str = "tests.server.e2e_app:app",
+    nofile: tuple[int, int] | None = None,
+) -> Iterator[tuple[Running, ...]]:
+    """`n` servers of one database, launched together (each boot overlaps the others');
+    `nofile`: the (soft, hard) RLIMIT_NOFILE each starts with."""
+    full_env = {**os.environ, "YOKE_EXECUTION_SHUTDOWN_TIMEOUT": "2", **(env or {})}
+    started: list[Running] = []
+    try:
+        for _ in range(n):
+            port = free_port()
+            log = tmp / f"serve-{port}.log"
+            with log.open("wb") as out:
+                process = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "yoke",
+                        "serve",
+                        "--app",
+                        app,
+                        "--port",
+                        str(port),
+                        "--database-url",
+                        database_url,
+                        "--log-level",
+                        "warning",
+                    ],
+                    cwd=ROOT,
+                    env=full_env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=None if nofile is None else lambda: _limit_files(nofile),
+                )
+            started.append(Running(url=f"http://127.0.0.1:{port}", process=process, log=log))
+        for running in started:
+            _until_ready(running)
+        yield tuple(started)
     finally:
-        running.terminate()
+        for running in started:
+            if running.process.poll() is None:
+                running.process.send_signal(signal.SIGTERM)
+        for running in started:
+            running.terminate()
+
+
+def _until_ready(running: Running) -> None:
+    process, log = running.process, running.log
+    deadline = time.monotonic() + 30
+    while True:
+        if process.poll() is not None:
+            raise AssertionError("yoke serve exited:\n" + log.read_text()[-3000:])
+        try:
+            if httpx.get(running.url + "/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError("yoke serve did not become ready:\n" + log.read_text())
+        time.sleep(0.05)  # waiting for a subprocess to listen: nothing to await

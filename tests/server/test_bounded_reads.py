@@ -11,6 +11,7 @@ import pytest
 
 from tests.server.conftest import Client, make_app, running
 from tests.server.test_errors import assert_problem
+from tests.store.grants import done_step
 from yoke.server import Server, TokenBook
 from yoke.server.ui.stored import MAX_STEPS_PAGE, STEPS_PAGE
 
@@ -35,7 +36,7 @@ async def test_an_executions_steps_come_in_bounded_pages(served: tuple[Server, C
     store = server.app.executions._s.require()
     total = STEPS_PAGE + 20
     for pos in range(total):
-        await store.record_step(ex, pos, f"s{pos}", str(pos), now=pos)
+        await store.record_steps([done_step(ex, pos, f"s{pos}", str(pos))], now=pos)
     acme = client("acme")
     first = (await acme.get(f"/v1/executions/{ex}/steps")).json()
     assert [s["position"] for s in first["steps"]] == list(range(STEPS_PAGE))

@@ -117,3 +117,28 @@ async def test_a_tenant_cannot_read_or_touch_anothers_execution(serve: Serve) ->
     ops = client("operator")
     assert (await ops.get(f"/v1/executions/{eid}")).status_code == 200
     assert (await ops.post(f"/v1/executions/{eid}/cancel")).status_code == 200
+
+
+async def test_the_api_shows_the_error_object_and_the_failing_step(serve: Serve) -> None:
+    _, client = await serve()
+    c = client("acme")
+    start = (await c.post("/v1/starts", json={"workflow": "steps", "input": {"fail": True}})).json()
+    eid = start["execution_id"]
+    for _ in range(200):
+        ex = (await c.get(f"/v1/executions/{eid}")).json()
+        if ex["status"] != "RUNNING":
+            break
+    assert ex["status"] == "FAILED" and ex["links"]["resume"] is not None
+    error = ex["error"]
+    assert set(error) == {"type", "message", "traceback", "step", "attempt"}
+    assert (error["type"], error["message"], error["step"]) == (
+        "RuntimeError",
+        "asked to fail",
+        None,
+    )
+    assert "RuntimeError: asked to fail" in error["traceback"]
+    steps = (await c.get(f"/v1/executions/{eid}/steps")).json()["steps"]
+    assert [(s["name"], s["status"], s["attempts"], s["error"]) for s in steps] == [
+        ("a", "SUCCEEDED", 1, None),
+        ("child:echo", "SUCCEEDED", 1, None),
+    ]

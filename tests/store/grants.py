@@ -1,5 +1,6 @@
 """Helpers of the tests that drive the slot ledger through the `Store` protocol only: log a
-start and grant it on a given instance with the slots it must take, or build a grant request."""
+start and grant it on a given instance with the slots it must take, or build a grant request;
+and a step's record as a workflow's step writes it."""
 
 from __future__ import annotations
 
@@ -14,8 +15,25 @@ from yoke.store import (
     NewStart,
     Slot,
     StartKind,
+    StepRecord,
+    StepStatus,
     Store,
 )
+
+
+def done_step(execution_id: str, position: int, name: str, result: str) -> StepRecord:
+    """A step that succeeded at its first attempt."""
+    return StepRecord(
+        execution_id=execution_id,
+        position=position,
+        name=name,
+        status=StepStatus.SUCCEEDED,
+        result=result,
+        error=None,
+        attempts=1,
+        first_attempt=1,
+        retry_at=None,
+    )
 
 
 def new_start(*, instance: str, session: str = "s", workflow: str = "w") -> NewStart:

@@ -46,6 +46,13 @@ def main() -> None:
         http.put("/v1/tenants/flood", json={"weight": 0.5, "actors": {"max_running": 2}})
         http.put("/v1/tenants/ada", json={"weight": 2.0})
         done = http.get("/v1/executions", params={"status": "SUCCEEDED", "limit": 1})
+        # A refund whose step is retried and gives up: the page shows why, and how to resume.
+        declined = http.post(
+            "/v1/starts",
+            json={"workflow": "refund", "input": {"card": "4000000000000000"}, "session": "ada"},
+            params={"wait": 30},
+        ).json()
+        time.sleep(1)  # its three attempts and their pauses
         pages = {
             "overview": "/ui/",
             "admission": "/ui/admission",
@@ -53,6 +60,7 @@ def main() -> None:
             "why": f"/ui/starts/{low['start_id']}",
             "executions": "/ui/executions",
             "execution": f"/ui/executions/{done.json()['items'][0]['execution_id']}",
+            "execution-failed": f"/ui/executions/{declined['execution_id']}",
             "actors": "/ui/actors",
             "instances": "/ui/actors/tally?tenant=flood",
             "instance": "/ui/actors/tally/instances/flood?tenant=flood",

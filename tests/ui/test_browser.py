@@ -305,3 +305,40 @@ def test_axe_finds_no_serious_accessibility_violation(browser: Any, server: Runn
         if bad:
             found[path] = bad
     assert found == {}
+
+
+def test_a_failed_execution_s_page_shows_why_and_resumes_it(browser: Any, server: Running) -> None:
+    with api(server, "acme") as c:
+        start = c.post("/v1/starts", json={"workflow": "charge", "input": {"card": "4242"}})
+        eid = start.json()["execution_id"]
+        deadline = time.monotonic() + 30
+        while c.get(f"/v1/executions/{eid}").json()["status"] == "RUNNING":
+            assert time.monotonic() < deadline, "charge did not finish"
+            time.sleep(0.05)
+    w = login(browser, server, "acme")
+    page = w.page
+    page.goto(f"{server.url}/ui/executions/{eid}")
+    live(page)
+    assert page.inner_text("#error") == (
+        "ConnectionError: the payment service refused card 4242 (step charge, attempt 2)"
+    )
+    assert "raise ConnectionError" in page.inner_text("#traceback")
+    assert page.inner_text("#input") == '{"card": "4242"}'
+    assert "FAILED" in page.inner_text("#step-1") and "2" in page.inner_text("#step-1")
+    assert page.locator("#do-cancel").count() == 0
+    assert w.errors == [] and w.csp_violations() == []
+    page.click("#do-resume")
+    page.wait_for_url(re.compile(f"{re.escape(server.url)}/ui/(executions|starts)/"))
+    assert eid not in page.url
+    with api(server, "acme") as c:
+        runs = c.get("/v1/executions", params={"workflow": "charge"}).json()["items"]
+        assert [r["resumed_from"] for r in runs] == [eid, None]
+    # axe-core on this page too (injected: its own script must pass the page's CSP).
+    checked = login(browser, server, "acme", bypass_csp=True).page
+    checked.goto(f"{server.url}/ui/executions/{eid}")
+    checked.wait_for_load_state("load")
+    checked.add_script_tag(path=str(VENDOR / "axe.min.js"))
+    result = checked.evaluate(
+        "async () => (await axe.run(document, {runOnly: ['wcag2a', 'wcag2aa']})).violations"
+    )
+    assert [v["id"] for v in result if v["impact"] in ("serious", "critical")] == []

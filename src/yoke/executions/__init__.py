@@ -26,6 +26,7 @@ _LAZY = {
             "AuditEntry",
             "Change",
             "Execution",
+            "Failure",
             "Limits",
             "Page",
             "Principal",
@@ -34,6 +35,9 @@ _LAZY = {
         "yoke.executions.model",
     ),
     "ChildFailed": "yoke.executions.context",
+    "Retry": "yoke.executions.steps",
+    "StepTimeout": "yoke.executions.steps",
+    "StepStatus": "yoke.store.records",
     "Context": "yoke.executions.context",
     "Registry": "yoke.executions.workflows",
     "Executions": "yoke.executions.service",
@@ -51,14 +55,16 @@ if TYPE_CHECKING:
         AuditEntry,
         Change,
         Execution,
+        Failure,
         Limits,
         Page,
         Principal,
         Start,
     )
     from yoke.executions.service import Executions, ExecutionsStats
+    from yoke.executions.steps import Retry, StepTimeout
     from yoke.executions.workflows import Registry
-    from yoke.store.records import ExecutionStatus, StartKind, StartStatus
+    from yoke.store.records import ExecutionStatus, StartKind, StartStatus, StepStatus
 
 __all__ = [
     "ADMIN",
@@ -71,13 +77,17 @@ __all__ = [
     "ExecutionStatus",
     "Executions",
     "ExecutionsStats",
+    "Failure",
     "Limits",
     "Page",
     "Principal",
     "Registry",
+    "Retry",
     "Start",
     "StartKind",
     "StartStatus",
+    "StepStatus",
+    "StepTimeout",
 ]
 
 

@@ -180,6 +180,62 @@ class Start:
     source_execution_id: str | None = None
     created_at: float = 0.0
     decided_at: float | None = None
+    recovery: int = 0  # automatic recoveries in a row that made it (0: asked by a caller)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Failure:
+    """Why an execution (or a step's attempt) did not succeed: the exception's `type` and
+    `message`, its `traceback` (bounded: the innermost 16 KiB), and the `step` and `attempt`
+    it came from, when it came out of a step. Ends yoke decides have their own `type`:
+    `Cancelled`, `Aborted` (its server died or shut down), `TimedOut`."""
+
+    type: str | None
+    message: str
+    traceback: str | None = None
+    step: str | None = None
+    attempt: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "message": self.message,
+            "traceback": self.traceback,
+            "step": self.step,
+            "attempt": self.attempt,
+        }
+
+    def encoded(self) -> str:
+        return _CANONICAL.encode(self.to_json())
+
+    @classmethod
+    def decoded(cls, text: str) -> Failure:
+        """From the JSON text the store keeps (a plain text kept before errors were objects
+        is its message)."""
+        try:
+            data = json.loads(text) if text.startswith("{") else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            return cls(type=None, message=text)
+        attempt = data.get("attempt")
+        return cls(
+            type=_text_or_none(data.get("type")),
+            message=str(data.get("message") or ""),
+            traceback=_text_or_none(data.get("traceback")),
+            step=_text_or_none(data.get("step")),
+            attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
+        )
+
+    def __str__(self) -> str:
+        head = f"{self.type}: {self.message}" if self.type else self.message
+        if self.step is not None:
+            head += f" (step {self.step!r}, attempt {self.attempt})"
+        return head
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -191,7 +247,7 @@ class Execution:
     tenant: str
     input: Any
     output: Any = None
-    error: str | None = None
+    error: Failure | None = None
     start_id: str | None = None
     parent_id: str | None = None
     restarted_from: str | None = None

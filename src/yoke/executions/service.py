@@ -42,12 +42,14 @@ from yoke.errors import (
     YokeError,
 )
 from yoke.executions.batching import Batcher, GroupCommit
-from yoke.executions.context import Context, run_workflow
+from yoke.executions.context import Context, run_bounded, stopped_failure
 from yoke.executions.control import Control
 from yoke.executions.core import Role
+from yoke.executions.failures import failure_of, log_failed
 from yoke.executions.model import (
     AuditEntry,
     Execution,
+    Failure,
     Limits,
     Page,
     Principal,
@@ -58,6 +60,7 @@ from yoke.executions.model import (
 )
 from yoke.executions.readback import read_back
 from yoke.executions.reading import Reading
+from yoke.executions.rescue import Rescue
 from yoke.executions.state import (
     ExecutionsStats,
     Reviewer,
@@ -81,13 +84,14 @@ from yoke.executions.tickets import (
 )
 from yoke.executions.workflows import Registry, Workflow
 from yoke.kernel import GroupedKernel
-from yoke.retry import RetryPolicy, until_done
+from yoke.retry import RetryPolicy, no_answer, until_done, within
 from yoke.store import (
     ExecutionRow,
     ExecutionStatus,
     Finish,
     GrantResult,
     NewStart,
+    Recovery,
     StartKind,
     StartRow,
     StartStatus,
@@ -96,6 +100,8 @@ from yoke.store import (
 )
 
 __all__ = ["Executions", "ExecutionsStats", "Reviewer", "Spawn"]
+
+DID_NOT_FINISH = Failure(type="Aborted", message="did not finish")  # replaced once it ends
 
 
 class Executions:
@@ -111,6 +117,9 @@ class Executions:
         slot_poll_interval: float = 1.0,
         retry: RetryPolicy | None = None,
         batch_overlap: int | None = None,
+        recovery_max: int | None = None,
+        request_poll: float = 0.5,
+        store_timeout: float | None = None,
     ) -> None:
         self._s = s = Shared(
             registry=registry,
@@ -122,6 +131,17 @@ class Executions:
         )
         self.reading = Reading(s, self._wait_decided)
         self.control = Control(s)
+        # Cancel from any server, requests to this process's runs, recovery of dead ones.
+        self.rescue = Rescue(
+            s, self.reading, max_recoveries=recovery_max, request_poll=request_poll
+        )
+        # How long a start, restart or resume waits for a store that answers nothing before
+        # it is answered 503; when a log or grant batch last got an answer (monotonic).
+        self._store_timeout = store_timeout
+        self._in_store = 0  # log and grant batches sent and not answered yet
+        self._silent_since: float | None = None  # monotonic: since the store last answered one
+        self._waiting: set[Ticket] = set()  # starts waiting for their first answer
+        self._watch: asyncio.TimerHandle | None = None  # `_watch_store`, while any waits
         self._spawn: Spawn | None = None
         self._rates: Rates | None = None
         self._aborting = False
@@ -282,6 +302,7 @@ class Executions:
         overlap = self._batch_overlap or store.batch_overlap
         self._granter.overlap = self._finisher.overlap = overlap
         s.core = s.new_core(limits)
+        self._in_store, self._silent_since = 0, None
         s.runs = {}
         s.wake_event = asyncio.Event()
         self._aborting = False
@@ -419,11 +440,13 @@ class Executions:
 
     async def _arrive(self, new: NewStart, copy: StepCopy | None) -> Start:
         """Hand a start to the core and wait for its answer. Once here it is decided even if
-        this caller is cancelled: the batches, not the caller, carry it on."""
+        this caller is cancelled: the batches, not the caller, carry it on. A caller waits
+        for the store at most `store_timeout` (then `StoreUnavailable`: its start may still
+        be recorded, and a retry with the same idempotency key finds it)."""
         t, action = self._s.core.arrive(new, copy, now=self._s.clock.wall())
         self._perform((action,))
         if not t.answered:
-            await self._wait(t, decided=False, timeout=None)
+            await self._wait_for_store(t)
         if t.error is not None:
             raise t.error
         row = t.row
@@ -435,6 +458,59 @@ class Executions:
                 f"idempotency key {new.idempotency_key!r} was used for another start"
             )
         return await self._replay(row)
+
+    async def _wait_for_store(self, t: Ticket) -> None:
+        """Wait for `t`'s first answer while the store answers: once a batch of logs or grants
+        has been in the store for `store_timeout` with no batch answered (the store does not
+        answer: an outage, a silent network), give up with `StoreUnavailable`. A long line of
+        starts, answered batch after batch, or a process too busy to send its next batch, is
+        waited out: only the store's silence counts. Every start takes this path, so it costs
+        a set entry: one timer of the loop watches all the waiting starts (`_watch_store`)."""
+        limit = self._store_timeout
+        if limit is None:
+            await self._wait(t, decided=False, timeout=None)
+            return
+        self._waiting.add(t)
+        if self._watch is None:
+            self._watch = asyncio.get_running_loop().call_later(limit, self._watch_store)
+        try:
+            await self._wait(t, decided=False, timeout=None)
+        finally:
+            self._waiting.discard(t)
+
+    def _watch_store(self) -> None:
+        """While starts wait for their first answer: once the store has been silent for
+        `store_timeout`, each of them is answered `StoreUnavailable`; else look again when it
+        could be."""
+        self._watch = None
+        limit = self._store_timeout
+        if limit is None or not self._waiting:
+            return
+        now = self._s.clock.monotonic()
+        since = self._silent_since
+        if since is not None and now - since >= limit:
+            error = no_answer(limit, "record the start")
+            for t in self._waiting:
+                for decided, fut in t.waiters or ():
+                    if not decided and not fut.done():  # its caller's wait for a first answer
+                        fut.set_exception(error)
+            self._waiting.clear()
+            return
+        later = limit if since is None else since + limit - now
+        self._watch = asyncio.get_running_loop().call_later(later, self._watch_store)
+
+    def _sent(self) -> None:
+        """A log or grant batch goes to the store: its silence is counted from now if no
+        other batch was waiting for an answer."""
+        if not self._in_store:
+            self._silent_since = self._s.clock.monotonic()
+        self._in_store += 1
+
+    def _heard(self) -> None:
+        """The store answered a batch (results or an error): any batch still in it is counted
+        from now."""
+        self._in_store -= 1
+        self._silent_since = self._s.clock.monotonic() if self._in_store else None
 
     async def _replay(self, row: StartRow) -> Start:
         """A retry with a used idempotency key gets the first start's answer."""
@@ -530,6 +606,7 @@ class Executions:
         task.add_done_callback(self._cleanups.discard)
 
     async def _send_logs(self, logs: Sequence[Log]) -> builtins.list[tuple[StartRow, bool]]:
+        self._sent()  # first: `_logs_done` hears this batch whatever follows
         return await self._s.require().log_starts([a.start for a in logs])
 
     def _logs_done(
@@ -539,6 +616,7 @@ class Executions:
         error: BaseException | None,
     ) -> None:
         s = self._s
+        self._heard()
         if error is not None:
             for a in logs:
                 self._perform(s.core.log_failed(a.ticket, error))
@@ -555,6 +633,7 @@ class Executions:
     async def _send_grants(self, grants: Sequence[Grant]) -> builtins.list[GrantResult]:
         """One batch of grants to the store's ledger. A lost answer is not always a lost
         commit: what did commit is read back, and is the batch's answer."""
+        self._sent()  # first: `_grants_done` hears this batch whatever follows
         s = self._s
         store = s.require()
         requests = [g.request for g in grants]
@@ -578,6 +657,7 @@ class Executions:
         """A batch of grants answered (in the order the batches formed): the core says what
         follows. A failed batch committed nothing: its starts give their slots back."""
         s = self._s
+        self._heard()
         if error is not None:
             self._perform(s.core.grants_failed(grants, error, now=s.clock.wall()))
             if isinstance(error, YokeError):  # the store is down: the next poll retries
@@ -609,20 +689,21 @@ class Executions:
         self._perform(s.core.cancelled(row))
         return s.answer(row)
 
-    async def cancel(self, execution_id: str) -> Execution:
-        """Cancel a RUNNING execution of this process; its slot frees when it has stopped."""
-        ex = await self.get_execution(execution_id)
-        if ex.status.finished:
-            raise Conflict(f"execution {execution_id} is already {ex.status.name}")
-        run = self._s.runs.get(ex.execution_id)
-        if run is None or run.task is None:
-            raise Conflict(
-                f"execution {execution_id} runs in another process or is a child; "
-                "cancel it there (or cancel its parent)"
-            )
-        self._stop(run)
-        await asyncio.wait([run.task])
-        return await self.get_execution(execution_id)
+    async def cancel(self, execution_id: str, *, principal: Principal | None = None) -> Execution:
+        """Cancel a RUNNING execution, whichever process runs it (`rescue.Rescue.cancel`)."""
+        return await self.rescue.cancel(execution_id, principal)
+
+    async def recover(self, *, stale_before: float) -> Recovery:
+        """Recover the processes silent since `stale_before` (`rescue.Rescue.recover`), and
+        admit the starts that makes this process's, through the queue like any other. While
+        shutting down they are left QUEUED in the store: this process is about to stop, and
+        the next recovery takes them over."""
+        found = await self.rescue.recover(stale_before=stale_before)
+        if found.adopted and not self._s.core.closing:
+            copies = await self.copies_of(found.adopted)
+            adopted = list(zip(found.adopted, copies, strict=True))
+            self._perform(self._s.core.adopt(adopted, now=self._s.clock.wall()))
+        return found
 
     # -- restart and resume --------------------------------------------------------------------
     async def restart(
@@ -642,7 +723,8 @@ class Executions:
         if from_step is not None:
             if not isinstance(from_step, str):
                 raise BadType("from_step must be a step name (str)")
-            steps = await self._s.require().steps_of(old.execution_id)
+            read = self._s.require().steps_of(old.execution_id)
+            steps = await within(self._store_timeout, "read the steps", read)
             pos = next((s.position for s in steps if s.name == from_step), None)
             if pos is None:
                 raise BadValue(f"execution {execution_id} recorded no step {from_step!r}")
@@ -652,20 +734,23 @@ class Executions:
     async def resume(
         self, execution_id: str, *, priority: int = 0, principal: Principal | None = None
     ) -> Start:
-        """Continue a FAILED, CANCELLED or ABORTED execution: a new execution, admitted like a
-        new start, that re-uses every step the old one recorded."""
+        """Continue a FAILED, CANCELLED, ABORTED or TIMED_OUT execution: a new execution,
+        admitted like a new start, that re-uses every step the old one finished and counts on
+        the attempts of the others."""
         self._s.require_leader()
         old = await self._source(execution_id)
         if old.status in (ExecutionStatus.RUNNING, ExecutionStatus.SUCCEEDED):
             raise Conflict(
                 f"execution {execution_id} is {old.status.name}; only a FAILED, "
-                "CANCELLED or ABORTED execution can be resumed"
+                "CANCELLED, ABORTED or TIMED_OUT execution can be resumed"
             )
         copy = StepCopy(from_execution_id=old.execution_id, before_position=None)
         return await self._again(old, StartKind.RESUME, copy, None, priority, principal)
 
     async def _source(self, execution_id: str) -> ExecutionRow:
-        row = await self._s.require().get_execution(check_id(execution_id, "execution_id"))
+        store = self._s.require()
+        read = store.get_execution(check_id(execution_id, "execution_id"))
+        row = await within(self._store_timeout, "read the execution", read)
         if row is None:
             raise NotFound(f"no execution {execution_id}")
         if row.parent_id is not None:
@@ -705,21 +790,6 @@ class Executions:
         return await self._arrive(new, copy)
 
     # -- running -------------------------------------------------------------------------------
-    async def stop_recovered(self) -> int:
-        """This instance was declared dead and a peer recovered it: the executions the peer
-        recorded ABORTED (it freed their slots, which may be granted again already) must not go
-        on running here. Executions granted here since then stay. Queued starts the peer
-        aborted are found GONE when picked. Returns how many runs were stopped."""
-        store = self._s.require()
-        stopped = 0
-        for execution_id, run in list(self._s.runs.items()):
-            row = await store.get_execution(execution_id)
-            if row is None or row.status.finished:
-                log.warning("stopping %s: a peer recorded it %s", execution_id, row and row.status)
-                self._stop(run)
-                stopped += 1
-        return stopped
-
     def _launch(self, t: Ticket, ex: ExecutionRow) -> None:
         assert self._spawn is not None
         run = self._run(t, ex)
@@ -728,8 +798,8 @@ class Executions:
         except RuntimeError as exc:  # the app's TaskGroup is stopping (a service failed)
             run.close()
             log.error("execution %s could not start: %s", ex.execution_id, exc)
-            status, error = ExecutionStatus.ABORTED, f"could not start: {exc}"
-            self._cleanup(self._finish(t, ex, status, None, error))
+            error = Failure(type="Aborted", message=f"could not start: {exc}")
+            self._cleanup(self._finish(t, ex, ExecutionStatus.ABORTED, None, error))
         else:
             self._s.runs[ex.execution_id] = t
             t.task = task
@@ -742,18 +812,19 @@ class Executions:
                     log.exception("a grant listener failed")
 
     def _stop(self, t: Ticket) -> None:
-        if self._s.core.stop(t):
-            t.task.cancel()
+        self._s.stop(t)
 
     async def _run(self, t: Ticket, ex: ExecutionRow) -> None:
         s = self._s
         go = s.core.begin(t)
         store = s.require()
         status, output = ExecutionStatus.FAILED, None
-        error: str | None = "did not finish"
+        error: Failure | None = DID_NOT_FINISH
+        ctx: Context | None = None
         try:
             if not go:
-                status, error = self._cancel_status(), "cancelled before it began"
+                status = self._cancel_status()
+                error = Failure(type=status.value.title(), message="stopped before it began")
                 return
             # Yield once before the body: the callers this grant batch answered (`_perform`)
             # run first, so their next starts form the next grant batch and go to the store
@@ -770,17 +841,22 @@ class Executions:
                 session=ex.session,
                 tenant=ex.tenant,
                 recorded=recorded,
+                retry=s.retry,
+                stopping=lambda: s.core.closing,
             )
             ctx.cancel_status = self._cancel_status
-            status, output, error = await run_workflow(s.registry.get(ex.workflow), ctx, ex.input)
+            status, output, error = await run_bounded(s.registry.get(ex.workflow), ctx, ex.input)
         except asyncio.CancelledError:
-            status, error = (
-                self._cancel_status(),
-                ("aborted at shutdown" if self._aborting else "cancelled"),
-            )
+            status = self._cancel_status()
+            message = "aborted at shutdown" if self._aborting else "cancelled"
+            kind = "Aborted" if self._aborting else "Cancelled"
+            error = Failure(type=kind, message=message)
+            if ctx is not None:
+                error = stopped_failure(ctx, message, kind)
             raise
         except Exception as exc:
-            status, error = ExecutionStatus.FAILED, f"{type(exc).__name__}: {exc}"
+            status, error = ExecutionStatus.FAILED, failure_of(exc)
+            log_failed(ex.workflow, ex.execution_id, status.value, error)
         finally:
             await self._finish(t, ex, status, output, error)
 
@@ -796,11 +872,16 @@ class Executions:
         ex: ExecutionRow,
         status: ExecutionStatus,
         output: str | None,
-        error: str | None,
+        error: Failure | None,
     ) -> None:
         s = self._s
         s.core.finishing(t)
-        finish = Finish(execution_id=ex.execution_id, status=status, output=output, error=error)
+        finish = Finish(
+            execution_id=ex.execution_id,
+            status=status,
+            output=output,
+            error=None if error is None else error.encoded(),
+        )
         try:
             # Until the store takes it, the slot stays taken, here and in the ledger. Stopping,
             # it is given up after a few tries: once this instance has stopped, a peer's

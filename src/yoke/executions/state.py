@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from yoke.clock import Clock
 from yoke.errors import BadType, Forbidden, NotRunning
 from yoke.executions.core import AdmissionCore, Role
-from yoke.executions.model import Change, Execution, Limits, Principal, Start
+from yoke.executions.model import Change, Execution, Failure, Limits, Principal, Start
 from yoke.executions.tenant_book import TenantBook
 from yoke.executions.tickets import Ticket
 from yoke.executions.workflows import Registry
@@ -117,6 +117,11 @@ class Shared:
         """A slot may have freed (here or in another process): let the dispatcher look."""
         self.wake_event.set()
 
+    def stop(self, t: Ticket) -> None:
+        """Stop a run of this process: its task is cancelled now, or (not begun) as it begins."""
+        if self.core.stop(t):
+            t.task.cancel()
+
     def answer(self, row: StartRow) -> Start:
         """The start as its caller sees it, with its place in line while queued here."""
         position = None
@@ -138,6 +143,7 @@ class Shared:
             source_execution_id=row.source_execution_id,
             created_at=row.created_at,
             decided_at=row.decided_at,
+            recovery=row.recovery,
         )
 
 
@@ -163,7 +169,7 @@ def execution_of(r: ExecutionRow) -> Execution:
         tenant=r.tenant,
         input=json.loads(r.input),
         output=None if r.output is None else json.loads(r.output),
-        error=r.error,
+        error=None if r.error is None else Failure.decoded(r.error),
         start_id=r.start_id,
         parent_id=r.parent_id,
         restarted_from=r.restarted_from,

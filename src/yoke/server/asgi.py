@@ -81,8 +81,13 @@ class Server:
         self.state = ServerState(
             app=app,
             tokens=tokens,
-            metrics=Metrics(app.executions, app.actors, lambda: app.leadership),
-            replayer=Replayer(answers or MemoryAnswers(), retention=retention),
+            metrics=Metrics(app.executions, app.actors, lambda: app.leadership, lambda: app.pruner),
+            replayer=Replayer(
+                answers or MemoryAnswers(),
+                # An answer is kept at most as long as what it answered (`YOKE_RETENTION_SECS`).
+                retention=min(retention, app.settings.retention_secs or retention),
+                store_timeout=app.settings.ready_timeout,
+            ),
             recorder=Recorder(app.clock.wall),
             long_polls=LongPolls(app.settings.max_long_polls_per_tenant),
             max_wait=max_wait,

@@ -1,7 +1,8 @@
 """`yoke demo`: the durable scheduler at work, with its dashboard.
 
-It serves a small app (a workflow that records a step and does ~80 ms of work, an actor that
-counts orders per tenant) with `yoke serve`'s server on an embedded SQLite file, sets limits
+It serves a small app (a workflow that records a step and does ~80 ms of work, a `refund`
+workflow whose step is retried and fails for a card ending in 0000, an actor that counts
+orders per tenant) with `yoke serve`'s server on an embedded SQLite file, sets limits
 (4 slots), and sends real HTTP starts: one tenant floods 100x the load of each of five light
 tenants, more than the slots can serve. A live terminal view shows each tenant's starts, queue
 and waits while the dashboard (its URL is printed) shows the same from the server; after the
@@ -55,11 +56,23 @@ def demo_app(database_url: str) -> yoke.App:
         await app.append("orders", {"tenant": ctx.session, "order": input}, tenant=ctx.session)
         return {"worked": seconds}
 
+    @app.workflow(retry=yoke.Retry(max_attempts=3, backoff=0.05), timeout=30)
+    async def refund(ctx: yoke.Context, input: Any) -> Any:
+        card = str(input.get("card", "")) if isinstance(input, dict) else ""
+        await ctx.step("validate", lambda: {"card": card[-4:]})
+        return await ctx.step("pay back", _pay_back, card)  # retried, then FAILED if declined
+
     @app.actor(subscribe=["orders"], key="tenant")
     async def tally(actor: Any, event: Any) -> None:
         await actor.state.update(lambda s: {**s, "orders": s.get("orders", 0) + 1})
 
     return app
+
+
+def _pay_back(card: str) -> dict[str, str]:
+    if card.endswith("0000"):
+        raise ConnectionError(f"the card network declined card ...{card[-4:]}")
+    return {"refunded": card[-4:]}
 
 
 def _free_port(preferred: int) -> int:

@@ -25,14 +25,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from starlette.responses import Response
 
-from yoke.errors import BadValue, IdempotencyConflict
+from yoke.errors import BadValue, IdempotencyConflict, StoreUnavailable
+from yoke.retry import within
 from yoke.store import AnswerRow, Store
+
+log = logging.getLogger("yoke.server")
 
 REPLAYED_HEADER = "Idempotent-Replayed"
 KEPT_HEADERS = ("location", "retry-after")
@@ -122,9 +126,14 @@ def replay(answer: StoredAnswer) -> Response:
 
 
 class Replayer:
-    def __init__(self, answers: AnswerStore, *, retention: float) -> None:
+    def __init__(
+        self, answers: AnswerStore, *, retention: float, store_timeout: float | None = None
+    ) -> None:
         self.answers = answers
         self.retention = retention
+        # A store that does not answer: the lookup is answered 503 within this, and an answer
+        # that cannot be kept is given all the same (a retry then finds its start by the key).
+        self.store_timeout = store_timeout
         # Per (principal, key): the lock and how many requests hold or wait for it.
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, list[int]]] = {}
 
@@ -144,7 +153,8 @@ class Replayer:
         users[0] += 1
         try:
             async with lock:
-                kept = await self.answers.find_answer(principal, key, now=now())
+                find = self.answers.find_answer(principal, key, now=now())
+                kept = await within(self.store_timeout, "find an earlier answer", find)
                 if kept is not None:
                     return self._replay_or_refuse(kept, fp), True
                 response = await answer()
@@ -162,7 +172,12 @@ class Replayer:
                     created_at=t,
                     expires_at=t + self.retention,
                 )
-                kept = await self.answers.keep_answer(mine, now=t)
+                try:
+                    keep = self.answers.keep_answer(mine, now=t)
+                    kept = await within(self.store_timeout, "keep the answer", keep)
+                except StoreUnavailable as exc:
+                    log.warning("an answer to Idempotency-Key %r was not kept: %s", key, exc)
+                    return response, False
                 if kept is mine or kept == mine:
                     return response, False
                 return self._replay_or_refuse(kept, fp), True  # another process was first

@@ -5,8 +5,8 @@ Counted as they happen: `yoke_starts_total{outcome}` and `yoke_start_wait_second
 start's arrival to its grant). Read at scrape time from the scheduler, so they cannot drift:
 `yoke_executions_running`, `yoke_starts_queued`, `yoke_session_queued{session}` and
 `yoke_fairness_jain`, per tenant (bounded as below) `yoke_tenant_executions_running`,
-`yoke_tenant_starts_queued` and `yoke_tenant_running_share{of="actual"|"target"}`, and with
-`--ha` `yoke_ha_role`, `yoke_ha_epoch`,
+`yoke_tenant_starts_queued` and `yoke_tenant_running_share{of="actual"|"target"}`,
+`yoke_pruned_rows_total{table}` (retention), and with `--ha` `yoke_ha_role`, `yoke_ha_epoch`,
 `yoke_ha_failovers_total`. The actor runtime's metrics (`yoke_actor_process_total`,
 `yoke_actor_process_errors_total`, `yoke_queue_depth`, `yoke_runtime_workers`) live on the
 app's own actor registry, which is registered into this one, so a scrape is one exposition and
@@ -33,6 +33,7 @@ from yoke.errors import NotRunning, YokeError
 from yoke.executions import Executions, Start
 from yoke.executions.core import Role
 from yoke.executions.leadership import Leadership
+from yoke.executions.retention import Pruner
 from yoke.server import introspect
 
 log = logging.getLogger("yoke.server")
@@ -198,12 +199,35 @@ class _HaCollector(Collector):
         )
 
 
+class _PruneCollector(Collector):
+    """`yoke_pruned_rows_total{table}`: rows this process deleted for retention (every table
+    labelled from the first scrape, so a rate is defined before the first pruning)."""
+
+    TABLES = ("executions", "steps", "requests", "starts", "answers", "controls")
+
+    def __init__(self, pruner: Callable[[], Pruner | None]) -> None:
+        self._pruner = pruner
+
+    def collect(self) -> Iterator[Metric]:
+        pruner = self._pruner()
+        counts = {} if pruner is None else pruner.pruned
+        family = CounterMetricFamily(
+            "yoke_pruned_rows",
+            "Rows deleted for retention by this process (YOKE_RETENTION_SECS), by table",
+            labels=["table"],
+        )
+        for table in self.TABLES:
+            family.add_metric([table], counts.get(table, 0))
+        yield family
+
+
 class Metrics:
     def __init__(
         self,
         executions: Executions,
         actors: ActorRuntime | None = None,
         leadership: Callable[[], Leadership | None] | None = None,
+        pruner: Callable[[], Pruner | None] | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._actors = actors
@@ -226,6 +250,8 @@ class Metrics:
         self.registry.register(self._refusals)
         if leadership is not None:
             self.registry.register(_HaCollector(leadership))
+        if pruner is not None:
+            self.registry.register(_PruneCollector(pruner))
         if actors is not None and actors.metrics.registry is not None:
             # A registry is a collector too; registering it checks its names against ours.
             self.registry.register(actors.metrics.registry)

@@ -81,7 +81,8 @@ class LimitsIn(_Body):
 
 # -- answers -------------------------------------------------------------------------------------
 StartStatusName = Literal["QUEUED", "GRANTED", "REFUSED", "CANCELLED", "ABORTED"]
-ExecutionStatusName = Literal["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED"]
+ExecutionStatusName = Literal["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED", "TIMED_OUT"]
+RESUMABLE = ("FAILED", "CANCELLED", "ABORTED", "TIMED_OUT")
 
 
 class StartOut(BaseModel):
@@ -98,6 +99,9 @@ class StartOut(BaseModel):
     source_execution_id: str | None
     created_at: float
     decided_at: float | None
+    recovery: int = Field(
+        description="automatic recoveries in a row that made it (0: asked by a caller)"
+    )
 
 
 def start_json(s: Start) -> dict[str, Any]:
@@ -115,6 +119,7 @@ def start_json(s: Start) -> dict[str, Any]:
         "source_execution_id": s.source_execution_id,
         "created_at": s.created_at,
         "decided_at": s.decided_at,
+        "recovery": s.recovery,
     }
 
 
@@ -125,6 +130,14 @@ class Links(BaseModel):
     parent: str | None
 
 
+class ErrorOut(BaseModel):
+    type: str | None = Field(description="the exception's class, or Cancelled, Aborted, TimedOut")
+    message: str
+    traceback: str | None = Field(description="the innermost 16 KiB of the traceback")
+    step: str | None = Field(description="the step it came out of (or was running)")
+    attempt: int | None = Field(description="that step's attempt, counted across resumes")
+
+
 class ExecutionOut(BaseModel):
     execution_id: str
     status: ExecutionStatusName
@@ -133,7 +146,7 @@ class ExecutionOut(BaseModel):
     tenant: str = Field(description="whose execution it is (a tenant sees only its own)")
     input: Any
     output: Any
-    error: str | None
+    error: ErrorOut | None
     start_id: str | None
     parent_id: str | None
     restarted_from: str | None
@@ -146,7 +159,7 @@ class ExecutionOut(BaseModel):
 def execution_json(e: Execution) -> dict[str, Any]:
     base = f"/v1/executions/{e.execution_id}"
     top = e.parent_id is None
-    resumable = top and e.status.value in ("FAILED", "CANCELLED", "ABORTED")
+    resumable = top and e.status.value in RESUMABLE
     return {
         "execution_id": e.execution_id,
         "status": e.status.value,
@@ -155,7 +168,7 @@ def execution_json(e: Execution) -> dict[str, Any]:
         "tenant": e.tenant,
         "input": e.input,
         "output": e.output,
-        "error": e.error,
+        "error": None if e.error is None else e.error.to_json(),
         "start_id": e.start_id,
         "parent_id": e.parent_id,
         "restarted_from": e.restarted_from,

@@ -66,7 +66,7 @@ INSTANCE_TENANT = query(
     "the instance's tenant (ids are unique per tenant); default: the caller's own; another "
     "tenant's instance is 404 without OPERATOR or ADMIN",
 )
-EXECUTION_STATUSES = sorted(["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED"])
+EXECUTION_STATUSES = sorted(["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED", "TIMED_OUT"])
 
 _START = {"operationId": "getStart", "parameters": {"start_id": "$response.body#/start_id"}}
 _START_LINKS = {
@@ -155,8 +155,12 @@ def table(
            body=m.ResumeIn, body_required=False, query=(WAIT, IDEM), answers=STARTED,
            errors=(*START_ERRORS, 403)),
         Op("POST", "/v1/executions/{execution_id}/cancel", executions.cancel, ANY,
-           "cancelExecution", "Cancel a running execution",
-           answers=ok(m.ExecutionOut, "The cancelled execution"), errors=(404, 409, 422)),
+           "cancelExecution",
+           "Cancel a running execution, whichever server runs it (its children with it)",
+           answers={**ok(m.ExecutionOut, "Stopped: the cancelled execution"),
+                    202: Answer(schema=m.ExecutionOut,
+                                description="Asked: its server has not stopped it yet")},
+           errors=(404, 409, 422)),
         # -- control ---------------------------------------------------------------------------
         Op("GET", "/v1/limits", control.limits, ANY, "getLimits", "The limits",
            answers=ok(m.LimitsOut, "The limits")),

@@ -75,7 +75,7 @@ class ExecutionsRoutes:
     async def restart(self, request: Request) -> Response:
         async def answer() -> Response:
             wait = self.starts.wait_of(request)
-            ex = await self._visible(request)
+            ex = await self.starts.bounded("read the execution", self._visible(request))
             body = parse(RestartIn, await read_body(request), empty_ok=True)
             check_priority(request, body.priority)
             with self.starts.polling(request, wait):
@@ -92,7 +92,7 @@ class ExecutionsRoutes:
     async def resume(self, request: Request) -> Response:
         async def answer() -> Response:
             wait = self.starts.wait_of(request)
-            ex = await self._visible(request)
+            ex = await self.starts.bounded("read the execution", self._visible(request))
             body = parse(ResumeIn, await read_body(request), empty_ok=True)
             check_priority(request, body.priority)
             with self.starts.polling(request, wait):
@@ -104,5 +104,9 @@ class ExecutionsRoutes:
         return await self.starts.counted(request, answer)
 
     async def cancel(self, request: Request) -> Response:
+        """200 once it has stopped (wherever it ran); 202 if its server has not stopped it
+        within the wait (the request stays: it stops when its server acts, or its recovery
+        ends it CANCELLED)."""
         ex = await self._visible(request)
-        return json_response(execution_json(await self.s.executions.cancel(ex.execution_id)))
+        after = await self.s.executions.cancel(ex.execution_id, principal=principal_of(request))
+        return json_response(execution_json(after), 200 if after.status.finished else 202)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from yoke.errors import Conflict, ShuttingDown, YokeError
 from yoke.executions import Start, StartStatus
+from yoke.retry import within
 from yoke.server.auth import (
     check_priority,
     check_session,
@@ -33,6 +35,7 @@ from yoke.server.state import ServerState, json_response, parse, query_float, re
 from yoke.store.text import check_text
 
 log = logging.getLogger("yoke.server")
+T = TypeVar("T")
 
 
 class StartsRoutes:
@@ -42,6 +45,11 @@ class StartsRoutes:
     # -- shared with restart and resume ----------------------------------------------------
     def wait_of(self, request: Incoming) -> float | None:
         return query_float(request, "wait", low=0.0, high=self.s.max_wait)
+
+    async def bounded(self, what: str, aw: Awaitable[T]) -> T:
+        """A store read of a start, restart or resume, answered 503 (with Retry-After) past
+        `YOKE_READY_TIMEOUT` instead of waiting for a store that does not answer."""
+        return await within(self.s.app.settings.ready_timeout, what, aw)
 
     def polling(
         self, request: Incoming, wait: float | None

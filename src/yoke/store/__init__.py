@@ -27,13 +27,18 @@ if TYPE_CHECKING:
         NewControl,
         NewExecution,
         NewStart,
+        Pruned,
         Recovery,
+        RequestRow,
+        Resume,
         Slot,
         StartKind,
         StartRow,
         StartStatus,
         StepCopy,
+        StepRecord,
         StepRow,
+        StepStatus,
     )
 
 __all__ = [
@@ -48,13 +53,18 @@ __all__ = [
     "NewControl",
     "NewExecution",
     "NewStart",
+    "Pruned",
     "Recovery",
+    "RequestRow",
+    "Resume",
     "Slot",
     "StartKind",
     "StartRow",
     "StartStatus",
     "StepCopy",
+    "StepRecord",
     "StepRow",
+    "StepStatus",
     "Store",
 ]
 

@@ -28,6 +28,7 @@ from typing import Any
 from yoke.errors import Conflict, NotFound, NotLeader
 from yoke.store import usage
 from yoke.store.leaseverbs import Fence, ha_session_name
+from yoke.store.pruneverbs import PruneVerbs
 from yoke.store.records import (
     AnswerRow,
     ControlRow,
@@ -41,12 +42,17 @@ from yoke.store.records import (
     NewExecution,
     NewStart,
     Recovery,
+    Resume,
     Slot,
     StartRow,
     StartStatus,
     StepCopy,
+    StepRecord,
     StepRow,
+    StepStatus,
 )
+from yoke.store.recovery import DeadEnd, end_dead_instance
+from yoke.store.requestverbs import RequestVerbs
 from yoke.store.rows import (
     answer_row,
     control_params,
@@ -71,6 +77,9 @@ class ExecutionVerbs:
     def __init__(self, transactions: Transactions) -> None:
         self._t = transactions
         self._fence: Fence | None = None
+        # Parts over the same transactions: requests to executions, and retention.
+        self.requests = RequestVerbs(transactions)
+        self.retention = PruneVerbs(transactions)
 
     def __repr__(self) -> str:
         return f"ExecutionVerbs({self._t!r}, fence={self._fence})"
@@ -133,45 +142,32 @@ class ExecutionVerbs:
         async with self._t.single() as tx:
             await tx.run("stop_instance", {"instance_id": instance_id, "now": now})
 
-    async def recover_dead(self, *, stale_before: float, now: float, exclude: str) -> Recovery:
-        dead: list[str] = []
-        executions: list[str] = []
-        starts: list[str] = []
+    async def recover_dead(
+        self, *, stale_before: float, now: float, exclude: str, resume: Resume | None = None
+    ) -> Recovery:
+        out = DeadEnd()
         async with self._t.write() as tx:
             # Declaring the instance dead locks its row first: two recoverers never both
-            # decrement the ledger for the same executions.
+            # decrement the ledger for the same executions, nor both resume one.
             rows = await tx.all(
                 "declare_dead", {"now": now, "exclude": exclude, "stale_before": stale_before}
             )
             dead = sorted(str(r["instance_id"]) for r in rows)
-            freed: Counter[str] = Counter()
             for instance_id in dead:
-                for r in await tx.all("running_of_instance", {"instance_id": instance_id}):
-                    executions.append(str(r["execution_id"]))
-                    freed.update(keys_of(r["slot_keys"]))
-                await tx.run(
-                    "abort_executions_of_instance",
-                    {
-                        "instance_id": instance_id,
-                        "now": now,
-                        "error": f"Aborted: instance {instance_id} died while it ran",
-                    },
-                )
-                for r in await tx.all(
-                    "abort_starts_of_instance",
-                    {
-                        "instance_id": instance_id,
-                        "now": now,
-                        "reason": f"instance {instance_id} died while it was queued",
-                    },
-                ):
-                    starts.append(str(r["start_id"]))
-            for key in sorted(freed):
-                await tx.run("release_slot", {"key": key, "n": freed[key]})
+                await end_dead_instance(tx, instance_id, out, to=exclude, now=now, resume=resume)
+            for key in sorted(out.freed):
+                await tx.run("release_slot", {"key": key, "n": out.freed[key]})
                 await tx.run("drop_idle_slot", {"key": key})
-            if freed:
+            if out.freed:
                 await self._t.notify_slot_freed(tx)
-        return Recovery(instances=tuple(dead), executions=tuple(executions), starts=tuple(starts))
+        return Recovery(
+            instances=tuple(dead),
+            executions=tuple(out.ended),
+            starts=tuple(out.aborted_starts),
+            adopted=(*out.adopted, *out.resumes),
+            recovered=tuple(out.recovered),
+            cancelled=tuple(out.cancelled),
+        )
 
     # -- starts ------------------------------------------------------------------------------
     async def log_start(self, start: NewStart) -> tuple[StartRow, bool]:
@@ -541,19 +537,40 @@ class ExecutionVerbs:
             reruns = await tx.all("reruns_of", args)
         return [execution_row(r) for r in children], [execution_row(r) for r in reruns]
 
-    async def record_step(
-        self, execution_id: str, position: int, name: str, result: str, *, now: float
-    ) -> None:
+    async def record_steps(self, records: Sequence[StepRecord], *, now: float) -> None:
+        if not records:
+            return
+        items = [
+            {
+                "execution_id": r.execution_id,
+                "position": r.position,
+                "name": r.name,
+                "result": r.result,
+                "status": r.status.value,
+                "error": r.error,
+                "attempts": r.attempts,
+                "first_attempt": r.first_attempt,
+                "retry_at": r.retry_at,
+                "now": now,
+            }
+            for r in records
+        ]
+        # One statement on PostgreSQL whatever the batch (its own transaction; a lone record
+        # without the JSON batch's encoding); on SQLite a statement per record, inside one
+        # write that joins the open group commit. Counted, not read back: RETURNING costs
+        # SQLite about as much as the write.
         async with self._t.single() as tx:
-            await tx.run(
-                "insert_step",
-                {
-                    "execution_id": execution_id,
-                    "position": position,
-                    "name": name,
-                    "result": result,
-                    "now": now,
-                },
+            if self._t.one_statement_batches and len(items) > 1:
+                batch = {"batch": json.dumps(items), "now": now}  # `now` of each is unread
+                written = await tx.run("record_step_many", batch)
+            else:
+                written = 0
+                for item in items:
+                    written += await tx.run("record_step", item)
+        if written < len(items):
+            raise Conflict(
+                f"{len(items) - written} of {len(items)} steps were recorded as done already "
+                "(or by another name)"
             )
 
     async def steps_of(self, execution_id: str) -> list[StepRow]:
@@ -578,6 +595,11 @@ class ExecutionVerbs:
                 name=str(r["name"]),
                 result=str(r["result"]),
                 recorded_at=float(r["recorded_at"]),
+                status=StepStatus(r["status"]),
+                error=opt(r["error"]),
+                attempts=int(r["attempts"]),
+                first_attempt=int(r["first_attempt"]),
+                retry_at=None if r["retry_at"] is None else float(r["retry_at"]),
             )
             for r in rows
         ]

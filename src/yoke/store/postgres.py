@@ -79,6 +79,7 @@ from yoke.store.tx import Row, Tx
 log = logging.getLogger("yoke.store.postgres")
 
 CHANNEL = "yoke_slot_freed"
+REQUEST_CHANNEL = "yoke_execution_request"
 ACTOR_QUEUE_CHANNEL = "yoke_actor_queue"
 SCHEDULE_CHANNEL = "yoke_schedule_change"
 LEASE_CHANNEL = "yoke_lease"
@@ -441,14 +442,14 @@ class PostgresStore:
                 call()
 
         await self._listen(
-            "actor wake-ups", tuple(by_channel), on_connect, lambda c: by_channel[c]()
+            "actor wake-ups", tuple(by_channel), on_connect, lambda c, _p: by_channel[c]()
         )
 
     async def listen_tenant_settings(self, on_changed: Callable[[], None]) -> None:
         """NOTIFY yoke_tenant_settings: a tenant's settings changed (on connect too: whatever
         changed while we were not listening)."""
         await self._listen(
-            "tenant settings", (TENANTS_CHANNEL,), on_changed, lambda _c: on_changed()
+            "tenant settings", (TENANTS_CHANNEL,), on_changed, lambda _c, _p: on_changed()
         )
 
     def liveness(self, holder: str) -> LivenessLock:
@@ -458,19 +459,29 @@ class PostgresStore:
     async def listen_leases(self, on_released: Callable[[], None]) -> None:
         """NOTIFY yoke_lease: a lease was released (a leader resigned)."""
         await self._listen(
-            "lease releases", (LEASE_CHANNEL,), on_released, lambda _c: on_released()
+            "lease releases", (LEASE_CHANNEL,), on_released, lambda _c, _p: on_released()
         )
 
     async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
         # `on_freed` on connect too: anything freed while we were not listening.
-        await self._listen("freed slots", (CHANNEL,), on_freed, lambda _channel: on_freed())
+        await self._listen("freed slots", (CHANNEL,), on_freed, lambda _c, _p: on_freed())
+
+    async def listen_requests(self, on_request: Callable[[str], None]) -> None:
+        """NOTIFY yoke_execution_request, its payload the instance that runs the execution
+        asked; on connect, every instance is told to look (`""`)."""
+        await self._listen(
+            "requests to executions",
+            (REQUEST_CHANNEL,),
+            lambda: on_request(""),
+            lambda _channel, payload: on_request(payload),
+        )
 
     async def _listen(
         self,
         what: str,
         channels: Sequence[str],
         on_connect: Callable[[], None],
-        on_notify: Callable[[str], None],
+        on_notify: Callable[[str, str], None],
     ) -> None:
         """LISTEN on `channels` on a connection of its own until cancelled. A lost connection
         is not fatal (the callers' backup polls cover the gap): it reconnects after `Backoff`
@@ -492,7 +503,7 @@ class PostgresStore:
                     backoff.ok()
                     on_connect()
                     async for n in conn.notifies():
-                        on_notify(n.channel)
+                        on_notify(n.channel, n.payload)
                 reason = "the connection ended"
             except psycopg.Error as exc:
                 reason = str(exc).strip() or type(exc).__name__

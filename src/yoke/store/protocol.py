@@ -31,18 +31,51 @@ from yoke.store.records import (
     NewControl,
     NewExecution,
     NewStart,
+    Pruned,
     Recovery,
+    RequestRow,
+    Resume,
     Slot,
     StartRow,
     StartStatus,
     StepCopy,
+    StepRecord,
     StepRow,
 )
 
 
+class Requests(Protocol):
+    """Requests to executions (`store/requestverbs.py`)."""
+
+    async def request_cancel(
+        self, execution_id: str, *, principal: str | None, now: float
+    ) -> tuple[ExecutionRow | None, bool]: ...
+
+    async def pending_requests(self, instance_id: str, *, limit: int) -> list[RequestRow]: ...
+
+    async def handle_requests(self, seqs: Sequence[int], *, now: float) -> None: ...
+
+    async def listen(self, on_request: Callable[[str], None]) -> None: ...
+
+
+class Retention(Protocol):
+    """Deleting finished rows by age, a batch per call (`store/pruneverbs.py`)."""
+
+    async def prune(
+        self, *, before: float, audit_before: float | None, now: float, batch: int
+    ) -> Pruned: ...
+
+
 class Store(Protocol):
     """The execution verbs; a backend exposes them as its `executions` (and the actor verbs,
-    `yoke.actors.ActorStore`, as its `actors`)."""
+    `yoke.actors.ActorStore`, as its `actors`). `requests` and `retention` are parts over
+    the same transactions."""
+
+    @property
+    def requests(self) -> Requests: ...
+
+    @property
+    def retention(self) -> Retention: ...
 
     @property
     def batch_overlap(self) -> int:
@@ -59,9 +92,15 @@ class Store(Protocol):
 
     async def stop_instance(self, instance_id: str, *, now: float) -> None: ...
 
-    async def recover_dead(self, *, stale_before: float, now: float, exclude: str) -> Recovery:
-        """Declare dead every instance stopped or silent since `stale_before` (except `exclude`);
-        mark their RUNNING executions and QUEUED starts ABORTED and free their ledger slots."""
+    async def recover_dead(
+        self, *, stale_before: float, now: float, exclude: str, resume: Resume | None = None
+    ) -> Recovery:
+        """Declare dead every instance stopped or silent since `stale_before` (except `exclude`,
+        the recovering instance); end their RUNNING executions (ABORTED, or CANCELLED if a
+        cancel was asked) and free their ledger slots. Without `resume` their QUEUED starts
+        are ABORTED; with it they become `exclude`'s, and each top-level execution the rule
+        allows is resumed by a new QUEUED start of `exclude` (`Recovery.adopted`), all in the
+        transaction that declared the instance dead (store/recovery.py)."""
         ...
 
     # -- high availability -------------------------------------------------------------------
@@ -180,9 +219,11 @@ class Store(Protocol):
         the executions of its sessions (`acme`, `acme/...`), read from that tenant's rows."""
         ...
 
-    async def record_step(
-        self, execution_id: str, position: int, name: str, result: str, *, now: float
-    ) -> None: ...
+    async def record_steps(self, records: Sequence[StepRecord], *, now: float) -> None:
+        """Record each step as it is now (one transaction; one statement on PostgreSQL): a
+        record replaces its step's earlier record, unless that one SUCCEEDED or has another
+        name (`Conflict`, nothing written)."""
+        ...
 
     async def steps_of(self, execution_id: str) -> list[StepRow]: ...
 

@@ -2,8 +2,9 @@
 
 These are values, not behaviour: keyword-only dataclasses and `Enum`s that both backends return
 identically. Values are frozen, except the records built for every start on the admission path
-(a start, its execution, a grant, a finish, a slot): a frozen `__init__` costs about twice a
-plain one there, and nobody changes them once built; they are made once and only read. JSON
+(a start, its execution, a grant, a finish, a slot, a step's record): a frozen `__init__`
+costs about twice a plain one there, and nobody changes them once built; they are made once
+and only read. JSON
 payloads travel as text encoded by the caller, so every backend keeps exactly the bytes it was
 given. This module must never import a driver or any part of yoke
 above the store (`executions`, `actors`, `server`).
@@ -12,6 +13,7 @@ above the store (`executions`, `actors`, `server`).
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -30,10 +32,17 @@ class ExecutionStatus(enum.Enum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
     ABORTED = "ABORTED"
+    TIMED_OUT = "TIMED_OUT"  # ran past its workflow's timeout
 
     @property
     def finished(self) -> bool:
         return self is not ExecutionStatus.RUNNING
+
+
+class StepStatus(enum.Enum):
+    SUCCEEDED = "SUCCEEDED"  # its result is recorded: a replay returns it
+    RETRYING = "RETRYING"  # an attempt failed and another is due at `retry_at`
+    FAILED = "FAILED"  # it gave up: its last attempt's error is recorded
 
 
 class StartKind(enum.Enum):
@@ -107,6 +116,7 @@ class StartRow:
     instance_id: str
     created_at: float
     decided_at: float | None
+    recovery: int = 0  # automatic recoveries in a row that made it (0: asked by a caller)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -145,6 +155,24 @@ class ExecutionRow:
     finished_at: float | None
 
 
+@dataclass(kw_only=True, slots=True)
+class StepRecord:
+    """What a step's record says now (`Store.record_steps`): written when it succeeds, when an
+    attempt fails before the pause (RETRYING, due again at `retry_at`) and when it gives up
+    (FAILED). The same record replaces the step's earlier one, so a batch of records from
+    many executions is one statement's worth of rows, whatever their statuses."""
+
+    execution_id: str
+    position: int
+    name: str
+    status: StepStatus
+    result: str  # JSON text; "null" unless SUCCEEDED
+    error: str | None  # JSON text of the last failed attempt's error
+    attempts: int  # attempts made so far, counted across resumes and recoveries
+    first_attempt: int  # the first attempt of the step's current budget
+    retry_at: float | None  # RETRYING: when the next attempt is due
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StepRow:
     execution_id: str
@@ -152,6 +180,11 @@ class StepRow:
     name: str
     result: str  # JSON text
     recorded_at: float
+    status: StepStatus = StepStatus.SUCCEEDED
+    error: str | None = None
+    attempts: int = 1
+    first_attempt: int = 1
+    retry_at: float | None = None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -236,11 +269,57 @@ class ControlRow:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Recovery:
-    """What `recover_dead` found and marked ABORTED."""
+    """What `recover_dead` found: the dead instances, their executions it ended (ABORTED, or
+    CANCELLED when a cancel was asked), the queued starts it ABORTED, and, with a `Resume`
+    rule, the starts that are the recovering instance's to admit now (`adopted`: the dead
+    instances' queued starts and a resume start per execution it recovers, in that order),
+    with the executions those resumes recover (`recovered`)."""
 
     instances: tuple[str, ...]
     executions: tuple[str, ...]
     starts: tuple[str, ...]
+    adopted: tuple[StartRow, ...] = ()
+    recovered: tuple[str, ...] = ()
+    cancelled: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Resume:
+    """How `recover_dead` recovers a dead instance's executions: each top-level one whose start
+    was made by fewer than `max_recoveries` automatic recoveries in a row is resumed by a
+    QUEUED start of the recovering instance (ids from `new_id`); the others stay ABORTED with
+    the reason. A dead instance's queued starts become the recovering instance's."""
+
+    max_recoveries: int
+    new_id: Callable[[], str]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RequestRow:
+    """A request to an execution (`kind` "cancel"), kept until its owner handled it."""
+
+    seq: int
+    execution_id: str
+    kind: str
+    instance_id: str
+    principal: str | None
+    payload: str | None
+    created_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pruned:
+    """Rows one `prune` batch deleted, by table (the pruner repeats while one is full)."""
+
+    executions: int = 0
+    steps: int = 0
+    requests: int = 0
+    starts: int = 0
+    answers: int = 0
+    controls: int = 0
+
+    def full(self, batch: int) -> bool:
+        return max(self.executions, self.starts, self.answers, self.controls) >= batch
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -71,6 +71,7 @@ def start_row(r: Row) -> StartRow:
         instance_id=str(r["instance_id"]),
         created_at=float(r["created_at"]),
         decided_at=None if r["decided_at"] is None else float(r["decided_at"]),
+        recovery=int(r["recovery"]),
     )
 
 

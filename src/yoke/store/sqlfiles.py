@@ -97,9 +97,17 @@ def migrations(dialect: str) -> tuple[Migration, ...]:
                 )
             )
     found.sort(key=lambda mig: mig.version)
-    if [mig.version for mig in found] != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migrations of {dialect} are not numbered 1..n without gaps")
+    versions = [mig.version for mig in found]
+    # Numbers are handed out ahead to work that lands in any order, so a branch may lack a
+    # number below its own; each number is applied once, by number, whatever the order.
+    if len(set(versions)) != len(versions) or (versions and versions[0] != 1):
+        raise RuntimeError(f"migrations of {dialect} must be numbered from 1, each number once")
     return tuple(found)
+
+
+def latest(dialect: str) -> int:
+    """The version a fully migrated database reports: the highest migration number."""
+    return migrations(dialect)[-1].version
 
 
 def fresh_schema(dialect: str) -> str:

@@ -386,6 +386,9 @@ class SQLiteStore:
     async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
         return None
 
+    async def listen_requests(self, on_request: Callable[[str], None]) -> None:
+        return None  # the owners of executions poll for their requests
+
     async def listen_actor_wakeups(
         self,
         on_queue: Callable[[], None],

@@ -97,6 +97,11 @@ class Transactions(Protocol):
         no push notification returns at once (callers keep a backup poll)."""
         ...
 
+    async def listen_requests(self, on_request: Callable[[str], None]) -> None:
+        """Call `on_request(instance_id)` when a request to an execution of that instance is
+        written, until cancelled; a backend with no push notification returns at once."""
+        ...
+
     async def listen_actor_wakeups(
         self,
         on_queue: Callable[[], None],

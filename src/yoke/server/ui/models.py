@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from yoke.server.models import AuditOut, ExecutionOut, LimitsOut
+from yoke.server.models import AuditOut, ErrorOut, ExecutionOut, LimitsOut
 
 
 class OverviewOut(BaseModel):
@@ -153,7 +153,13 @@ class SeriesOut(BaseModel):
 class StepOut(BaseModel):
     position: int
     name: str
+    status: Literal["SUCCEEDED", "RETRYING", "FAILED"] = Field(
+        description="RETRYING: an attempt failed and the next is due at retry_at"
+    )
     result: Any = None
+    attempts: int = Field(description="attempts made, counted across resumes and recoveries")
+    error: ErrorOut | None = Field(description="the last failed attempt's error")
+    retry_at: float | None
     recorded_at: float
 
 

@@ -47,7 +47,12 @@ ACTION_ROLES: dict[str, tuple[str, ...]] = {
     "limits": (ADMIN,),
     "priority": (OPERATOR, ADMIN),
     "cancel": (),
+    # An execution's owner or OPERATOR/ADMIN, as the API's restart, resume and cancel.
+    "restart": (),
+    "resume": (),
+    "cancel_execution": (),
 }
+EXECUTION_ACTIONS = ("restart", "resume", "cancel_execution")
 FRESH = 2.0
 MAX_FIELDS = 20
 
@@ -226,6 +231,7 @@ class Pages:
         return p, form
 
     async def act(self, request: Request) -> Response:
+        target: str | None = None
         try:
             p, form = await self._control(request)
             action = request.path_params["action"]
@@ -247,6 +253,8 @@ class Pages:
                 start = await self.s.executions.get(start_id)
                 check_visible(p, start.tenant, f"start {start_id}")
                 await self.s.executions.cancel_start(start_id)
+            elif action in EXECUTION_ACTIONS:
+                target = await self._on_execution(request, p, action, form)
         except YokeError as exc:
             body = render_to(
                 self.env,
@@ -255,7 +263,27 @@ class Pages:
             )
             return html(body, status=exc.status if 400 <= exc.status < 500 else 503)
         self.hub.bump()
-        return RedirectResponse(_safe_next(form.get("next")), status_code=303)
+        return RedirectResponse(target or _safe_next(form.get("next")), status_code=303)
+
+    async def _on_execution(
+        self, request: Request, p: Principal, action: str, form: dict[str, str]
+    ) -> str:
+        """Restart, resume or cancel an execution (the API's calls, its visibility rule);
+        the page to go to: the new execution, or its start while it waits for a slot."""
+        ex = self.s.executions
+        execution_id = check_text(form.get("execution_id", ""), "execution_id")
+        found = await ex.get_execution(execution_id)
+        check_visible(p, found.session, f"execution {execution_id}")
+        if action == "cancel_execution":
+            await ex.cancel(execution_id, principal=p)
+            return f"/ui/executions/{execution_id}"
+        if action == "restart":
+            start = await ex.restart(execution_id, principal=p)
+        else:
+            start = await ex.resume(execution_id, principal=p)
+        if start.execution_id is not None:
+            return f"/ui/executions/{start.execution_id}"
+        return f"/ui/starts/{start.start_id}"
 
     async def _set_limits(self, p: Principal, form: dict[str, str]) -> None:
         current = self.s.executions.current_limits

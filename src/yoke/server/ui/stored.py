@@ -15,7 +15,7 @@ from typing import Any
 
 from yoke.actors.inspection import no_instance
 from yoke.errors import BadValue, Forbidden, NotFound
-from yoke.executions import ADMIN, OPERATOR, ExecutionStatus, Principal
+from yoke.executions import ADMIN, OPERATOR, ExecutionStatus, Failure, Principal
 from yoke.server.auth import check_visible, home_tenant, owns, privileged, sees, tenant_of
 from yoke.server.models import audit_json, execution_json
 from yoke.server.models_actors import (
@@ -119,7 +119,11 @@ async def execution(
             {
                 "position": st.position,
                 "name": st.name,
+                "status": st.status.value,
                 "result": json.loads(st.result),
+                "attempts": st.attempts,
+                "error": None if st.error is None else Failure.decoded(st.error).to_json(),
+                "retry_at": st.retry_at,
                 "recorded_at": st.recorded_at,
             }
             for st in steps

@@ -36,9 +36,20 @@ SELECT * FROM (
   SELECT * FROM yoke_executions WHERE resumed_from = :execution_id
 ) AS reruns ORDER BY seq LIMIT :limit;
 
--- name: insert_step
-INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
-VALUES (:execution_id, :position, :name, :result, :now);
+-- name: record_step
+-- A step's record replaces its earlier one of the same name (an attempt that failed), never a
+-- SUCCEEDED one: a recorded result is final (the same record again, a retry of a write whose
+-- answer was lost, changes nothing and is answered as written).
+INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at, status, attempts,
+    first_attempt, error, retry_at)
+VALUES (:execution_id, :position, :name, :result, :now, :status, :attempts, :first_attempt,
+    :error, :retry_at)
+ON CONFLICT (execution_id, position) DO UPDATE SET result = excluded.result,
+    recorded_at = excluded.recorded_at, status = excluded.status,
+    attempts = excluded.attempts, first_attempt = excluded.first_attempt,
+    error = excluded.error, retry_at = excluded.retry_at
+WHERE yoke_steps.name = excluded.name AND (yoke_steps.status <> 'SUCCEEDED'
+    OR (excluded.status = 'SUCCEEDED' AND yoke_steps.result = excluded.result));
 
 -- name: steps_of
 SELECT * FROM yoke_steps WHERE execution_id = :execution_id ORDER BY position;
@@ -79,15 +90,91 @@ WHERE dead_at IS NULL AND instance_id <> :exclude
   AND (stopped_at IS NOT NULL OR heartbeat_at < :stale_before)
 RETURNING instance_id;
 
--- name: abort_executions_of_instance
+-- name: end_dead_execution
+-- An execution of a dead instance ends (ABORTED, or CANCELLED when a cancel was asked), each
+-- with its own reason; its row is locked already (running_of_instance).
 UPDATE yoke_executions
-SET status = 'ABORTED', error = :error, finished_at = :now
-WHERE instance_id = :instance_id AND status = 'RUNNING';
+SET status = :status, error = :error, finished_at = :now
+WHERE execution_id = :execution_id AND status = 'RUNNING';
+
+-- name: cancels_asked_of_instance
+SELECT DISTINCT execution_id FROM yoke_requests
+WHERE instance_id = :instance_id AND kind = 'cancel' AND handled_at IS NULL;
+
+-- name: handle_requests_of_instance
+-- A dead instance's requests are done with: the executions they were for have ended.
+UPDATE yoke_requests SET handled_at = :now
+WHERE instance_id = :instance_id AND handled_at IS NULL;
+
+-- name: adopt_starts_of_instance
+-- A dead instance's queued starts become the recovering instance's, still QUEUED.
+UPDATE yoke_starts SET instance_id = :to
+WHERE instance_id = :instance_id AND status = 'QUEUED'
+RETURNING *;
+
+-- name: set_start_recovery
+UPDATE yoke_starts SET recovery = :recovery WHERE start_id = :start_id;
 
 -- name: abort_starts_of_instance
 UPDATE yoke_starts SET status = 'ABORTED', reason = :reason, decided_at = :now
 WHERE instance_id = :instance_id AND status = 'QUEUED'
 RETURNING start_id;
+
+-- ===================================================================================
+-- requests to executions (a cancel): a row the execution's owner hears and marks handled.
+
+-- name: request_cancel
+-- Only while it runs; the request names the instance that runs it, which alone acts on it.
+INSERT INTO yoke_requests (execution_id, kind, instance_id, principal, payload, created_at)
+SELECT execution_id, 'cancel', instance_id, :principal, NULL, :now FROM yoke_executions
+WHERE execution_id = :execution_id AND status = 'RUNNING'
+RETURNING seq, instance_id;
+
+-- name: pending_requests
+SELECT * FROM yoke_requests
+WHERE instance_id = :instance_id AND handled_at IS NULL
+ORDER BY seq
+LIMIT :limit;
+
+-- ===================================================================================
+-- retention: finished rows older than the cutoff, a batch at a time (one pruner at a time).
+
+-- name: prune_executions
+-- Finished before :before, oldest first. Rows are numbered (seq) as they are created, so those
+-- created before :before lie below the first created since, found by the primary key in a
+-- walk no longer than the rows to prune: no index on a time, which would cost every finish.
+DELETE FROM yoke_executions WHERE seq IN (
+    SELECT seq FROM yoke_executions
+    WHERE seq < coalesce((SELECT n.seq FROM yoke_executions n WHERE n.created_at >= :before
+                          ORDER BY n.seq LIMIT 1), 9223372036854775807)
+        AND finished_at < :before
+    ORDER BY seq LIMIT :batch)
+RETURNING execution_id;
+
+-- name: prune_starts
+-- Decided starts whose execution is gone (or that never had one), found as executions are;
+-- a QUEUED start is kept.
+DELETE FROM yoke_starts WHERE seq IN (
+    SELECT s.seq FROM yoke_starts s
+    WHERE s.seq < coalesce((SELECT n.seq FROM yoke_starts n WHERE n.created_at >= :before
+                            ORDER BY n.seq LIMIT 1), 9223372036854775807)
+        AND s.decided_at < :before AND s.status <> 'QUEUED'
+        AND NOT EXISTS (SELECT 1 FROM yoke_executions e WHERE e.execution_id = s.execution_id)
+    ORDER BY s.seq LIMIT :batch);
+
+-- name: prune_answers
+DELETE FROM yoke_idempotency WHERE (principal, idem_key) IN (
+    SELECT principal, idem_key FROM yoke_idempotency WHERE expires_at <= :now
+    ORDER BY expires_at LIMIT :batch);
+
+-- name: prune_controls
+-- Oldest first (entries are numbered as written). The newest limits entry stays whatever its
+-- age: it is the limits in force at the next boot.
+DELETE FROM yoke_control_log WHERE seq IN (
+    SELECT seq FROM yoke_control_log
+    WHERE at < :before AND seq <> coalesce(
+        (SELECT max(seq) FROM yoke_control_log WHERE kind = 'limits'), 0)
+    ORDER BY seq LIMIT :batch);
 
 -- name: find_answer
 SELECT * FROM yoke_idempotency

@@ -4,9 +4,31 @@
 -- READ COMMITTED: rows that decide a grant are locked (FOR UPDATE / upsert), in key order.
 
 -- name: copy_steps
-INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
-SELECT %(new_id)s, position, name, result, recorded_at FROM yoke_steps
+INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at, status, attempts,
+    first_attempt, error, retry_at)
+SELECT %(new_id)s, position, name, result, recorded_at, status, attempts, first_attempt, error,
+    retry_at
+FROM yoke_steps
 WHERE execution_id = %(old_id)s AND (%(before)s::integer IS NULL OR position < %(before)s);
+
+-- name: record_step_many
+-- A batch of step records (a JSON array), each replacing its step's earlier record of the same
+-- name unless that one SUCCEEDED (with another result); the rows are written in key order (no
+-- deadlock between two batches).
+INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at, status, attempts,
+    first_attempt, error, retry_at)
+SELECT execution_id, position, name, result, %(now)s, status, attempts, first_attempt, error,
+    retry_at
+FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, position integer,
+    name text, result text, status text, attempts integer, first_attempt integer,
+    error text, retry_at double precision)
+ORDER BY execution_id, position
+ON CONFLICT (execution_id, position) DO UPDATE SET result = EXCLUDED.result,
+    recorded_at = EXCLUDED.recorded_at, status = EXCLUDED.status,
+    attempts = EXCLUDED.attempts, first_attempt = EXCLUDED.first_attempt,
+    error = EXCLUDED.error, retry_at = EXCLUDED.retry_at
+WHERE yoke_steps.name = EXCLUDED.name AND (yoke_steps.status <> 'SUCCEEDED'
+    OR (EXCLUDED.status = 'SUCCEEDED' AND yoke_steps.result = EXCLUDED.result));
 
 -- name: decide_start
 UPDATE yoke_starts
@@ -44,10 +66,24 @@ ORDER BY seq DESC
 LIMIT %(limit)s;
 
 -- name: running_of_instance
-SELECT execution_id, slot_keys FROM yoke_executions
+SELECT execution_id, slot_keys, parent_id, start_id FROM yoke_executions
 WHERE instance_id = %(instance_id)s AND status = 'RUNNING'
 ORDER BY execution_id
 FOR UPDATE;
+
+-- name: notify_request
+-- Delivered at commit to the owner, which listens on this channel (the payload names it).
+SELECT pg_notify('yoke_execution_request', %(instance_id)s);
+
+-- name: handle_requests
+UPDATE yoke_requests SET handled_at = %(now)s
+WHERE seq = ANY(%(seqs)s::bigint[]) AND handled_at IS NULL;
+
+-- name: prune_steps_of
+DELETE FROM yoke_steps WHERE execution_id = ANY(%(ids)s::text[]);
+
+-- name: prune_requests_of
+DELETE FROM yoke_requests WHERE execution_id = ANY(%(ids)s::text[]);
 
 -- name: notify_slot_freed
 SELECT pg_notify('yoke_slot_freed', '');

@@ -317,3 +317,26 @@ CREATE TABLE yoke_tenant_rates (
     PRIMARY KEY (tenant, kind)
 );
 CREATE INDEX yoke_tenant_rates_tat ON yoke_tenant_rates (tat);
+
+
+-- 0017: workflows that survive failures (see the migration for each column).
+ALTER TABLE yoke_steps ADD COLUMN status TEXT NOT NULL DEFAULT 'SUCCEEDED';
+ALTER TABLE yoke_steps ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE yoke_steps ADD COLUMN first_attempt INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE yoke_steps ADD COLUMN error TEXT;
+ALTER TABLE yoke_steps ADD COLUMN retry_at DOUBLE PRECISION;
+ALTER TABLE yoke_starts ADD COLUMN recovery INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE yoke_requests (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    execution_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    principal TEXT,
+    payload TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    handled_at DOUBLE PRECISION
+);
+
+CREATE INDEX yoke_requests_pending ON yoke_requests (instance_id, seq) WHERE handled_at IS NULL;
+CREATE INDEX yoke_requests_execution ON yoke_requests (execution_id);

@@ -28,8 +28,11 @@ WHERE start_id = :start_id AND status = 'QUEUED'
 RETURNING *;
 
 -- name: copy_steps
-INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at)
-SELECT :new_id, position, name, result, recorded_at FROM yoke_steps
+INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at, status, attempts,
+    first_attempt, error, retry_at)
+SELECT :new_id, position, name, result, recorded_at, status, attempts, first_attempt, error,
+    retry_at
+FROM yoke_steps
 WHERE execution_id = :old_id AND (:before IS NULL OR position < :before);
 
 -- name: decide_start
@@ -73,9 +76,22 @@ ORDER BY seq DESC
 LIMIT :limit;
 
 -- name: running_of_instance
-SELECT execution_id, slot_keys FROM yoke_executions
+SELECT execution_id, slot_keys, parent_id, start_id FROM yoke_executions
 WHERE instance_id = :instance_id AND status = 'RUNNING'
 ORDER BY execution_id;
+
+-- name: notify_request
+SELECT 1;
+
+-- name: handle_requests
+UPDATE yoke_requests SET handled_at = :now
+WHERE seq IN (SELECT value FROM json_each(:seqs)) AND handled_at IS NULL;
+
+-- name: prune_steps_of
+DELETE FROM yoke_steps WHERE execution_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_requests_of
+DELETE FROM yoke_requests WHERE execution_id IN (SELECT value FROM json_each(:ids));
 
 
 -- ===================================================================================
