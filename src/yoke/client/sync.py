@@ -92,7 +92,7 @@ class Client:
                 pause = self.retries.after_failure(call, failure_of(exc), tries)
                 if pause is None:
                     raise ServerUnreachable(
-                        f"{call.method} {self.url}{call.path}: {exc or type(exc).__name__}"
+                        f"{call.method} {self.url}{call.path}: {str(exc) or type(exc).__name__}"
                     ) from exc
             else:
                 answer = Answer(
