@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import enum
 import json
+import shutil
 import sys
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
@@ -274,13 +275,20 @@ def _echo_json(data: Any) -> None:
     typer.echo(json.dumps(_plain(data), indent=2, sort_keys=True))
 
 
+def _screen() -> Console:
+    """Standard output at its width now (`COLUMNS`, else the terminal's, else 80): a console
+    made once keeps the width it first saw."""
+    return Console(width=shutil.get_terminal_size().columns)
+
+
 def _show(value: Any, as_json: bool, title: str | None = None) -> None:
     if as_json:
         _echo_json(value)
         return
     data = _plain(value)
     pairs = [(k, _cell(_readable(k, v))) for k, v in data.items() if k != "links"]
-    out.print(render_pairs(title, pairs, width=out.width))
+    screen = _screen()
+    screen.print(render_pairs(title, pairs, width=screen.width))
 
 
 def _rows(
@@ -297,10 +305,11 @@ def _rows(
         return
     plain = [_plain(i) for i in items]
     rows = [[_cell(_readable(c, i.get(c))) for c in columns] for i in plain]
-    table, left_out = render(title, columns, rows, width=out.width)
-    out.print(table)
+    screen = _screen()
+    table, left_out = render(title, columns, rows, width=screen.width)
+    screen.print(table)
     if left_out:
-        out.print(f"not shown at this width: {', '.join(left_out)} (--json shows every field)")
+        screen.print(f"not shown at this width: {', '.join(left_out)} (--json shows every field)")
 
 
 def _cell(value: Any) -> str:
@@ -410,7 +419,7 @@ def executions_list(
         {"next_cursor": page.next_cursor},
     )
     if not as_json and page.next_cursor:
-        out.print(f"more: --cursor {page.next_cursor}")
+        _screen().print(f"more: --cursor {page.next_cursor}")
 
 
 @executions_app.command("show")
@@ -570,7 +579,7 @@ def workers_list(url: str = URL, token: str = TOKEN, as_json: bool = AS_JSON) ->
     ]
     columns = ["worker_id", "status", "seen", "instances", "pending", "moving"]
     _rows(items, [*columns, "hostname", "pid", "share"], False, "workers")
-    out.print(
+    _screen().print(
         f"stale after {workers.stale_after:g} s; placement {workers.placement}; "
         f"{workers.moves} hand-overs under way"
     )
