@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import typer.main
+import yaml
 
 from yoke.cli import app, env_reference_text
 from yoke.errors import BadValue
@@ -136,7 +137,6 @@ def test_the_dockerfile_is_slim_non_root_and_checks_healthz() -> None:
 
 # -- compose.yaml --------------------------------------------------------------------------
 def compose() -> dict[str, Any]:
-    yaml = pytest.importorskip("yaml")
     data = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     assert isinstance(data, dict)
     return data
