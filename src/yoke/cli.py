@@ -677,7 +677,7 @@ def env_reference_text() -> str:
                 env_vars(ExecutorSettings, EXECUTOR_ENV.__getitem__),
             ),
             ("Set by a worker for its executor processes (never by hand)", internal),
-            ("Client commands (`yoke start`, `yoke limits`...)", client),
+            ("Clients (`yoke start`, `yoke limits`..., and `yoke.client`)", client),
         ]
     )
 
