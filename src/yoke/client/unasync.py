@@ -2,8 +2,9 @@
 `python src/yoke/client/unasync.py` (run by path: the package imports what it writes).
 
 The two clients are one source: the sync one is the async one with `async`/`await` taken out
-and the async names replaced by their sync twins (httpx has both), as httpcore makes its sync
-half. `tests/client/test_generated.py` fails when sync.py differs from what this writes.
+and the async names replaced by their sync twins (httpx has both), so no method is written
+twice by hand. `tests/client/test_generated.py` fails when sync.py differs from what this
+writes.
 This module must never be imported by the clients.
 """
 
