@@ -42,8 +42,12 @@ ALLOWED: dict[str, set[str]] = {
     }
     | BASE,
     "demo": {"fair"} | BASE,
+    # The HTTP client speaks only the API: yoke's values and errors, never the server.
+    "client": {"executions"} | BASE,
+    # How the `yoke` command prints tables: rich alone.
+    "tables": set(),
     "cli": {"__init__", "kernel", "fair", "store", "executions", "actors", "app", "server"}
-    | {"config", "demo", "leases"}
+    | {"config", "demo", "leases", "client", "tables"}
     | BASE,
     "__init__": {"kernel", "fair", "store", "executions", "actors", "app", "config"} | BASE,
     "__main__": {"cli"},

@@ -314,7 +314,7 @@ def test_db_upgrade(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.startswith("schema at version ")
     result = CliRunner().invoke(app, ["db", "upgrade", "--database-url", "mysql://x"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2 and "unsupported database URL" in result.output
 
 
 WORKER_APP = """

@@ -128,6 +128,22 @@ def open_store(url: str, settings: Settings | None = None, *, name: str | None =
     raise BadValue(f"unsupported database URL {url!r}: use sqlite:///path or postgresql://...")
 
 
+async def reach(settings: Settings) -> None:
+    """Make one connection to the settings' database and close it, so that a command can say
+    why it cannot serve before it starts to: a URL yoke cannot use, or a database that does
+    not exist, is `BadValue`; a server that does not answer or refuses the credentials is
+    `StoreUnavailable`; each names the cause in one line."""
+    url = settings.database_url
+    if url.startswith(("postgresql:", "postgres:")):
+        from yoke.store.reach import reach_postgres
+
+        await reach_postgres(url, timeout=settings.pg_connect_timeout)
+    else:  # a URL of no backend is refused here; a SQLite file (and its folder) is made
+        backend = open_store(url, settings)
+        await backend.open()
+        await backend.close()
+
+
 async def upgrade(url: str | None = None) -> int:
     """Apply pending migrations to the database (`yoke db upgrade`); returns the version."""
     settings = Settings.from_env()

@@ -1,10 +1,13 @@
 """The `yoke` command. It parses arguments and calls `asyncio.run` once, at the edge.
 
-`yoke serve` runs an app's HTTP server; the client verbs (`start`, `executions`, `limits`,
-`tenants`, `audit`) talk to a running server over HTTP (`--url`/`YOKE_URL`,
-`--token`/`YOKE_TOKEN`) and print tables, or JSON with `--json`; an error answer is printed to
-stderr and exits 1.
-`yoke db upgrade` applies the store's migrations. This module must never hold API logic.
+`yoke serve` runs an app's HTTP server and `yoke worker` its actor worker; either, and
+`yoke db upgrade`, first connects to the database once, so that a command that cannot start
+says why in one line and exits 2 (an option, a URL, the app to change) or 3 (the database does
+not answer or refuses the credentials); `--debug` adds the traceback. The client verbs
+(`start`, `executions`, `limits`, `tenants`, `audit`, `workers`, `events`) talk to a running
+server through `yoke.client` (`--url`/`YOKE_URL`, `--token`/`YOKE_TOKEN`) and print tables that
+fit the terminal without cutting a word (`yoke.tables`), or JSON with `--json`; an error answer
+is printed to stderr in one line and exits 1. This module must never hold API logic.
 
 No secret stays on a command line, where every user of the host reads it (`/proc/<pid>/
 cmdline`): the database URL comes from `YOKE_DATABASE_URL` or `--database-url-file`, and when
@@ -15,18 +18,26 @@ their values masked (`setproctitle`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import enum
 import json
+import shutil
 import sys
-from collections.abc import Iterator
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 import yoke
+from yoke.tables import render, render_pairs
+
+if TYPE_CHECKING:
+    from yoke.client import Client
 
 app = typer.Typer(
     name="yoke",
@@ -79,6 +90,30 @@ SECRET_FLAGS = ("--database-url", "--token")
 
 out = Console()
 err = Console(stderr=True)
+DEBUG = False  # `yoke --debug ...`: an error shows its traceback
+
+
+@app.callback()
+def options(
+    debug: bool = typer.Option(
+        False, "--debug", help="Show an error's traceback (without it: one line naming it)."
+    ),
+) -> None:
+    """yoke: a fair, durable, multi-tenant scheduler."""
+    global DEBUG
+    DEBUG = debug
+
+
+def fail(exc: BaseException) -> NoReturn:
+    """A command that cannot start: one line naming the cause on stderr (and the traceback
+    with `--debug`); exit 3 when the database cannot be reached or refuses the credentials,
+    2 for what the operator must change (an option, a URL, the app, a settings value)."""
+    from yoke.errors import StoreUnavailable
+
+    if DEBUG:
+        traceback.print_exception(exc, file=sys.stderr)
+    err.print(f"[red]error:[/red] {escape(' '.join(str(exc).split()))}", soft_wrap=True)
+    raise typer.Exit(3 if isinstance(exc, StoreUnavailable) else 2)
 
 
 def database_url_of(url: str | None, path: Path | None) -> str | None:
@@ -194,8 +229,7 @@ def serve(
             worker=worker,
         )
     except YokeError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        fail(exc)
 
 
 @app.command()
@@ -216,7 +250,7 @@ def worker(
     """Run an app's actor worker (drain, timers, heartbeat) and executions until SIGTERM."""
     import logging
 
-    from yoke.app import run_worker
+    from yoke.app import reach, run_worker
     from yoke.errors import YokeError
     from yoke.server.logs import configure_logging
     from yoke.server.serve import load_app
@@ -232,6 +266,7 @@ def worker(
         if executors:
             runtime.use_executors(executors)
         runtime.check_executors()  # as root without a uid or namespaces: refuse, exit 2
+        asyncio.run(reach(target.settings))  # the cause in one line, before anything starts
         log.info(
             "worker %s starting: store %s, actors %s, concurrency %d, executors %s",
             runtime.worker_id,
@@ -248,8 +283,7 @@ def worker(
             asyncio.run(run_worker_with_metrics(target, host=metrics_host, port=metrics_port))
         log.info("worker %s stopped", runtime.worker_id)
     except YokeError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        fail(exc)
 
 
 def redact(url: str) -> str:
@@ -266,54 +300,78 @@ def redact(url: str) -> str:
 
 # -- client verbs ---------------------------------------------------------------------------------
 @contextmanager
-def _client(url: str, token: str | None) -> Iterator[Any]:
-    from yoke.server.client import ApiError, Client
+def _client(url: str, token: str | None) -> Iterator[Client]:
+    """A `yoke.client.Client`; an error answer is printed in one line and exits 1."""
+    from yoke.client import Client
+    from yoke.errors import YokeError
 
     try:
         with Client(url, token) as client:
             yield client
-    except ApiError as exc:
+    except YokeError as exc:
+        problem = exc.problem or {}
+        status = problem.get("status", exc.status)
+        title = problem.get("title", exc.title)
+        text = str(exc)
         err.print(
-            f"[red]error {exc.status or ''}[/red] {exc.title}"
-            + (f": {exc.detail}" if exc.detail else "")
+            f"[red]error {status}[/red] {escape(str(title))}"
+            + (f": {escape(text)}" if text and text != title else "")
         )
         raise typer.Exit(1) from None
 
 
-def _show(data: Any, as_json: bool, title: str | None = None) -> None:
+def _plain(value: Any) -> Any:
+    """A value of the client (dataclasses, enums, tuples) as the JSON it came from."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _echo_json(data: Any) -> None:
+    typer.echo(json.dumps(_plain(data), indent=2, sort_keys=True))
+
+
+def _screen() -> Console:
+    """Standard output at its width now (`COLUMNS`, else the terminal's, else 80): a console
+    made once keeps the width it first saw."""
+    return Console(width=shutil.get_terminal_size().columns)
+
+
+def _show(value: Any, as_json: bool, title: str | None = None) -> None:
     if as_json:
-        typer.echo(json.dumps(data, indent=2, sort_keys=True))
+        _echo_json(value)
         return
-    table = Table(title=title, show_header=False, box=None)
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in data.items():
-        if key != "links":
-            shown = _readable(key, value)
-            table.add_row(key, shown if isinstance(shown, str) else json.dumps(shown))
-    out.print(table)
+    data = _plain(value)
+    pairs = [(k, _cell(_readable(k, v))) for k, v in data.items() if k != "links"]
+    screen = _screen()
+    screen.print(render_pairs(title, pairs, width=screen.width))
 
 
 def _rows(
-    items: list[dict[str, Any]],
+    items: Sequence[Any],
     columns: list[str],
     as_json: bool,
     title: str,
     extra: dict[str, Any] | None = None,
 ) -> None:
+    """A table of `items` (most important column first): whole ids and times, within the
+    terminal's width; a column that does not fit is left out, and named."""
     if as_json:
-        typer.echo(json.dumps({"items": items, **(extra or {})}, indent=2, sort_keys=True))
+        _echo_json({"items": items, **(extra or {})})
         return
-    table = Table(title=title)
-    for col in columns:
-        # Ids and times are shown whole (a cut id cannot be pasted back); others wrap, never cut.
-        keep = col.endswith(("_id", "_at")) or col == "at"
-        cells = [_cell(_readable(col, i.get(col))) for i in items]
-        whole = max(map(len, cells), default=0) if keep else 0
-        table.add_column(col, no_wrap=bool(whole), min_width=whole or None, overflow="fold")
-    for item in items:
-        table.add_row(*(_cell(_readable(c, item.get(c))) for c in columns))
-    out.print(table)
+    plain = [_plain(i) for i in items]
+    rows = [[_cell(_readable(c, i.get(c))) for c in columns] for i in plain]
+    screen = _screen()
+    table, left_out = render(title, columns, rows, width=screen.width)
+    screen.print(table)
+    if left_out:
+        screen.print(f"not shown at this width: {', '.join(left_out)} (--json shows every field)")
 
 
 def _cell(value: Any) -> str:
@@ -326,7 +384,7 @@ def _json_arg(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
-        err.print(f"[red]error:[/red] {what} must be JSON, got {text!r}")
+        err.print(f"[red]error:[/red] {what} must be JSON, got {escape(repr(text))}")
         raise typer.Exit(2) from None
 
 
@@ -338,22 +396,65 @@ def start(
     priority: int = typer.Option(0, "--priority"),
     idempotency_key: str = typer.Option(None, "--idempotency-key"),
     wait: float = WAIT,
+    result: bool = typer.Option(
+        False,
+        "--result",
+        help="Wait for the execution to end (within --wait seconds if given) and print its "
+        "output as JSON; exit 1 unless it succeeded.",
+    ),
     url: str = URL,
     token: str = TOKEN,
     as_json: bool = AS_JSON,
 ) -> None:
     """Ask for a slot: prints the execution id (granted) or the queue position (queued)."""
-    body: dict[str, Any] = {
-        "workflow": workflow,
-        "input": _json_arg(input, "--input"),
-        "priority": priority,
-    }
-    if session is not None:
-        body["session"] = session
-    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+    value = _json_arg(input, "--input")
+    if result:
+        _start_for_result(workflow, value, session, priority, idempotency_key, wait, url, token)
+        return
     with _client(url, token) as c:
-        _, data = c.call("POST", "/v1/starts", body=body, params={"wait": wait}, headers=headers)
-    _show(data, as_json, "start")
+        started = c.start(
+            workflow,
+            value,
+            session=session,
+            priority=priority,
+            wait=wait,
+            idempotency_key=idempotency_key,
+        )
+    _show(started, as_json, "start")
+
+
+def _start_for_result(
+    workflow: str,
+    value: Any,
+    session: str | None,
+    priority: int,
+    idempotency_key: str | None,
+    wait: float | None,
+    url: str,
+    token: str | None,
+) -> None:
+    """`yoke start --result`: the output of a succeeded execution on stdout; anything else on
+    stderr, exit 1."""
+    with _client(url, token) as c:
+        try:
+            done = c.run(
+                workflow,
+                value,
+                session=session,
+                priority=priority,
+                idempotency_key=idempotency_key,
+                timeout=wait,
+            )
+        except TimeoutError as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))} after {wait:g} s")
+            raise typer.Exit(1) from None
+    if done.status.value == "SUCCEEDED":
+        typer.echo(json.dumps(done.output, indent=2, sort_keys=True))
+        return
+    state = done.status.value + ("" if done.status.finished else f" after {wait:g} s")
+    detail = f": {done.error}" if done.error else ""
+    err.print(f"[red]error:[/red] execution {done.execution_id} {state}{escape(detail)}")
+    raise typer.Exit(1)
 
 
 @executions_app.command("list")
@@ -371,26 +472,18 @@ def executions_list(
 ) -> None:
     """Executions, newest first."""
     with _client(url, token) as c:
-        _, data = c.call(
-            "GET",
-            "/v1/executions",
-            params={
-                "status": status,
-                "session": session,
-                "workflow": workflow,
-                "limit": limit,
-                "cursor": cursor,
-            },
+        page = c.executions(
+            status=status, session=session, workflow=workflow, limit=limit, cursor=cursor
         )
     _rows(
-        data["items"],
+        page.items,
         ["execution_id", "status", "workflow", "session", "error"],
         as_json,
         "executions",
-        {"next_cursor": data.get("next_cursor")},
+        {"next_cursor": page.next_cursor},
     )
-    if not as_json and data.get("next_cursor"):
-        out.print(f"more: --cursor {data['next_cursor']}")
+    if not as_json and page.next_cursor:
+        _screen().print(f"more: --cursor {page.next_cursor}")
 
 
 @executions_app.command("show")
@@ -399,9 +492,9 @@ def executions_show(
 ) -> None:
     """One execution: status, output or error (with its traceback), timestamps, parent."""
     with _client(url, token) as c:
-        _, data = c.call("GET", f"/v1/executions/{execution_id}")
-    _show(data, as_json, "execution")
-    trace = (data.get("error") or {}).get("traceback")
+        execution = c.execution(execution_id)
+    _show(execution, as_json, "execution")
+    trace = None if execution.error is None else execution.error.traceback
     if trace and not as_json:
         out.print("traceback:", style="bold")
         out.print(trace, markup=False, highlight=False)
@@ -418,17 +511,11 @@ def executions_restart(
     as_json: bool = AS_JSON,
 ) -> None:
     """Restart an execution (whole, or from a step); it takes a slot like a new start."""
-    body = {"from_step": from_step} if from_step else {}
-    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
     with _client(url, token) as c:
-        _, data = c.call(
-            "POST",
-            f"/v1/executions/{execution_id}/restart",
-            body=body,
-            params={"wait": wait},
-            headers=headers,
+        started = c.restart(
+            execution_id, from_step=from_step, wait=wait, idempotency_key=idempotency_key
         )
-    _show(data, as_json, "start")
+    _show(started, as_json, "start")
 
 
 @executions_app.command("resume")
@@ -441,12 +528,9 @@ def executions_resume(
     as_json: bool = AS_JSON,
 ) -> None:
     """Resume a failed, cancelled or aborted execution, re-using its steps."""
-    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
     with _client(url, token) as c:
-        _, data = c.call(
-            "POST", f"/v1/executions/{execution_id}/resume", params={"wait": wait}, headers=headers
-        )
-    _show(data, as_json, "start")
+        started = c.resume(execution_id, wait=wait, idempotency_key=idempotency_key)
+    _show(started, as_json, "start")
 
 
 @executions_app.command("cancel")
@@ -455,16 +539,16 @@ def executions_cancel(
 ) -> None:
     """Cancel a running execution, whichever server runs it (its children stop with it)."""
     with _client(url, token) as c:
-        _, data = c.call("POST", f"/v1/executions/{execution_id}/cancel")
-    _show(data, as_json, "execution")
+        execution = c.cancel(execution_id)
+    _show(execution, as_json, "execution")
 
 
 @limits_app.command("show")
 def limits_show(url: str = URL, token: str = TOKEN, as_json: bool = AS_JSON) -> None:
     """The admission limits in force."""
     with _client(url, token) as c:
-        _, data = c.call("GET", "/v1/limits")
-    _show(data, as_json, "limits")
+        limits = c.limits()
+    _show(limits, as_json, "limits")
 
 
 LIMITS = ("max_running", "max_running_per_session", "max_running_per_workflow", "max_queued")
@@ -486,6 +570,8 @@ def limits_set(
     as_json: bool = AS_JSON,
 ) -> None:
     """Change the limits given (role ADMIN); the others stay as they are."""
+    from yoke.errors import YokeError
+
     given: dict[str, Any] = {
         "max_running": max_running,
         "max_running_per_session": max_running_per_session,
@@ -506,9 +592,14 @@ def limits_set(
         changes[name] = None
     with _client(url, token) as c:
         # The server replaces the whole object: start from what is in force.
-        _, current = c.call("GET", "/v1/limits")
-        _, data = c.call("PUT", "/v1/limits", body={**current, **changes})
-    _show(data, as_json, "limits")
+        current = c.limits()
+        try:
+            wanted = dataclasses.replace(current, **changes)
+        except YokeError as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
+            raise typer.Exit(2) from None
+        limits = c.set_limits(wanted)
+    _show(limits, as_json, "limits")
 
 
 TENANT_FIELDS = {
@@ -618,11 +709,82 @@ def audit(
 ) -> None:
     """Control-log entries (role ADMIN): who changed what, when, before and after."""
     with _client(url, token) as c:
-        _, data = c.call("GET", "/v1/audit", params={"limit": limit, "offset": offset})
-    items = data["items"]
-    if not as_json:
-        items = [{**i, "change": _change(i["before"], i["after"])} for i in items]
-    _rows(items, ["seq", "at", "kind", "principal", "subject", "change"], as_json, "audit")
+        entries = c.audit(limit=limit, offset=offset)
+    if as_json:
+        _echo_json({"items": entries})
+        return
+    items = [{**_plain(e), "change": _change(e.before, e.after)} for e in entries]
+    _rows(items, ["seq", "at", "kind", "principal", "subject", "change"], False, "audit")
+
+
+# -- the operator's verbs: workers, events ----------------------------------------------------
+workers_app = typer.Typer(help="The actor workers of the fleet.", no_args_is_help=True)
+app.add_typer(workers_app, name="workers")
+
+
+@workers_app.command("list")
+def workers_list(url: str = URL, token: str = TOKEN, as_json: bool = AS_JSON) -> None:
+    """Actor workers (role OPERATOR or ADMIN): live, stale or stopped, their last heartbeat,
+    the instances each owns and the events pending for them, hand-overs under way."""
+    import time
+
+    with _client(url, token) as c:
+        workers = c.workers()
+    if as_json:
+        _echo_json(workers)
+        return
+    now = time.time()
+    items = [
+        {
+            **_plain(w),
+            "seen": _ago(now - w.heartbeat_at),  # its last heartbeat
+            "moving": f"{w.moving_out} out, {w.moving_in} in",
+        }
+        for w in workers.items
+    ]
+    columns = ["worker_id", "status", "seen", "instances", "pending", "moving"]
+    _rows(items, [*columns, "hostname", "pid", "share"], False, "workers")
+    _screen().print(
+        f"stale after {workers.stale_after:g} s; placement {workers.placement}; "
+        f"{workers.moves} hand-overs under way"
+    )
+
+
+def _ago(seconds: float) -> str:
+    """How long ago, to the unit that reads best (`4s ago`, `3m ago`, `2h ago`)."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return f"{int(seconds)}s ago"
+
+
+events_app = typer.Typer(help="Append events to streams.", no_args_is_help=True)
+app.add_typer(events_app, name="events")
+
+
+@events_app.command("append")
+def events_append(
+    stream: str = typer.Argument(..., help="The stream to append to."),
+    event: str = typer.Argument(..., help="The event, a JSON object."),
+    tenant: str = typer.Option(
+        None, "--tenant", help="Append for this tenant (role OPERATOR or ADMIN)."
+    ),
+    idempotency_key: str = typer.Option(
+        None, "--idempotency-key", help="Appended once per key (default: a fresh key)."
+    ),
+    url: str = URL,
+    token: str = TOKEN,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Append an event to a stream (the actors subscribed to it process it later)."""
+    data = _json_arg(event, "EVENT")
+    if not isinstance(data, dict):
+        err.print("[red]error:[/red] EVENT must be a JSON object")
+        raise typer.Exit(2)
+    with _client(url, token) as c:
+        appended = c.append(stream, data, tenant=tenant, idempotency_key=idempotency_key)
+    _show(appended, as_json, "event")
 
 
 def _when(at: float) -> str:
@@ -691,7 +853,7 @@ def env_reference_text() -> str:
                 env_vars(ExecutorSettings, EXECUTOR_ENV.__getitem__),
             ),
             ("Set by a worker for its executor processes (never by hand)", internal),
-            ("Client commands (`yoke start`, `yoke limits`...)", client),
+            ("Clients (`yoke start`, `yoke limits`..., and `yoke.client`)", client),
         ]
     )
 
@@ -708,14 +870,16 @@ def db_upgrade(
     database_url_file: Path = DATABASE_URL_FILE,
 ) -> None:
     """Apply pending schema migrations."""
-    from yoke.app import upgrade
+    from yoke.app import reach, upgrade
+    from yoke.config import Settings
     from yoke.errors import YokeError
 
     try:
-        version = asyncio.run(upgrade(database_url_of(database_url, database_url_file)))
+        settings = Settings.from_env(database_url=database_url_of(database_url, database_url_file))
+        asyncio.run(reach(settings))
+        version = asyncio.run(upgrade(settings.database_url))
     except YokeError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from None
+        fail(exc)
     typer.echo(f"schema at version {version}")
 
 

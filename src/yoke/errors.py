@@ -11,16 +11,27 @@ also a `TypeError` or `ValueError` as Python convention asks (see `BadType` and 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 
 class YokeError(Exception):
     """Root of every error yoke raises on purpose."""
 
     status: int = 500
     title: str = "Internal error"
+    # Set by `yoke.client` on an error it raises from a server's answer: the problem JSON as
+    # received (type, title, status, detail and any extension such as `errors`).
+    problem: Mapping[str, Any] | None = None
 
     @property
     def problem_type(self) -> str:
-        return f"https://yoke.dev/problems/{_kebab(type(self).__name__)}"
+        return problem_type(type(self))
+
+
+def problem_type(cls: type[YokeError]) -> str:
+    """The RFC 9457 problem type the server answers an error of class `cls` with."""
+    return f"https://yoke.dev/problems/{_kebab(cls.__name__)}"
 
 
 class InvalidArgument(YokeError):

@@ -46,6 +46,9 @@ PAGE = query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page 
 WAIT = query(
     "wait", {"type": "number", "minimum": 0, "maximum": 60}, "seconds to long-poll for the grant"
 )
+WAIT_END = query(
+    "wait", {"type": "number", "minimum": 0, "maximum": 60}, "seconds to long-poll for the end"
+)
 IDEM = {
     "name": "Idempotency-Key",
     "in": "header",
@@ -65,6 +68,12 @@ INSTANCE_TENANT = query(
     TEXT,
     "the instance's tenant (ids are unique per tenant); default: the caller's own; another "
     "tenant's instance is 404 without OPERATOR or ADMIN",
+)
+APPEND_TENANT = query(
+    "tenant",
+    TEXT,
+    "the tenant to append for (an ingest gateway's): OPERATOR or ADMIN only, 403 for another "
+    "tenant's name from anyone else; default: the caller's own tenant",
 )
 EXECUTION_STATUSES = sorted(["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED", "TIMED_OUT"])
 
@@ -145,7 +154,7 @@ def table(
            answers=ok(m.ExecutionPageOut, "A page"), errors=(422,)),
         Op("GET", "/v1/executions/{execution_id}", executions.show, ANY, "getExecution",
            "An execution: status, output or error, links",
-           answers=ok(m.ExecutionOut, "The execution"), errors=(404, 422)),
+           query=(WAIT_END,), answers=ok(m.ExecutionOut, "The execution"), errors=(404, 422)),
         Op("POST", "/v1/executions/{execution_id}/restart", executions.restart, ANY,
            "restartExecution", "Restart (whole, or from a step); answers like POST /v1/starts",
            body=m.RestartIn, body_required=False, query=(WAIT, IDEM), answers=STARTED,
@@ -183,7 +192,7 @@ def table(
         # -- actors ----------------------------------------------------------------------------
         Op("POST", "/v1/streams/{stream}/events", streams.append, ANY, "appendEvent",
            "Append an event to a stream (the built-in portal for actors)",
-           body=OBJECT, query=(IDEM,), answers=ACCEPTED, errors=(422,)),
+           body=OBJECT, query=(APPEND_TENANT, IDEM), answers=ACCEPTED, errors=(403, 422)),
         Op("GET", "/v1/actors", actors.actors, ANY, "listActors",
            "The app's actors: subscriptions, queue settings, counts",
            query=(TENANT,), answers=ok(ma.ActorListOut, "The actors"), errors=(422,)),

@@ -1,8 +1,10 @@
 """`/v1/executions`: list and show executions, and restart, resume or cancel one.
 
 Restart and resume ask for a slot like a new start and answer like `POST /v1/starts` (201, 202,
-429, 503, `?wait=`, Idempotency-Key). A principal without OPERATOR or ADMIN sees only its
-tenant's executions: another tenant's are 404, and a list without `session` shows its tenant's.
+429, 503, `?wait=`, Idempotency-Key). `GET /v1/executions/{id}?wait=` long-polls until the
+execution has ended (one of the tenant's long-polls, as a start's wait is). A principal
+without OPERATOR or ADMIN sees only its tenant's executions: another tenant's are 404, and a
+list without `session` shows its tenant's.
 This module must never decide admission.
 """
 
@@ -70,7 +72,12 @@ class ExecutionsRoutes:
         )
 
     async def show(self, request: Request) -> Response:
-        return json_response(execution_json(await self._visible(request)))
+        wait = self.starts.wait_of(request)
+        ex = await self._visible(request)
+        if wait and not ex.status.finished:
+            with self.starts.polling(request, wait):
+                ex = await self.s.executions.wait(ex.execution_id, timeout=wait)
+        return json_response(execution_json(ex))
 
     async def restart(self, request: Request) -> Response:
         async def answer() -> Response:

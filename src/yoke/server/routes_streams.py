@@ -1,7 +1,10 @@
 """`POST /v1/streams/{stream}/events`: the built-in portal that appends an event for actors.
 
 The body is the event (a JSON object); it is appended to the stream in the caller's tenant and
-fanned out to the subscribed actor instances by `app.append`. It answers 202: the event is
+fanned out to the subscribed actor instances by `app.append`. An OPERATOR or ADMIN may name
+another tenant (`?tenant=`), as an ingest gateway appending for its tenants must; anyone else
+naming a tenant not its own is refused (403) before the body is read, so a tenant can never
+write into another's streams. It answers 202: the event is
 stored, its processing happens later. Idempotency-Key works as on every creating POST, and is
 also kept with the event in the append's transaction (`append_event_once`): the replayer keeps
 answers after the fact, so without it two servers given the same key at once both appended.
@@ -20,8 +23,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from yoke.errors import BadValue
-from yoke.server.auth import home_tenant, principal_of
+from yoke.errors import BadValue, Forbidden
+from yoke.server.auth import home_tenant, principal_of, privileged
 from yoke.server.idempotency import fingerprint
 from yoke.server.state import BadRequest, ServerState, json_response, read_body
 from yoke.store.actor_records import EventKey
@@ -35,11 +38,20 @@ class StreamsRoutes:
         self.s = state
 
     async def append(self, request: Request) -> Response:
+        p = principal_of(request)
+        asked = request.query_params.get("tenant")
+        tenant = home_tenant(p) if asked is None else check_text(asked, "tenant")
+        if not privileged(p) and tenant != home_tenant(p):
+            raise Forbidden(
+                f"{p.name} may append only in its own tenant: OPERATOR or ADMIN may name another"
+            )
+        # A key names the tenant too: one key sent for two tenants is another request (422),
+        # never a replay of the first tenant's answer.
+        target = request.url.path if asked is None else f"{request.url.path}?tenant={tenant}"
+
         async def answer() -> Response:
-            p = principal_of(request)
             stream = check_text(request.path_params["stream"], "stream")
             data = parse_event(await read_body(request))
-            tenant = home_tenant(p)
             key = request.headers.get("idempotency-key")
             if key is None:
                 event_id = await self.s.app.append(stream, data, tenant=tenant)
@@ -48,14 +60,14 @@ class StreamsRoutes:
                 once = EventKey(
                     principal=p.name,
                     key=key,
-                    fingerprint=fingerprint(request.method, request.url.path, raw),
+                    fingerprint=fingerprint(request.method, target, raw),
                     expires_at=self.s.app.clock.wall() + self.s.replayer.retention,
                     keep_at_most=self.s.app.settings.idempotency_max_per_tenant,
                 )
                 event_id = await self.s.app.append_once(stream, data, tenant=tenant, key=once)
             return json_response({"stream": stream, "tenant": tenant, "event_id": event_id}, 202)
 
-        response, _ = await self.s.idempotent(request, answer)
+        response, _ = await self.s.idempotent(request, answer, target=target)
         return response
 
 

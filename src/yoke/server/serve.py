@@ -26,7 +26,7 @@ from types import FrameType
 
 import uvicorn
 
-from yoke.app import App, check_ha
+from yoke.app import App, check_ha, reach
 from yoke.errors import BadValue
 from yoke.server import descriptors
 from yoke.server.asgi import Server
@@ -46,8 +46,10 @@ def load_app(spec: str) -> App:
         sys.path.insert(0, os.getcwd())  # as uvicorn does: apps next to where you stand
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise BadValue(f"cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # whatever the module raised as it ran: `--debug` shows where
+        raise BadValue(
+            f"cannot import {module_name!r}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        ) from exc
     app = getattr(module, attr, None)
     if not isinstance(app, App):
         raise BadValue(f"{spec} is not a yoke.App (found {type(app).__name__})")
@@ -146,6 +148,7 @@ def run(
         app.actors.check_executors()  # as root without a uid or namespaces: refuse, exit 2
     server = Server.from_env(app)
     check_bind(host, server)
+    asyncio.run(reach(settings))  # the cause in one line, before uvicorn starts the lifespan
     head = HeadLimits(max_line=settings.max_header_line_bytes, max_head=settings.max_header_bytes)
     capacity = descriptors.connection_capacity(descriptors.raise_open_file_limit())
     connections = ConnectionLimits(

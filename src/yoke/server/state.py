@@ -67,9 +67,15 @@ class ServerState:
         return store
 
     async def idempotent(
-        self, request: Incoming, answer: Callable[[], Awaitable[Response]]
+        self,
+        request: Incoming,
+        answer: Callable[[], Awaitable[Response]],
+        *,
+        target: str | None = None,
     ) -> tuple[Response, bool]:
-        """`answer()`, or with an Idempotency-Key the kept first answer: (response, replayed)."""
+        """`answer()`, or with an Idempotency-Key the kept first answer: (response, replayed).
+        `target` (default: the path) is what the key's request is taken to name, for a route
+        whose query parameters change what it creates."""
         key = request.headers.get("idempotency-key")
         if key is None:
             return await answer(), False
@@ -79,7 +85,7 @@ class ServerState:
             principal=p.name,
             tenant=tenant_of(p),
             key=key,
-            fp=fingerprint(request.method, request.url.path, raw),
+            fp=fingerprint(request.method, target or request.url.path, raw),
             now=self.app.clock.wall,
             answer=answer,
         )
