@@ -106,11 +106,13 @@ def test_a_queued_start_why_priority_and_cancel(client: Make) -> None:
 
 def test_tenants_the_scheduler_and_the_dashboard_reads(client: Make) -> None:
     admin, acme = client("admin"), client("acme")
-    set_to = admin.set_tenant("acme", weight=2.0, max_running=50)
-    assert (set_to.tenant, set_to.weight, set_to.max_running) == ("acme", 2.0, 50)
-    cleared = admin.set_tenant("acme", max_running=None)
-    assert (cleared.weight, cleared.max_running) == (2.0, None)  # what is not given stays
-    assert {t.tenant for t in acme.tenants()} == {"acme"}  # a tenant sees its own
+    set_to = admin.set_tenant("acme", weight=2.0, executions={"max_running": 50})
+    assert (set_to.tenant, set_to.weight, set_to.executions.max_running) == ("acme", 2.0, 50)
+    admin.set_tenant("*", actors={"max_timers": 1000})
+    cleared = admin.set_tenant("acme", executions={"max_running": None})
+    assert (cleared.weight, cleared.executions.max_running) == (2.0, None)  # the rest stays
+    assert cleared.effective is not None and cleared.effective.actors.max_timers == 1000
+    assert {t.tenant for t in acme.tenants()} == {"acme", "*"}  # its own, and the defaults
     assert "acme" in {t.tenant for t in admin.tenants()}
     assert isinstance(acme.scheduler(), Scheduler)
     overview = admin.overview()

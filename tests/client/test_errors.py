@@ -44,8 +44,8 @@ def every_error() -> list[YokeError]:
     for cls in vars(errors).values():
         if not (isinstance(cls, type) and issubclass(cls, YokeError)):
             continue
-        if cls is LimitExceeded:
-            made.append(LimitExceeded("full", retry_after=2.5))
+        if issubclass(cls, LimitExceeded):  # RateLimited too
+            made.append(cls("full", retry_after=2.5))
         elif cls is NotLeader:
             made.append(NotLeader("a standby", leader="host-1"))
         elif cls is Vetoed:

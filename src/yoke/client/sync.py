@@ -330,15 +330,24 @@ class Client:
         return decode(tuple[Tenant, ...], answer["items"])
 
     def set_tenant(
-        self, tenant: str, *, weight: float | None = None, max_running: int | None = KEEP
+        self,
+        tenant: str,
+        *,
+        weight: float | None = KEEP,
+        executions: Mapping[str, Any] | None = None,
+        actors: Mapping[str, Any] | None = None,
     ) -> Tenant:
-        """Change a tenant's weight and/or its fleet-wide cap (ADMIN; `max_running=None`:
-        no cap); what is not given stays."""
+        """Change the fields given of a tenant's settings (ADMIN; `*`: every tenant's
+        defaults): `weight`, and any of `executions` (`max_running`, `max_queued`, `rate`,
+        `burst`) and `actors` (`max_running`, `append_rate`, `append_burst`, `max_instances`,
+        `max_timers`); None clears a field (the tenant then follows `*`); the rest stay."""
         body: dict[str, Any] = {}
-        if weight is not None:
+        if weight is not KEEP:
             body["weight"] = weight
-        if max_running is not KEEP:
-            body["max_running"] = max_running
+        if executions:
+            body["executions"] = dict(executions)
+        if actors:
+            body["actors"] = dict(actors)
         call = Call(method="PUT", path=f"/v1/tenants/{segment(tenant)}", body=body)
         return decode(Tenant, (self._send(call)).json())
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from yoke.client.decode import flat
-from yoke.executions import AuditEntry, Execution, StartStatus
+from yoke.executions import AuditEntry, Execution, Failure, StartStatus
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -46,14 +46,41 @@ class Why:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TenantExecutions:
+    max_running: int | None
+    max_queued: int | None
+    rate: float | None
+    burst: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TenantActors:
+    max_running: int | None
+    append_rate: float | None
+    append_burst: int | None
+    max_instances: int | None
+    max_timers: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TenantValues:
+    weight: float | None
+    executions: TenantExecutions
+    actors: TenantActors
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Tenant:
-    """A tenant's fleet-wide settings: its weight and cap (None: no cap)."""
+    """A tenant's settings (`*`: the defaults of every tenant without a value of its own):
+    its own values (None: not set), and `effective`, what applies to it."""
 
     tenant: str
-    weight: float
-    max_running: int | None
+    weight: float | None
+    executions: TenantExecutions
+    actors: TenantActors
     updated_by: str | None
     updated_at: float | None
+    effective: TenantValues | None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -90,6 +117,10 @@ class Step:
     name: str
     result: Any = None
     recorded_at: float
+    status: str = "SUCCEEDED"  # or RETRYING, FAILED
+    attempts: int = 1
+    error: Failure | None = None
+    retry_at: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

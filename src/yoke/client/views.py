@@ -113,11 +113,30 @@ class FairnessItem:
     running: int
     starts: int
     share_starts: float
-    share_running: float
-    target_share: float
+    share_running: float | None  # OPERATOR or ADMIN
+    target_share: float | None  # OPERATOR or ADMIN
     wait_p50: float | None
     wait_p99: float | None
     starving: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Refused:
+    rate: int
+    queue_bound: int
+    limit: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FairnessTenant:
+    tenant: str
+    weight: float
+    queued: int
+    running: int
+    share_running: float | None  # OPERATOR or ADMIN
+    target_share: float | None  # OPERATOR or ADMIN
+    starts: int
+    refused_last_minute: Refused
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -148,9 +167,12 @@ class ActorFairness:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Fairness:
-    """Per session over a window: shares of starts and slots against the weights, waits."""
+    """Tenants first, then sessions, over a window: shares of starts and slots against the
+    weights, refusals, waits."""
 
     window_seconds: int
+    tenants: tuple[FairnessTenant, ...]
+    jain_tenants: float | None
     jain: float
     sessions_with_work: int | None
     starts: int
