@@ -161,7 +161,7 @@ def dbos(doc: dict[str, Any]) -> list[tuple[str, str]]:
         _bars(
             share,
             [(label, col("flood", label, "flood_share")) for label in labels],
-            "Flood's share while light work waits",
+            "Flood's share, light work waiting",
             "of the starts (fair: 0.17)",
             2,
         )
