@@ -40,6 +40,7 @@ import asyncio
 import json
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -85,26 +86,36 @@ SYSTEMS = {
 class Record:
     """The bodies run in this process: (index, due, began, ended, tenant) each, on the machine's
     monotonic clock (one clock for every process, so four processes' intervals compare).
-    `reached` is set once `expect`'s count of bodies of the tenants it counts have ended."""
+    `reached` is set on the bench's loop once `expect`'s count of bodies of the tenants it
+    counts have ended. DBOS runs the workflows its queues dequeue on an event loop of its own,
+    in another thread: so the count takes a lock, and the event is set through the bench's
+    loop (set from another thread, it would not wake a loop waiting on it)."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[int, float, float, float, str]] = []
         self.reached = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
         self._wanted = 0
         self._seen = 0
         self._counts: Callable[[str], bool] = lambda tenant: True
 
     def expect(self, count: int, counts: Callable[[str], bool] = lambda tenant: True) -> None:
-        self.rows.clear()
-        self.reached.clear()
-        self._wanted, self._seen, self._counts = count, 0, counts
+        """Called on the bench's loop, before the bodies it counts begin."""
+        with self._lock:
+            self._loop = asyncio.get_running_loop()
+            self.rows.clear()
+            self.reached.clear()
+            self._wanted, self._seen, self._counts = count, 0, counts
 
     def add(self, i: int, due: float, began: float, tenant: str) -> None:
-        self.rows.append((i, due, began, time.monotonic(), tenant))
-        if self._counts(tenant):
+        with self._lock:
+            self.rows.append((i, due, began, time.monotonic(), tenant))
+            if not self._counts(tenant):
+                return
             self._seen += 1
-            if self._seen == self._wanted:
-                self.reached.set()
+            if self._seen == self._wanted and self._loop is not None:
+                self._loop.call_soon_threadsafe(self.reached.set)
 
 
 RECORD = Record()
