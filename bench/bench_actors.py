@@ -450,7 +450,7 @@ async def main(quick: bool) -> None:
     lateness = [await timer_run("postgres", timers, spread) for _ in range(runs)]
     figures["timers_postgres"] = lateness
 
-    print("## Actors: append, fan-out, drain, timers\n")
+    print("## yoke against PgQueuer and Procrastinate: drain and appends; timers\n")
     print(
         f"{n:,} no-op events over {INSTANCES} instances (queue concurrency 1, FIFO), "
         "worker concurrency 64, claims and completions in batches of up to 1,000; "

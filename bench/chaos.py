@@ -37,7 +37,7 @@ from tests.ha.harness import Cluster
 from tests.ha.profile import Profile
 
 from bench.common import Figure, fresh_databases, machine
-from bench.run import HEADER, ORDER, kept_notes, kept_sections
+from bench.run import write as write_document
 
 SUMMED = (
     "overshoot",
@@ -266,18 +266,11 @@ def section(raw: dict[str, Any], argv: str) -> str:
 
 
 def write(section_text: str, output: Path, argv: str) -> None:
-    sections = kept_sections(output)
     stamp = (
         f"_Measured {datetime.date.today().isoformat()} with `python -m bench.chaos {argv}` "
         f"on {machine()}._\n\n"
     )
-    sections["chaos"] = stamp + section_text
-    body = "".join(
-        f"<!-- bench:{name} -->\n{sections[name]}<!-- /bench:{name} -->\n\n"
-        for name in ORDER
-        if name in sections
-    )
-    output.write_text(HEADER + kept_notes(output) + body)
+    write_document(output, {"chaos": stamp + section_text})
 
 
 def faults_arg(text: str) -> tuple[Fault, ...]:
