@@ -69,7 +69,11 @@ async def test_a_tenants_start_rate_is_429_with_when_a_token_is_there(serve: Ser
 async def test_a_tenants_append_rate_is_429_and_writes_nothing(start: Start) -> None:
     _, client = await start(worker=False)
     admin, acme, globex = client("admin"), client("acme"), client("globex")
-    r = await admin.put("/v1/tenants/acme", json={"actors": {"append_rate": 1, "append_burst": 2}})
+    # A token every 4 s: the third append is refused however slowly the machine runs the first
+    # two (at 1/s, a loaded machine took a second between them and refilled one).
+    r = await admin.put(
+        "/v1/tenants/acme", json={"actors": {"append_rate": 0.25, "append_burst": 2}}
+    )
     assert r.status_code == 200, r.text
     await append(acme, "carts", {"cart_id": "a1"}, {"cart_id": "a2"})
     refused = await acme.post("/v1/streams/carts/events", json={"cart_id": "a3"})
@@ -79,5 +83,5 @@ async def test_a_tenants_append_rate_is_429_and_writes_nothing(start: Start) -> 
     counts = (await client("operator").get("/v1/actors")).json()["items"]
     instances = {a["name"]: a["counts"]["instances"] for a in counts}
     assert instances["cart"] == 2 + 5  # a3 was never written
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(float(refused.headers["Retry-After"]))
     await append(acme, "carts", {"cart_id": "a3"})  # a token is there again
