@@ -239,6 +239,21 @@ def admission_costs(cycles: int) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _core_costs(cycles: int) -> dict[str, dict[str, Any]]:
+    from bench import admission_core
+
+    out: dict[str, dict[str, Any]] = {}
+    for shape, r in admission_core.measure(RUNS, cycles).items():
+        ratios = [g / f for f, g in zip(r["flat"], r["grouped"], strict=True)]
+        out[shape] = {
+            "flat": _median(r["flat"]),
+            "grouped": _median(r["grouped"]),
+            "ratio": round(statistics.median(ratios), 2),
+            "ratio_range": [round(min(ratios), 2), round(max(ratios), 2)],
+        }
+    return out
+
+
 # ------------------------------------------------------------------ fairness
 
 
@@ -439,6 +454,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         }
     res["hot_key_ns"] = {str(t): hot_key(t, cycles // 5) for t in (100, 1_000, 10_000)}
     res["admission_ns"] = admission_costs(cycles // 5)
+    res["admission_core_ns"] = _core_costs(cycles // 10)
     res["splitting_flood"] = {
         "flat": splitting_flood(False),
         "grouped": splitting_flood(True),
@@ -496,6 +512,20 @@ def render(res: dict[str, Any]) -> str:
     ]
     for shape, a in res["admission_ns"].items():
         lines.append(f"| {shape} | {_fmt(a['flat'])} | {_fmt(a['grouped'])} | {a['ratio']}x |")
+    lines += [
+        "",
+        "The same, per start in the admission core (a start arrives, is logged, queued, picked,"
+        " granted and its execution ends; no store; thread CPU time, 16 running, 2 queued per"
+        " session; `bench/admission_core.py`):",
+        "",
+        "| tenants x sessions | flat | two-level | ratio (min-max) |",
+        "|---|---|---|---|",
+    ]
+    for shape, a in res["admission_core_ns"].items():
+        lo, hi = a["ratio_range"]
+        lines.append(
+            f"| {shape} | {_fmt(a['flat'])} | {_fmt(a['grouped'])} | {a['ratio']}x ({lo}-{hi}) |"
+        )
     sf, tf = res["splitting_flood"], res["tie_flood"]
     lines += [
         "",
