@@ -262,6 +262,7 @@ def worker(
         changes = {"database_url": url, "log_level": log_level, "log_format": log_format}
         target.settings = target.settings.with_(**{k: v for k, v in changes.items() if v})
         configure_logging(target.settings.log_level, target.settings.log_format)
+        target.tracing.export()  # YOKE_TRACING=otel: spans to the exporter OTEL_* names
         runtime = target.actors
         if executors:
             runtime.use_executors(executors)

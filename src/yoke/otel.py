@@ -59,7 +59,12 @@ class OtelTracing(Tracing):
     enabled = True
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
+        self._own_provider = tracer_provider is not None
         self._tracer = trace.get_tracer("yoke", _version(), tracer_provider=tracer_provider)
+
+    def export(self) -> None:
+        if not self._own_provider:
+            export_from_env()
 
     def start(
         self,

@@ -120,6 +120,10 @@ class Tracing:
         """The HTTP app, taking each request's trace context (W3C `traceparent`)."""
         return app
 
+    def export(self) -> None:
+        """A yoke command (`serve`, `worker`) is starting: send the spans somewhere."""
+        return
+
 
 class _NoCall:
     def current(self) -> contextlib.AbstractContextManager[None]:
