@@ -22,6 +22,8 @@ _FAILURES = frozenset({ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, Execut
 
 def begin(tracing: Tracing, new: NewStart) -> StartTrace | None:
     """A start arrives: its trace, in its caller's context (None: tracing is off)."""
+    if not tracing.enabled:
+        return None
     return tracing.start(
         start_id=new.start_id,
         workflow=new.workflow,
