@@ -332,17 +332,20 @@ class App:
 
     async def append(self, stream: str, data: Any, *, tenant: str = "default") -> int:
         """Append an event to `stream` and fan it out to the subscribed actor instances."""
-        return await self.actors.append(stream, data, tenant=tenant)
+        with self.tracing.appending(stream=stream, tenant=tenant, count=1):
+            return await self.actors.append(stream, data, tenant=tenant)
 
     async def append_once(self, stream: str, data: Any, *, tenant: str, key: EventKey) -> int:
         """`append` once per Idempotency-Key: a retry gets the first append's event id."""
-        return await self.actors.append_once(stream, data, tenant=tenant, key=key)
+        with self.tracing.appending(stream=stream, tenant=tenant, count=1):
+            return await self.actors.append_once(stream, data, tenant=tenant, key=key)
 
     async def append_many(
         self, stream: str, items: list[Any], *, tenant: str = "default"
     ) -> list[int]:
         """Append many events to one stream in one transaction."""
-        return await self.actors.append_many(stream, items, tenant=tenant)
+        with self.tracing.appending(stream=stream, tenant=tenant, count=len(items)):
+            return await self.actors.append_many(stream, items, tenant=tenant)
 
     def add_reviewer(self, fn: Reviewer) -> None:
         """`fn(change)` sees every runtime change first; returning a reason (str) vetoes it."""

@@ -116,6 +116,22 @@ class OtelTracing(Tracing):
         )
         return _Call(span)
 
+    @contextlib.contextmanager
+    def appending(self, *, stream: str, tenant: str, count: int) -> Iterator[None]:
+        attributes = {"yoke.stream": bounded(stream), "yoke.tenant": bounded(tenant)}
+        with self._tracer.start_as_current_span(
+            "yoke.append",
+            kind=trace.SpanKind.PRODUCER,
+            attributes={**attributes, "yoke.count": count},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield
+            except Exception as exc:
+                _fail(span, Failed(type(exc).__name__, str(exc)))
+                raise
+
     def asgi(self, app: ASGIApp) -> ASGIApp:
         async def traced(scope: Any, receive: Any, send: Any) -> None:
             parent = _incoming(scope)

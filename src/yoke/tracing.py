@@ -116,6 +116,12 @@ class Tracing:
         when `enabled`."""
         return _NO_CALL
 
+    def appending(
+        self, *, stream: str, tenant: str, count: int
+    ) -> contextlib.AbstractContextManager[None]:
+        """Around an append of `count` events (in its caller's context)."""
+        return _NOTHING
+
     def asgi(self, app: ASGIApp) -> ASGIApp:
         """The HTTP app, taking each request's trace context (W3C `traceparent`)."""
         return app
@@ -127,11 +133,12 @@ class Tracing:
 
 class _NoCall:
     def current(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
+        return _NOTHING
 
     def ended(self, error: BaseException | None) -> None:
         return None
 
 
 _NO_CALL = _NoCall()
+_NOTHING = contextlib.nullcontext()
 NO_TRACING = Tracing()
