@@ -14,7 +14,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 import yoke
-from tests.actors.conftest import FAST
+from tests.actors.conftest import FAST, open_actor_store
 from tests.otel.conftest import Spans
 from yoke.actors import ActorCtx, ActorSettings, Event
 from yoke.actors.ctx import InstanceStateCell
@@ -152,3 +152,30 @@ async def test_an_append_over_http_is_a_child_of_the_callers_span(
     assert append.parent is not None and append.parent.span_id == int("cd" * 8, 16)
     attrs = dict(append.attributes or {})
     assert attrs == {"yoke.stream": "orders", "yoke.tenant": "acme", "yoke.count": 1}
+
+
+async def test_calls_in_executor_processes_have_their_spans(app_url: str, spans: Spans) -> None:
+    """The drain's hot path to executor processes (`send`) with the traced runner: one span a
+    call, timed until its executor's answer."""
+    from tests.actors.executors import runtime, state, until
+
+    rt = runtime()
+    rt.tracing = spans.tracing
+    backend = open_actor_store(app_url)
+    await backend.open()
+    try:
+        async with rt.running(backend.actors):
+            events = [{"k": "0", "g": n % 4, "n": n} for n in range(20)]
+            await rt.append_many("jobs", events, tenant="acme")
+
+            async def all_done() -> bool:
+                done = (await state(backend.actors, "acme", "job", "0")).get("done", [])
+                return len(done) == 20
+
+            await until(all_done, seconds=60)
+            calls = await spans.wait_for("yoke.process", 20)
+    finally:
+        await backend.close()
+    assert {(s.attributes or {})["yoke.actor"] for s in calls} == {"job"}
+    assert sorted((s.attributes or {})["yoke.event_id"] for s in calls) == list(range(1, 21))
+    assert all(s.status.status_code is StatusCode.UNSET for s in calls)
