@@ -177,5 +177,7 @@ async def test_calls_in_executor_processes_have_their_spans(app_url: str, spans:
     finally:
         await backend.close()
     assert {(s.attributes or {})["yoke.actor"] for s in calls} == {"job"}
-    assert sorted((s.attributes or {})["yoke.event_id"] for s in calls) == list(range(1, 21))
+    assert sorted(int(str((s.attributes or {})["yoke.event_id"])) for s in calls) == list(
+        range(1, 21)
+    )
     assert all(s.status.status_code is StatusCode.UNSET for s in calls)
