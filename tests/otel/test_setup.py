@@ -132,3 +132,31 @@ def test_yoke_works_unchanged_without_the_extra(tmp_path: Path) -> None:
     ran, refused = done.stdout.splitlines()
     assert ran == "SUCCEEDED 5"
     assert refused.startswith("tracing needs OpenTelemetry: pip install 'yoke[otel]'")
+
+
+def test_yoke_serve_exports_a_starts_spans_in_its_callers_trace(tmp_path: Path) -> None:
+    """`yoke serve` with `YOKE_TRACING=otel` and the console exporter: a start sent with a
+    traceparent is printed as spans of the caller's trace (the SDK set up from OTEL_*)."""
+    import httpx
+
+    from tests.server.e2e import yoke_serve
+
+    trace_id = "ab" * 16
+    env = {
+        "YOKE_TRACING": "otel",
+        "OTEL_TRACES_EXPORTER": "console",
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
+    with yoke_serve(f"sqlite:///{tmp_path}/y.db", tmp_path, env=env) as server:
+        r = httpx.post(
+            server.url + "/v1/starts",
+            json={"workflow": "echo", "input": 1, "session": "acme"},
+            headers={"traceparent": f"00-{trace_id}-{'cd' * 8}-01"},
+            params={"wait": 5},
+        )
+        assert r.status_code == 201, r.text
+        assert server.terminate() == 0  # the SDK flushes its spans at exit
+    printed = server.log.read_text()
+    for name in ("yoke.start", "yoke.admit", "yoke.run"):
+        assert f'"name": "{name}"' in printed, printed[-3000:]
+    assert printed.count(f'"trace_id": "0x{trace_id}"') == 3
