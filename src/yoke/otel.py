@@ -84,8 +84,9 @@ class OtelTracing(Tracing):
             "yoke.kind": kind,
             "yoke.priority": priority,
         }
-        span = self._tracer.start_span("yoke.start", attributes=attributes)  # the current parent
-        return _Start(self._tracer, span, attributes)
+        caller = otel_context.get_current()  # the HTTP request's, or the Python caller's
+        span = self._tracer.start_span("yoke.start", context=caller, attributes=attributes)
+        return _Start(self._tracer, span, caller, attributes)
 
     def call(
         self,
@@ -169,15 +170,23 @@ class _Start:
     """`yoke.start` and its two children. Each verb is safe to call again (the shell may
     answer a ticket more than once): only the first end of each span counts."""
 
-    __slots__ = ("_admit", "_attributes", "_events", "_run", "_span", "_tracer")
+    __slots__ = ("_admit", "_attributes", "_caller", "_events", "_run", "_span", "_tracer")
 
     def __init__(
-        self, tracer: trace.Tracer, span: Span, attributes: Mapping[str, AttributeValue]
+        self,
+        tracer: trace.Tracer,
+        span: Span,
+        caller: Context,
+        attributes: Mapping[str, AttributeValue],
     ) -> None:
         self._tracer = tracer
         self._span = span
+        # Every context of this start is built on its caller's, never on the one its run's
+        # task happens to hold: that task was made by whichever start's batch granted it, and
+        # another tenant's baggage must not reach this workflow.
+        self._caller = caller
+        parent = trace.set_span_in_context(span, caller)
         self._attributes = attributes
-        parent = trace.set_span_in_context(span)
         self._admit: Span | None = tracer.start_span("yoke.admit", context=parent)
         self._run: Span | None = None
         self._events = 0
@@ -203,13 +212,13 @@ class _Start:
     def running(self) -> Iterator[None]:
         run = self._tracer.start_span(
             "yoke.run",
-            context=trace.set_span_in_context(self._span),
+            context=trace.set_span_in_context(self._span, self._caller),
             attributes={
                 k: self._attributes[k] for k in ("yoke.workflow", "yoke.tenant", "yoke.session")
             },
         )
         self._run = run
-        token = otel_context.attach(trace.set_span_in_context(run))
+        token = otel_context.attach(trace.set_span_in_context(run, self._caller))
         try:
             yield
         finally:
@@ -245,7 +254,7 @@ class _Call:
 
     @contextlib.contextmanager
     def current(self) -> Iterator[None]:
-        token = otel_context.attach(trace.set_span_in_context(self._span))
+        token = otel_context.attach(trace.set_span_in_context(self._span, ROOT))
         try:
             yield
         finally:

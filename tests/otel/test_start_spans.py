@@ -180,3 +180,32 @@ async def test_a_start_from_python_continues_the_current_span(
     [run], [work] = spans.named("yoke.run"), spans.named("user work")
     assert span.parent is not None and span.parent.span_id == caller.get_span_context().span_id
     assert child_of(work, run)
+
+
+async def test_a_workflow_sees_its_own_callers_context_never_another_starts(
+    database_url: str, spans: Spans
+) -> None:
+    """Starts granted in one batch run in tasks made by that batch, in the context of the start
+    that formed it: the run's context must be built on its own caller's, or one tenant's
+    baggage (and trace) reaches another tenant's workflow and its outgoing calls."""
+    from opentelemetry import baggage
+    from opentelemetry import context as otel_context
+
+    app = traced_app(database_url, spans)
+    seen: dict[str, dict[str, object]] = {}
+
+    @app.workflow()
+    async def peek(ctx: object, who: str) -> None:
+        seen[who] = dict(baggage.get_all())
+
+    async with app.running():
+        token = otel_context.attach(baggage.set_baggage("secret", "acme-only"))
+        try:  # acme's start forms the grant batch; globex's joins it in the same turn
+            acme = asyncio.ensure_future(app.executions.start(peek, "acme", session="acme"))
+        finally:
+            otel_context.detach(token)
+        globex = asyncio.ensure_future(app.executions.start(peek, "globex", session="globex"))
+        for start in await asyncio.gather(acme, globex):
+            assert start.execution_id is not None
+            await app.executions.wait(start.execution_id, timeout=5)
+    assert seen == {"acme": {"secret": "acme-only"}, "globex": {}}
