@@ -12,7 +12,7 @@ The spans (docs/decisions.md, D20):
 `yoke.kind`, `yoke.priority`, then `yoke.execution_id` and `yoke.status`; its events are
 `yoke.queued` (with the position), `yoke.granted` and `yoke.refused` (with the reason). A
 failure (FAILED, TIMED_OUT, ABORTED, or a store that failed the start) is the span's ERROR
-status; a refusal by a limit, a rate or shutdown is the scheduler at work, not an error.
+status; a refusal by a limit or shutdown is the scheduler at work, not an error.
 
 `OtelTracing(tracer_provider=None)` uses the global tracer provider, set by the program (or by
 `opentelemetry-instrument`). `yoke serve` and `yoke worker` call `export_from_env()`, which,
