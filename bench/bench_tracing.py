@@ -8,9 +8,9 @@ them).
 
 Each run is a fresh process (`--child`), the three kinds interleaved run by run so that the
 load of a shared machine falls on each alike; the base runs from a detached git worktree of
-`REF` put on `PYTHONPATH` (the same interpreter and packages). A run's figure is the wall time
-per start: CLIENTS callers in a closed loop, until every start was answered and every
-execution's end recorded. Prints a markdown section; raw figures in bench/results/tracing.json.
+`REF` put on `PYTHONPATH` (the same interpreter and packages). A run's figures are the wall
+time and the CPU time per start: CLIENTS callers in a closed loop, until every start was
+answered and every execution's end recorded. Prints a markdown section; raw figures in bench/results/tracing.json.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ KINDS = ("base", "off", "on")
 
 
 # -- one run, in a fresh process --------------------------------------------------------------
-async def _starts(kind: str, url: str, n: int) -> float:
-    """Seconds per start (wall time / starts)."""
+async def _starts(kind: str, url: str, n: int) -> tuple[float, float]:
+    """Seconds per start: wall time, and the process's CPU time (every thread: the SQLite
+    store's too), which the other loads of a shared machine disturb less."""
     import yoke
 
     tracing: Any = None
@@ -74,17 +75,17 @@ async def _starts(kind: str, url: str, n: int) -> float:
 
         await asyncio.gather(*(caller(10) for _ in range(CLIENTS)))  # warm: imports, caches
         per = n // CLIENTS
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         await asyncio.gather(*(caller(per) for _ in range(CLIENTS)))
         await app.shutdown(60)  # returns once every execution has finished
-        elapsed = time.perf_counter() - t0
-    return elapsed / (per * CLIENTS)
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return elapsed / (per * CLIENTS), cpu / (per * CLIENTS)
 
 
 def child(kind: str, n: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        seconds = asyncio.run(_starts(kind, f"sqlite:///{tmp}/yoke.db", n))
-    print(json.dumps({"kind": kind, "seconds": seconds}))
+        seconds, cpu = asyncio.run(_starts(kind, f"sqlite:///{tmp}/yoke.db", n))
+    print(json.dumps({"kind": kind, "seconds": seconds, "cpu": cpu}))
 
 
 # -- the runs ---------------------------------------------------------------------------------
@@ -104,7 +105,7 @@ def base_tree(ref: str) -> Iterator[Path]:
             )
 
 
-def one_run(kind: str, n: int, base: Path) -> float:
+def one_run(kind: str, n: int, base: Path) -> tuple[float, float]:
     env = dict(os.environ)
     if kind == "base":  # its yoke first on the path; bench.* still this tree's
         env["PYTHONPATH"] = os.pathsep.join([str(base / "src"), str(ROOT)])
@@ -114,7 +115,7 @@ def one_run(kind: str, n: int, base: Path) -> float:
         sys.stderr.write(done.stderr)
         raise SystemExit(f"a {kind} run failed")
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    return float(found["seconds"])
+    return float(found["seconds"]), float(found["cpu"])
 
 
 def main() -> None:
@@ -129,22 +130,24 @@ def main() -> None:
         return
     runs, n = (3, 1000) if args.quick else (7, args.n)
     seconds: dict[str, list[float]] = {k: [] for k in KINDS}
+    cpu: dict[str, list[float]] = {k: [] for k in KINDS}
     ref = args.base or _git("merge-base", "HEAD", "main")
     with base_tree(ref) as base:
         commit = _git("rev-parse", "--short", ref)
         for i in range(runs):
             for kind in KINDS[i % 3 :] + KINDS[: i % 3]:  # each kind first in turn
-                seconds[kind].append(one_run(kind, n, base))
-                print(
-                    f"run {i + 1}/{runs} {kind}: {seconds[kind][-1] * 1e6:.0f} us", file=sys.stderr
-                )
+                wall, used = one_run(kind, n, base)
+                seconds[kind].append(wall)
+                cpu[kind].append(used)
+                print(f"run {i + 1}/{runs} {kind}: {wall * 1e6:.0f} us", file=sys.stderr)
     RESULTS.parent.mkdir(exist_ok=True)
     seam = seam_cost()
-    raw = {"base": commit, "n": n, "seconds": seconds, "seam_seconds": seam}
+    raw = {"base": commit, "n": n, "seconds": seconds, "cpu": cpu, "seam_seconds": seam}
     RESULTS.write_text(json.dumps(raw, indent=1) + "\n")
     print(
         markdown(
             seconds,
+            cpu,
             base=args.base or f"{commit} (where this branch left main)",
             n=n,
             runs=runs,
@@ -205,28 +208,36 @@ def seam_cost(rounds: int = 200_000) -> float:
     return best
 
 
-def markdown(seconds: dict[str, list[float]], *, base: str, n: int, runs: int, seam: float) -> str:
-    us = {k: Figure.of([s * 1e6 for s in v]) for k, v in seconds.items()}
-    ratio = {
-        k: Figure.of([a / b for a, b in zip(seconds[k], seconds["base"], strict=True)])
-        for k in ("off", "on")
-    }
+def markdown(
+    seconds: dict[str, list[float]],
+    cpu: dict[str, list[float]],
+    *,
+    base: str,
+    n: int,
+    runs: int,
+    seam: float,
+) -> str:
     label = {
         "base": f"yoke at {base}, no tracing seam",
         "off": "this tree, tracing off (the default)",
         "on": "this tree, tracing on (SDK, all sampled, exporter drops)",
     }
-    rows = [
-        f"| {label[k]} | {us[k].fmt(' us', 1)} | "
-        + ("1" if k == "base" else ratio[k].fmt("", 3))
-        + " |"
-        for k in KINDS
-    ]
+
+    def cells(values: dict[str, list[float]], k: str) -> str:
+        us = Figure.of([v * 1e6 for v in values[k]]).fmt(" us", 1)
+        if k == "base":
+            return f"{us} | 1"
+        ratios = [a / b for a, b in zip(values[k], values["base"], strict=True)]
+        return f"{us} | {Figure.of(ratios).fmt('', 3)}"
+
+    rows = [f"| {label[k]} | {cells(seconds, k)} | {cells(cpu, k)} |" for k in KINDS]
     return (
         "## Tracing: what a start costs with it off and on\n\n"
-        f"{n} in-process starts of a no-op workflow on SQLite, {CLIENTS} callers; wall time "
-        f"per start, median (min-max) of {runs} runs interleaved, ratio to the base run by "
-        "run.\n\n| yoke | per start | to base |\n| --- | --- | --- |\n" + "\n".join(rows) + "\n"
+        f"{n} in-process starts of a no-op workflow on SQLite, {CLIENTS} callers; wall time and "
+        f"CPU time (the process's, all threads) per start, median (min-max) of {runs} runs "
+        "interleaved, and the ratio to the base run by run.\n\n"
+        "| yoke | wall per start | to base | CPU per start | to base |\n"
+        "| --- | --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"
         f"\nWhat the seam adds to a start with tracing off, timed alone (best of 5): "
         f"{seam * 1e9:.0f} ns.\n"
     )
