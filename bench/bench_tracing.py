@@ -10,7 +10,8 @@ Each run is a fresh process (`--child`), the three kinds interleaved run by run 
 load of a shared machine falls on each alike; the base runs from a detached git worktree of
 `REF` put on `PYTHONPATH` (the same interpreter and packages). A run's figures are the wall
 time and the CPU time per start: CLIENTS callers in a closed loop, until every start was
-answered and every execution's end recorded. Prints a markdown section; raw figures in bench/results/tracing.json.
+answered and every execution's end recorded. Prints a markdown section; the raw figures go
+to bench/results/tracing.json.
 """
 
 from __future__ import annotations
