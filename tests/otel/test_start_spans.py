@@ -209,3 +209,19 @@ async def test_a_workflow_sees_its_own_callers_context_never_another_starts(
             assert start.execution_id is not None
             await app.executions.wait(start.execution_id, timeout=5)
     assert seen == {"acme": {"secret": "acme-only"}, "globex": {}}
+
+
+async def test_a_restart_over_http_is_a_start_of_kind_restart_in_the_callers_trace(
+    serve: Serve, spans: Spans
+) -> None:
+    app, client = await serve()
+    first = (await client.post("/v1/starts", json={"workflow": "echo", "session": "acme"})).json()
+    await app.executions.wait(first["execution_id"], timeout=5)
+    r = await client.post(
+        f"/v1/executions/{first['execution_id']}/restart", json={}, headers=TRACEPARENT
+    )
+    assert r.status_code == 201, r.text
+    await spans.wait_for("yoke.start", 2)
+    [again] = [s for s in spans.named("yoke.start") if s.parent is not None]
+    assert again.parent is not None and again.parent.span_id == int(CALLER_SPAN, 16)
+    assert (again.attributes or {})["yoke.kind"] == "restart"
