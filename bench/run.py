@@ -39,6 +39,7 @@ ORDER = (
     "fairclaim",
     "executors",
     "dashboard",
+    "tracing",
     "chaos",  # written by `python -m bench.chaos` (its own command: it runs for minutes)
 )
 HEADER = """# Benchmarks

@@ -12,9 +12,13 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "yoke"
 
-BASE = {"errors", "clock", "retry", "lazy"}
+BASE = {"errors", "clock", "retry", "lazy", "tracing"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
+    # The tracer's seam: plain verbs, no tracer (every part may tell it what happens).
+    "tracing": set(),
+    # `yoke[otel]`: the seam through OpenTelemetry; loaded by `app` only when tracing is on.
+    "otel": {"errors", "tracing"},
     "lazy": set(),
     "clock": set(),
     "retry": {"errors"},
@@ -28,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "actors": {"kernel", "fair", "store", "config", "leases"} | BASE,
     # `python -m yoke.executor`: the executor process's entry point (see actors/executor/).
     "executor": {"actors"} | BASE,
-    "app": {"kernel", "fair", "store", "executions", "actors", "config", "leases"} | BASE,
+    "app": {"kernel", "fair", "store", "executions", "actors", "config", "leases", "otel"} | BASE,
     "server": {
         "__init__",
         "kernel",
@@ -47,12 +51,14 @@ ALLOWED: dict[str, set[str]] = {
     # How the `yoke` command prints tables: rich alone.
     "tables": set(),
     "cli": {"__init__", "kernel", "fair", "store", "executions", "actors", "app", "server"}
-    | {"config", "demo", "leases", "client", "tables"}
+    | {"config", "demo", "leases", "client", "tables", "otel"}
     | BASE,
     "__init__": {"kernel", "fair", "store", "executions", "actors", "app", "config"} | BASE,
     "__main__": {"cli"},
 }
 CONCRETE_BACKENDS = ("yoke.store.sqlite", "yoke.store.postgres")
+# Third-party packages only one part may import: the rest of yoke runs without them.
+ONLY_IN = {"opentelemetry": {"otel"}}
 MAY_NAME_BACKENDS = {"app", "store", "cli"}
 
 
@@ -108,3 +114,26 @@ def test_the_rule_catches_a_wrong_import(tmp_path: Path) -> None:
     imports = yoke_imports(bad)
     assert {target_part(m) for m in imports} >= {"fair"}
     assert "fair" not in ALLOWED["kernel"] and "server" not in ALLOWED["executions"]
+
+
+def third_party_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_only_the_otel_module_imports_opentelemetry() -> None:
+    """OpenTelemetry is an extra (`yoke[otel]`): yoke's core runs without it, so only
+    `yoke/otel.py` (loaded when tracing is on) may import it."""
+    problems: list[str] = []
+    for path in sorted(SRC.rglob("*.py")):
+        for package in third_party_imports(path) & set(ONLY_IN):
+            if part_of(path) not in ONLY_IN[package]:
+                problems.append(f"{path.relative_to(SRC)} imports {package}")
+    assert not problems, "\n".join(problems)
+    assert "opentelemetry" in third_party_imports(SRC / "otel.py")

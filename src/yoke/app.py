@@ -39,6 +39,7 @@ from yoke.clock import Clock, SystemClock
 from yoke.config import Settings
 from yoke.errors import BadValue, YokeError
 from yoke.executions.workflows import Registry, Workflow
+from yoke.tracing import NO_TRACING, Tracing
 
 if TYPE_CHECKING:  # the engines: imported where they are first built (see above)
     from yoke.actors import ActorRuntime, ActorSettings, ActorStore
@@ -166,6 +167,7 @@ class App:
         actor_settings: ActorSettings | None = None,
         actor_worker: bool = True,
         executors: str | None = None,
+        tracing: Tracing | bool | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env()
         if database_url is not None:
@@ -176,6 +178,7 @@ class App:
             raise BadValue(f"executors must be 'inline' or 'process', got {executors!r}")
         self._executors = executors
         self._actor_settings = actor_settings
+        self._tracing = tracing  # None: YOKE_TRACING
         # The definitions: workflows, actors and portals, as the decorators register them.
         self.registry = Registry()
         self.actor_registry = ActorRegistry()
@@ -210,6 +213,24 @@ class App:
         )
 
     @cached_property
+    def tracing(self) -> Tracing:
+        """Spans of each start and `process()` call: `App(tracing=...)` (True: OpenTelemetry
+        through the global tracer provider; or a `yoke.otel.OtelTracing` of a provider), else
+        `YOKE_TRACING` (`otel`); off by default. On needs the `yoke[otel]` extra."""
+        chosen = self._tracing
+        if isinstance(chosen, Tracing):
+            return chosen
+        if not (self.settings.tracing == "otel" if chosen is None else chosen):
+            return NO_TRACING
+        try:
+            from yoke.otel import OtelTracing
+        except ImportError as exc:
+            raise BadValue(
+                f"tracing needs OpenTelemetry: pip install 'yoke[otel]' ({exc})"
+            ) from exc
+        return OtelTracing()
+
+    @cached_property
     def executions(self) -> Executions:
         from yoke.executions.service import Executions
 
@@ -224,6 +245,7 @@ class App:
             recovery_max=self.settings.recovery_max if self.settings.recovery == "resume" else None,
             request_poll=self.settings.request_poll_secs,
             store_timeout=self.settings.ready_timeout,
+            tracing=self.tracing,
         )
 
     @cached_property
@@ -241,6 +263,7 @@ class App:
             registry=self.actor_registry,
             portals=self.portal_registry,
             owner=self,
+            tracing=self.tracing,
         )
 
     @cached_property
@@ -309,17 +332,20 @@ class App:
 
     async def append(self, stream: str, data: Any, *, tenant: str = "default") -> int:
         """Append an event to `stream` and fan it out to the subscribed actor instances."""
-        return await self.actors.append(stream, data, tenant=tenant)
+        with self.tracing.appending(stream=stream, tenant=tenant, count=1):
+            return await self.actors.append(stream, data, tenant=tenant)
 
     async def append_once(self, stream: str, data: Any, *, tenant: str, key: EventKey) -> int:
         """`append` once per Idempotency-Key: a retry gets the first append's event id."""
-        return await self.actors.append_once(stream, data, tenant=tenant, key=key)
+        with self.tracing.appending(stream=stream, tenant=tenant, count=1):
+            return await self.actors.append_once(stream, data, tenant=tenant, key=key)
 
     async def append_many(
         self, stream: str, items: list[Any], *, tenant: str = "default"
     ) -> list[int]:
         """Append many events to one stream in one transaction."""
-        return await self.actors.append_many(stream, items, tenant=tenant)
+        with self.tracing.appending(stream=stream, tenant=tenant, count=len(items)):
+            return await self.actors.append_many(stream, items, tenant=tenant)
 
     def add_reviewer(self, fn: Reviewer) -> None:
         """`fn(change)` sees every runtime change first; returning a reason (str) vetoes it."""

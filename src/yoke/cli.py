@@ -262,6 +262,7 @@ def worker(
         changes = {"database_url": url, "log_level": log_level, "log_format": log_format}
         target.settings = target.settings.with_(**{k: v for k, v in changes.items() if v})
         configure_logging(target.settings.log_level, target.settings.log_format)
+        target.tracing.export()  # YOKE_TRACING=otel: spans to the exporter OTEL_* names
         runtime = target.actors
         if executors:
             runtime.use_executors(executors)
@@ -844,6 +845,22 @@ def env_reference_text() -> str:
             ("YOKE_EXECUTOR_REAPER", "1: the bootstrap stays as the reaper of the executor's tree"),
         )
     ]
+    otel = [
+        EnvVar(name=name, default=default, help=help)
+        for name, default, help in (
+            (
+                "OTEL_TRACES_EXPORTER",
+                "otlp",
+                "where `yoke serve` and `yoke worker` send spans: `otlp`, `console`, `none`, or "
+                "an exporter package's name (a program that set its own provider is left be)",
+            ),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf", "`grpc` needs its exporter package"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318", "the collector (the SDK's)"),
+            ("OTEL_SERVICE_NAME", "yoke", "the service the spans name (the SDK's)"),
+            ("OTEL_TRACES_SAMPLER", "parentbased_always_on", "which traces are kept (the SDK's)"),
+            ("OTEL_PROPAGATORS", "tracecontext,baggage", "the headers a caller's trace comes in"),
+        )
+    ]
     return env_reference(
         [
             ("Server, executions and logs (`yoke serve`, `yoke worker`)", env_vars(Settings)),
@@ -854,6 +871,7 @@ def env_reference_text() -> str:
             ),
             ("Set by a worker for its executor processes (never by hand)", internal),
             ("Clients (`yoke start`, `yoke limits`..., and `yoke.client`)", client),
+            ("Traces with `YOKE_TRACING=otel`: OpenTelemetry's own variables", otel),
         ]
     )
 

@@ -146,6 +146,12 @@ class Settings:
     audit_retention_secs: float | None = setting(
         None, "control-log entries older than this are deleted (unset: the log is kept)"
     )
+    # Traces (`yoke[otel]`): the standard OTEL_* variables configure the exporter.
+    tracing: str = setting(
+        "off",
+        "`otel`: a span for each start's life and each `process()` call, through "
+        "OpenTelemetry (the `yoke[otel]` extra), taking the caller's W3C `traceparent`",
+    )
     # How every loop waits out a store that does not answer (`yoke.retry`).
     retry_first_pause: float = setting(0.2, "seconds before the second attempt of a store call")
     retry_max_pause: float = setting(5.0, "retry pauses double up to this many seconds")
@@ -176,6 +182,8 @@ class Settings:
                 raise BadValue(f"{name} must be > 0 seconds")
         if self.audit_retention_secs is not None:
             _check_seconds("audit_retention_secs", self.audit_retention_secs)
+        if self.tracing not in ("off", "otel"):
+            raise BadValue(f"tracing must be 'off' or 'otel', got {self.tracing!r}")
         if self.recovery not in ("resume", "abort"):
             raise BadValue(f"recovery must be 'resume' or 'abort', got {self.recovery!r}")
         if self.recovery_max is None:  # a workflow that kills its server is never endless

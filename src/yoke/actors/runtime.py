@@ -36,12 +36,14 @@ from yoke.actors.portals import PortalRegistry, Start
 from yoke.actors.protocol import ActorStore
 from yoke.actors.settings import ActorSettings
 from yoke.actors.timers import TimerDispatch, TimerStats
+from yoke.actors.traced import traced
 from yoke.actors.workers import WorkerHeartbeat
 from yoke.clock import Clock, SystemClock
 from yoke.errors import BadType, NotRunning, YokeError
 from yoke.retry import RetryPolicy
 from yoke.store.actor_records import EventKey, NewTimer, WorkerRow
 from yoke.store.text import check_text
+from yoke.tracing import NO_TRACING, Tracing
 
 if TYPE_CHECKING:
     from yoke.actors.executor.boot import Launch
@@ -65,7 +67,9 @@ class ActorRuntime:
         registry: ActorRegistry | None = None,
         portals: PortalRegistry | None = None,
         owner: object | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
+        self.tracing = tracing or NO_TRACING  # each process() call's span, when enabled
         self.registry = registry if registry is not None else ActorRegistry()
         self.portals = portals if portals is not None else PortalRegistry()
         # How the drain, the timers and the heartbeat wait out an unavailable store.
@@ -357,7 +361,7 @@ class ActorRuntime:
                 poll_interval=s.poll_interval,
                 retry=self.retry,
             ),
-            runner=pool,
+            runner=traced(pool, self, self.tracing),
         )
         lifecycle = None if pool is None else self._make_lifecycle(st, pool, drain)
         lifecycle_wake: Callable[[], None] = (lambda: None) if lifecycle is None else lifecycle.wake

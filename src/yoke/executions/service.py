@@ -41,6 +41,7 @@ from yoke.errors import (
     RateLimited,
     YokeError,
 )
+from yoke.executions import traces
 from yoke.executions.batching import Batcher, GroupCommit
 from yoke.executions.context import Context, run_bounded, stopped_failure
 from yoke.executions.control import Control
@@ -98,6 +99,7 @@ from yoke.store import (
     StepCopy,
     Store,
 )
+from yoke.tracing import NO_TRACING, Tracing
 
 __all__ = ["Executions", "ExecutionsStats", "Reviewer", "Spawn"]
 
@@ -120,7 +122,9 @@ class Executions:
         recovery_max: int | None = None,
         request_poll: float = 0.5,
         store_timeout: float | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
+        self._tracing = tracing or NO_TRACING
         self._s = s = Shared(
             registry=registry,
             clock=clock,
@@ -444,6 +448,7 @@ class Executions:
         for the store at most `store_timeout` (then `StoreUnavailable`: its start may still
         be recorded, and a retry with the same idempotency key finds it)."""
         t, action = self._s.core.arrive(new, copy, now=self._s.clock.wall())
+        t.trace = traces.begin(self._tracing, new)
         self._perform((action,))
         if not t.answered:
             await self._wait_for_store(t)
@@ -568,6 +573,8 @@ class Executions:
         """Tell whoever waits on `t` what the core decided."""
         if t.settled:
             t.answered = True
+        if t.trace is not None:
+            traces.answered(t, t.trace, self._s.core.order)
         waiters = t.waiters
         if waiters:
             decided = t.decided
@@ -845,7 +852,9 @@ class Executions:
                 stopping=lambda: s.core.closing,
             )
             ctx.cancel_status = self._cancel_status
-            status, output, error = await run_bounded(s.registry.get(ex.workflow), ctx, ex.input)
+            with traces.running(t):
+                body = s.registry.get(ex.workflow)
+                status, output, error = await run_bounded(body, ctx, ex.input)
         except asyncio.CancelledError:
             status = self._cancel_status()
             message = "aborted at shutdown" if self._aborting else "cancelled"
@@ -876,6 +885,8 @@ class Executions:
     ) -> None:
         s = self._s
         s.core.finishing(t)
+        if t.trace is not None:
+            t.trace.ran(status.name, traces.failed(status, error))
         finish = Finish(
             execution_id=ex.execution_id,
             status=status,
@@ -897,6 +908,8 @@ class Executions:
             s.runs.pop(ex.execution_id, None)
             s.core.finished(t, now=s.clock.wall())
             s.wake()
+            if t.trace is not None:
+                t.trace.ended(status.name, traces.failed(status, error))
 
     async def shutdown(self, timeout: float) -> None:
         """Admit nothing new, refuse the queued starts, give running executions `timeout`

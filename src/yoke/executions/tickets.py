@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from yoke.kernel import Item
 from yoke.store import ExecutionRow, GrantRequest, NewStart, StartRow, StartStatus, StepCopy
+from yoke.tracing import StartTrace
 
 
 class Phase(enum.Enum):
@@ -46,9 +47,9 @@ class Ticket:
     """A start of this process, from the moment it arrives until its end is recorded.
 
     `row` is the start as the store holds it (as it will be, while its log rides with its
-    grant). `settled`: the core has decided the caller's first answer. The last three fields
+    grant). `settled`: the core has decided the caller's first answer. The last four fields
     belong to the async shell: whether it has answered the caller, the futures waiting for an
-    answer or a decision, and the execution's task; the core never reads them.
+    answer or a decision, the execution's task, and its trace; the core never reads them.
     """
 
     __slots__ = (
@@ -61,6 +62,7 @@ class Ticket:
         "settled",
         "stop_requested",
         "task",
+        "trace",
         "waiters",
     )
 
@@ -75,6 +77,7 @@ class Ticket:
         self.answered = False
         self.waiters: list[Any] | None = None
         self.task: Any = None
+        self.trace: StartTrace | None = None  # `yoke.tracing`: None while tracing is off
 
     @property
     def start_id(self) -> str:

@@ -119,10 +119,13 @@ class Server:
         )
         # A lean row's request passes the same guards but none of Starlette's own layers (its
         # error middleware: `LastResort` answers whatever it would have).
-        self._dispatch = LeanRoutes(
+        self._dispatch: ASGIApp = LeanRoutes(
             self.asgi,
             routes={key: _behind(guards, lean) for key, lean in lean_routes(self.ops).items()},
         )
+        # Each request's trace context (W3C traceparent), when tracing is on: a start's spans
+        # continue its caller's trace.
+        self._dispatch = app.tracing.asgi(self._dispatch)
 
     def __repr__(self) -> str:
         return f"Server({self.app!r}, tokens={self.state.tokens!r})"

@@ -144,6 +144,7 @@ def run(
     settings = app.settings
     check_ha(settings)  # before listening: a clear error, not a failed lifespan
     configure_logging(settings.log_level, settings.log_format)
+    app.tracing.export()  # YOKE_TRACING=otel: spans to the exporter the OTEL_* variables name
     if worker:
         app.actors.check_executors()  # as root without a uid or namespaces: refuse, exit 2
     server = Server.from_env(app)
