@@ -17,12 +17,15 @@ import types
 from collections.abc import Coroutine, Generator
 from typing import Any
 
+# Python 3.12+: the loop's own eager task (looked up once: `start` is the executor's hot path).
+_NATIVE: Any = getattr(asyncio, "eager_task_factory", None)
+
 
 def start(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
     """Run `coro` up to its first wait, now. None if it ended there (what it raised, other
     than returning, propagates); else the task that runs the rest of it."""
-    if hasattr(asyncio, "eager_task_factory"):  # Python 3.12+: the loop's own eager task
-        task: asyncio.Task[None] = asyncio.eager_task_factory(asyncio.get_running_loop(), coro)
+    if _NATIVE is not None:
+        task: asyncio.Task[None] = _NATIVE(asyncio.get_running_loop(), coro)
         if not task.done():
             return task
         task.result()  # what it raised propagates, as on 3.11 below
