@@ -117,3 +117,20 @@ async def test_the_executor_holds_only_the_calls_that_wait_and_each_until_it_end
     await asyncio.wait(list(child._tasks.values()))
     assert out.items[2:] == [("done", [2, None]), ("done", [4, None])]
     assert child._tasks == {}  # each forgotten as it ended
+
+
+async def test_two_coroutines_may_wait_for_the_same_future() -> None:
+    """The first await of a pending future marks it as waited for until a task takes it; a
+    second coroutine started before that task's first step must be able to wait for it too
+    (two `process()` calls of one frame awaiting one shared task, say)."""
+    gate: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    got: list[int] = []
+
+    async def wait(n: int) -> None:
+        got.append(await gate + n)
+
+    first, second = eager.start(wait(1)), eager.start(wait(2))
+    assert first is not None and second is not None
+    gate.set_result(10)
+    await asyncio.gather(first, second)
+    assert sorted(got) == [11, 12]

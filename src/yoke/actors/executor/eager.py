@@ -35,14 +35,25 @@ def start(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
         waiting = context.run(coro.send, None)
     except StopIteration:
         return None
-    rest = _rest(coro, waiting)
+    # A pending future's first await marks it (`_asyncio_future_blocking`) until a task takes
+    # it, and refuses any other await meanwhile ("await wasn't used with future"); the task
+    # takes it only at its first step, later. So it is unmarked now, and marked again as it is
+    # handed to the task, and another coroutine may wait for the same future in between.
+    blocking = bool(getattr(waiting, "_asyncio_future_blocking", False))
+    if blocking:
+        waiting._asyncio_future_blocking = False
+    rest = _rest(coro, waiting, blocking)
     return asyncio.get_running_loop().create_task(rest, context=context)
 
 
 @types.coroutine
-def _rest(coro: Coroutine[Any, Any, None], waiting: Any) -> Generator[Any, Any, None]:
+def _rest(
+    coro: Coroutine[Any, Any, None], waiting: Any, blocking: bool
+) -> Generator[Any, Any, None]:
     """The rest of a started coroutine, as `yield from` would drive it: what it waits for goes
     to the task, and what the task sends or throws back goes to it."""
+    if blocking:
+        waiting._asyncio_future_blocking = True
     while True:
         try:
             sent = yield waiting
