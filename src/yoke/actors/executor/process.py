@@ -75,6 +75,7 @@ __all__ = [
 ]
 
 _EXIT_WAIT = 2.0
+_END_WAIT = 3 * _EXIT_WAIT  # an end decided elsewhere is awaited this long at most
 
 
 class ExecutorProcess:
@@ -414,7 +415,11 @@ class ExecutorProcess:
         return self._dying(Ending.ASKED, reason) or self._end_done()
 
     async def _end_done(self) -> None:
-        await self._ended.wait()
+        """Wait for the end decided already (by another path) to be done: bounded, since its
+        own waits are (`_end_tree`), and its task may never run (its pool stopped first)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_END_WAIT):
+                await self._ended.wait()
 
     async def _drain(self, grace: float, reason: str) -> None:
         with contextlib.suppress(TimeoutError):
