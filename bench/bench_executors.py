@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -187,6 +188,16 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of `pid` and every process below it so far: an executor is the top of its
+    tree (bubblewrap, or the bootstrap that reaps it), and its runtime is a child of it."""
+    total = cpu_of(pid)
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError, ValueError):
+            total += sum(tree_cpu(int(c)) for c in (task / "children").read_text().split())
+    return total
+
+
 def backends_of(url: str) -> list[int]:
     """The PostgreSQL backend pids serving the database of `url` (the worker's pool)."""
     import psycopg
@@ -224,7 +235,7 @@ async def worker_main(url: str, n: int, mode: str) -> None:
                     worker_before = time.process_time()
                     ex = pool.executor(tenant)
                     if ex is not None and ex.pid is not None:
-                        executors[ex.pid] = cpu_of(ex.pid)
+                        executors[ex.pid] = tree_cpu(ex.pid)
                     then(tenant)
 
                 pool.on_ready = stamped
@@ -237,7 +248,7 @@ async def worker_main(url: str, n: int, mode: str) -> None:
             t1 = time.time()
             cpu = {
                 "worker": time.process_time() - worker_before,
-                "executor": sum(cpu_of(pid) - c for pid, c in executors.items()),
+                "executor": sum(tree_cpu(pid) - c for pid, c in executors.items()),
                 "postgres": sum(cpu_of(pid) - pg_before.get(pid, 0.0) for pid in backends_of(url)),
             }
     finally:
@@ -314,10 +325,11 @@ def print_drain(
     print("| mode | events/s | x inline, per round | target |")
     print("| --- | --- | --- | --- |")
     print(f"| inline | {fig(drains['inline']).fmt()} | 1 | |")
-    print(f"| process | {fig(drains['process']).fmt()} | {fig(ratio).fmt(digits=2)} | >= 0.8x |")
+    print(f"| process | {fig(drains['process']).fmt()} | {fig(ratio).fmt(digits=2)} | >= 0.9x |")
     print(
         "\nCPU per event during the drain, microseconds (user + system, from /proc/<pid>/stat; "
-        "the executor from its READY; PostgreSQL: the backends of the run's database):\n"
+        "the executor's whole tree from its READY; PostgreSQL: the backends of the run's "
+        "database):\n"
     )
     print("| mode | worker | executor | PostgreSQL | all |")
     print("| --- | --- | --- | --- | --- |")

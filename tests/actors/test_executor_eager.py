@@ -1,15 +1,20 @@
 """`eager.start`: a coroutine's first step runs at once (no task if it ends there), and one that
 waits goes on as a task exactly as if it had been one from the start: what it waits for, what
-it is sent, a cancellation, and its own context (a context variable it sets stays its own)."""
+it is sent, a cancellation, and its own context (a context variable it sets stays its own).
+The executor holds a task only for a call that waits, and forgets it when it ends."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+from typing import Any, cast
 
 import pytest
 
+from yoke.actors import ActorCtx, ActorRegistry, Event
 from yoke.actors.executor import eager
+from yoke.actors.executor.child import ChildExecutor
+from yoke.actors.executor.protocol import Outbox
 
 seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="caller")
 
@@ -75,3 +80,57 @@ async def test_a_cancelled_task_cancels_the_coroutine_where_it_waits() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert cleaned == [True]
+
+
+class _Outbox:
+    """What the executor sends, kept (no socket)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, Any]] = []
+
+    def add(self, kind: str, item: Any) -> None:
+        self.items.append((kind, item))
+
+    def flush(self) -> None:
+        pass
+
+
+async def test_the_executor_holds_only_the_calls_that_wait_and_each_until_it_ends() -> None:
+    registry = ActorRegistry()
+    gate = asyncio.Event()
+
+    @registry.actor(subscribe=["s"], key="k")
+    async def quick(ctx: ActorCtx, event: Event) -> None:
+        pass
+
+    @registry.actor(subscribe=["s"], key="k")
+    async def slow(ctx: ActorCtx, event: Event) -> None:
+        await gate.wait()
+
+    out = _Outbox()
+    child = ChildExecutor("acme", registry, cast(Outbox, out))
+    for call_id, actor in ((1, "quick"), (2, "slow"), (3, "quick"), (4, "slow")):
+        child._start(call_id, actor, "i", [call_id, call_id, "s", {}, "", 1, 0.0], 0, {})
+    assert out.items == [("done", [1, None]), ("done", [3, None])]  # ended at once
+    assert sorted(child._tasks) == [2, 4]  # only the calls that wait are held
+    gate.set()
+    await asyncio.wait(list(child._tasks.values()))
+    assert out.items[2:] == [("done", [2, None]), ("done", [4, None])]
+    assert child._tasks == {}  # each forgotten as it ended
+
+
+async def test_two_coroutines_may_wait_for_the_same_future() -> None:
+    """The first await of a pending future marks it as waited for until a task takes it; a
+    second coroutine started before that task's first step must be able to wait for it too
+    (two `process()` calls of one frame awaiting one shared task, say)."""
+    gate: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    got: list[int] = []
+
+    async def wait(n: int) -> None:
+        got.append(await gate + n)
+
+    first, second = eager.start(wait(1)), eager.start(wait(2))
+    assert first is not None and second is not None
+    gate.set_result(10)
+    await asyncio.gather(first, second)
+    assert sorted(got) == [11, 12]

@@ -51,7 +51,7 @@ def _prometheus() -> Any:
 DEPTH_LIMIT = 50  # yoke_queue_depth series at most: the deepest instances
 OTHER = "_other"  # the tenant and instance label of the rest of an actor's queue rows
 MOVE_REASONS = ("rebalance", "cancelled", "stop", "takeover", "other")
-EXECUTOR_STATES = ("STARTING", "READY", "DRAINING", "STOPPED", "FAILED")
+EXECUTOR_STATES = ("STARTING", "READY", "DRAINING", "DYING", "STOPPED", "FAILED")
 BOOT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 

@@ -124,7 +124,7 @@ class ExecutorOut(BaseModel):
     tenant: str | None = Field(description="null for a worker's warm spare (bound to none)")
     worker_id: str
     pid: int | None
-    state: Literal["SPARE", "STARTING", "READY", "DRAINING", "STOPPED", "FAILED"]
+    state: Literal["SPARE", "STARTING", "READY", "DRAINING", "DYING", "STOPPED", "FAILED"]
     started_at: float
     boot_ms: float | None = Field(
         description="spawn to READY, in milliseconds (for an executor that was a warm spare: "

@@ -1,7 +1,7 @@
 """`GET /v1/executors`: the tenants' executor processes, as every worker recorded them.
 
 One entry per (worker, tenant): its latest life, with `state` (STARTING, READY, DRAINING,
-STOPPED, FAILED), pid, boot time, calls sent and running, crashes, the isolation in force and
+DYING, STOPPED, FAILED), pid, boot time, calls sent and running, crashes, the isolation in force and
 why it stopped; `?tenant=` narrows it to one tenant. Which tenants run code where, and how
 often it crashes, is the deployment's business, not a tenant's: OPERATOR or ADMIN only.
 

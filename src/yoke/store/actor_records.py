@@ -215,7 +215,7 @@ class ExecutorRow:
     worker_id: str
     tenant: str | None
     pid: int | None
-    state: str  # SPARE, STARTING, READY, DRAINING, STOPPED, FAILED
+    state: str  # SPARE, STARTING, READY, DRAINING, DYING, STOPPED, FAILED
     started_at: float
     boot_ms: float | None
     dispatches: int

@@ -17,12 +17,15 @@ import types
 from collections.abc import Coroutine, Generator
 from typing import Any
 
+# Python 3.12+: the loop's own eager task (looked up once: `start` is the executor's hot path).
+_NATIVE: Any = getattr(asyncio, "eager_task_factory", None)
+
 
 def start(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
     """Run `coro` up to its first wait, now. None if it ended there (what it raised, other
     than returning, propagates); else the task that runs the rest of it."""
-    if hasattr(asyncio, "eager_task_factory"):  # Python 3.12+: the loop's own eager task
-        task: asyncio.Task[None] = asyncio.eager_task_factory(asyncio.get_running_loop(), coro)
+    if _NATIVE is not None:
+        task: asyncio.Task[None] = _NATIVE(asyncio.get_running_loop(), coro)
         if not task.done():
             return task
         task.result()  # what it raised propagates, as on 3.11 below
@@ -32,14 +35,25 @@ def start(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
         waiting = context.run(coro.send, None)
     except StopIteration:
         return None
-    rest = _rest(coro, waiting)
+    # A pending future's first await marks it (`_asyncio_future_blocking`) until a task takes
+    # it, and refuses any other await meanwhile ("await wasn't used with future"); the task
+    # takes it only at its first step, later. So it is unmarked now, and marked again as it is
+    # handed to the task, and another coroutine may wait for the same future in between.
+    blocking = bool(getattr(waiting, "_asyncio_future_blocking", False))
+    if blocking:
+        waiting._asyncio_future_blocking = False
+    rest = _rest(coro, waiting, blocking)
     return asyncio.get_running_loop().create_task(rest, context=context)
 
 
 @types.coroutine
-def _rest(coro: Coroutine[Any, Any, None], waiting: Any) -> Generator[Any, Any, None]:
+def _rest(
+    coro: Coroutine[Any, Any, None], waiting: Any, blocking: bool
+) -> Generator[Any, Any, None]:
     """The rest of a started coroutine, as `yield from` would drive it: what it waits for goes
     to the task, and what the task sends or throws back goes to it."""
+    if blocking:
+        waiting._asyncio_future_blocking = True
     while True:
         try:
             sent = yield waiting

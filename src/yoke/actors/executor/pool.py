@@ -295,7 +295,7 @@ class ExecutorPool:
         self._changed(tenant)
         return True
 
-    def _new_executor(self, tenant: str) -> ExecutorProcess:
+    def _new_executor(self, tenant: str, *, spare: bool = False) -> ExecutorProcess:
         return ExecutorProcess(
             tenant=tenant,
             launch=self._launch,
@@ -305,6 +305,7 @@ class ExecutorPool:
             on_exit=self._exited,
             on_done=self._done,
             on_dying=self._dying,
+            spare=spare,
         )
 
     def _take_spare(self) -> ExecutorProcess | None:
@@ -325,7 +326,7 @@ class ExecutorPool:
             self._spare_retry = loop.call_later(self._spare_backoff_until - now, self._retry)
             return
         while len(self._spares) < self._spare_target:
-            ex = self._new_executor("")
+            ex = self._new_executor("", spare=True)
             self._spares.append(ex)
             self._slots[ex] = min(set(range(self._spare_target)) - set(self._slots.values()))
             self._spare_row(ex, self._slots[ex])
@@ -404,17 +405,16 @@ class ExecutorPool:
         ex = self.executor(tenant)
         if ex is None or ex.state is not ExecutorState.READY or held or ex.active:
             return False
-        ex.state = ExecutorState.DRAINING
+        stopping = ex.stop(grace=5.0, reason=reason)  # DRAINING from here: nothing is sent
         self._ready.discard(tenant)
         self._changed(tenant)
-        self._spawn(ex.stop(grace=5.0, reason=reason))
+        self._spawn(stopping)
         return True
 
     def kill(self, tenant: str, reason: str) -> None:
         ex = self.executor(tenant)
-        if ex is not None and ex.live:
-            ex.crashed = True
-            ex.kill(reason)
+        if ex is not None:
+            ex.kill(reason)  # DYING at once, then FAILED (a no-op once its end is decided)
 
     async def _boot(self, t: _Tenant, ex: ExecutorProcess, asked: float) -> None:
         async def boot() -> None:

@@ -1,11 +1,11 @@
 """`ExecutorProcess`: one life of one tenant's executor process, seen from its worker.
 
-States (`ExecutorState`, in `repr` and in `GET /v1/executors`): SPARE (a warm spare: started
-ahead of need, bound to no tenant; `warm`, then `assign` and `bind` make it a tenant's),
-STARTING (spawned or being bound, not yet ready), READY (its tenant's calls are sent to it),
-DRAINING (asked to stop: nothing new is sent), STOPPED (ended as asked) and FAILED (boot
-failed, crashed, broke the protocol, or ran a call past its deadline). A life never goes
-back: a restart is a new `ExecutorProcess`.
+States (`states.py`: `ExecutorState`, in `repr` and in `GET /v1/executors`): SPARE (a warm
+spare: started ahead of need, bound to no tenant; `warm`, then `assign` and `bind` make it a
+tenant's), STARTING, READY, DRAINING (asked to stop), DYING (its end decided, its exit not yet
+seen), STOPPED and FAILED. Only this object's methods move its state, each move checked
+against the life's `MOVES` (`_move`); why it ended is its `ending`, decided with the move
+that starts its end. A life never goes back: a restart is a new `ExecutorProcess`.
 
 Start: `python -I -m yoke.executor` by exec (`spawned.py`: no fork of the worker's state is
 kept), in bubblewrap in the namespace tier, with one end of a socketpair, a scrubbed
@@ -20,11 +20,12 @@ Calls: `send` sends a call (batched with the others of the same loop turn) and c
 no future and no task wake-up per call (the drain's hot path); `dispatch` is the same with a
 future to await. The executor's own calls (state, emit, schedule) are served by `calls.py`, only
 for a call that is in flight. Death: EOF, an exit, a protocol error or a call past
-`dispatch_timeout` kills the process group and fails every call in flight with
-`ExecutorLost`; a call is charged (`charge=True`) when it ran past its deadline, or when it was
-the only call in flight when the executor died on its own. A stop asked by the worker charges
-nothing. Every way it ends kills the whole tree it started (`_end_tree`), `setsid` or not.
-This module must never touch the store but through the cells and host it is given.
+`dispatch_timeout` makes it DYING at once (nothing more is sent), kills its tree and fails
+every call in flight with `ExecutorLost`; a call is charged (`charge=True`) when it ran past its
+deadline, or when it was the only call in flight when the executor died on its own. A stop
+asked by the worker charges nothing. Every way it ends kills the whole tree it started
+(`_end_tree`), `setsid` or not. This module must never touch the store but through the
+cells and host it is given.
 
 Parts, held by reference: `boot.py`, `spawned.py` (`Spawned`: the OS process, its exit, its
 output) and `inflight.py` (`InFlight`: the calls in flight, their deadline, the state versions
@@ -40,7 +41,6 @@ import functools
 import logging
 import socket
 from collections.abc import Callable, Coroutine
-from enum import Enum
 from typing import Any
 
 from yoke.actors.ctx import CtxHost, InstanceStateCell
@@ -50,26 +50,32 @@ from yoke.actors.executor.boot import PHASES, BootFailed, Launch
 from yoke.actors.executor.calls import CallRefused, serve_call
 from yoke.actors.executor.inflight import Call, InFlight, settle
 from yoke.actors.executor.protocol import Outbox, ProtocolError, read_frame
+from yoke.actors.executor.states import (
+    GOING,
+    LIVE,
+    Ending,
+    ExecutorState,
+    IllegalTransition,
+    moved,
+)
 from yoke.actors.runner import Done, ExecutorLost
 from yoke.clock import Clock
 
 log = logging.getLogger("yoke.executor")
 
-__all__ = ["LIVE", "PHASES", "BootFailed", "ExecutorProcess", "ExecutorState", "Launch"]
+__all__ = [
+    "LIVE",
+    "PHASES",
+    "BootFailed",
+    "Ending",
+    "ExecutorProcess",
+    "ExecutorState",
+    "IllegalTransition",
+    "Launch",
+]
 
 _EXIT_WAIT = 2.0
-
-
-class ExecutorState(Enum):
-    SPARE = "SPARE"  # a warm spare: booted, bound to no tenant yet
-    STARTING = "STARTING"
-    READY = "READY"
-    DRAINING = "DRAINING"
-    STOPPED = "STOPPED"
-    FAILED = "FAILED"
-
-
-LIVE = (ExecutorState.SPARE, ExecutorState.STARTING, ExecutorState.READY, ExecutorState.DRAINING)
+_END_WAIT = 3 * _EXIT_WAIT  # an end decided elsewhere is awaited this long at most
 
 
 class ExecutorProcess:
@@ -84,6 +90,7 @@ class ExecutorProcess:
         on_exit: Callable[[ExecutorProcess], None],
         on_done: Callable[[ExecutorProcess], None],
         on_dying: Callable[[ExecutorProcess], None] = lambda ex: None,
+        spare: bool = False,
     ) -> None:
         self.tenant = tenant
         self._launch = launch
@@ -93,7 +100,9 @@ class ExecutorProcess:
         self._on_exit = on_exit
         self._on_done = on_done  # a call ended (the pool's first_dispatch stamp, activity)
         self._on_dying = on_dying  # it is going: send it nothing more
-        self.state = ExecutorState.STARTING
+        # A warm spare (`warm`) is SPARE from its birth; a cold executor (`boot`) STARTING.
+        self._state = ExecutorState.SPARE if spare else ExecutorState.STARTING
+        self.ending: Ending | None = None  # why it ends: set with the move that starts its end
         self.pid: int | None = None
         self.started_at = clock.wall()
         self.created = clock.monotonic()
@@ -103,22 +112,17 @@ class ExecutorProcess:
         self.phases: dict[str, float] = {}
         self.dispatches = 0
         self.stop_reason: str | None = None
-        self.crashed = False  # ended on its own (or was killed for it), not as asked
         self.ready_at: float | None = None  # monotonic
-        # The events in flight when it died, the one blamed for it (if any), and whether it
-        # ended by its own doing (an exit, a fault, a bad frame, an OOM kill of its cgroup)
-        # rather than killed from outside (SIGKILL) or by the worker.
+        # The events in flight when it died, and the one blamed for it (if any).
         self.lost: tuple[int, ...] = ()
         self.blamed: int | None = None
-        self.self_inflicted = False
         self._calls = InFlight(clock=clock, timeout=launch.dispatch_timeout, overdue=self._overdue)
         self._loop = asyncio.get_running_loop()
         self._child: spawned.Spawned | None = None  # once started
         self._writer: asyncio.StreamWriter | None = None
         self._out: Outbox | None = None
-        self._stopping = False
         self._asked = "stopped"  # the reason of a stop the worker asked for
-        self._dead = False
+        self._ended = asyncio.Event()  # its end, once decided, is done (STOPPED or FAILED)
         self._stamps: dict[str, float] = {}
         self._reader: asyncio.StreamReader | None = None  # a spare's, until it is bound
         self._hello: dict[str, Any] = {}
@@ -130,17 +134,41 @@ class ExecutorProcess:
         )
 
     @property
+    def state(self) -> ExecutorState:
+        """Where it is in its life; moved only by its own methods (`_move`)."""
+        return self._state
+
+    def _move(self, to: ExecutorState) -> None:
+        self._state = moved(self._state, to, repr(self))
+
+    @property
     def active(self) -> int:
         return len(self._calls)
 
     @property
     def live(self) -> bool:
-        return self.state in LIVE
+        """Not yet ended (DYING is live: its tenant gets no second executor until its end
+        is accounted for)."""
+        return self._state in LIVE
+
+    @property
+    def crashed(self) -> bool:
+        """It ends, or ended, otherwise than as asked: FAILED."""
+        return self.ending is not None and self.ending is not Ending.ASKED
+
+    @property
+    def self_inflicted(self) -> bool:
+        """It ended by its own doing (an exit, a fault, a bad frame, an OOM kill of its
+        cgroup), not killed from outside (SIGKILL) nor by the worker: one of the calls it took
+        down may have done it."""
+        return self._state is ExecutorState.FAILED and self.ending is Ending.FAULT
 
     # -- boot -------------------------------------------------------------------------------
     async def boot(self, queued: float) -> None:
         """Start the process and wait until it is READY; `BootFailed` otherwise (then FAILED,
         its process group killed)."""
+        if self._state is ExecutorState.SPARE:
+            raise IllegalTransition(f"{self!r}: a warm spare is bound (`bind`), not booted")
         self.phases["queue"] = queued
 
         async def cold() -> None:
@@ -153,7 +181,8 @@ class ExecutorProcess:
     async def warm(self, queued: float) -> None:
         """Start the process as a warm spare (no tenant yet) and wait for its hello: then SPARE,
         until `bind`. `BootFailed` otherwise."""
-        self.state = ExecutorState.SPARE
+        if self._state is not ExecutorState.SPARE and self._state not in GOING:
+            raise IllegalTransition(f"{self!r}: only an executor born a spare is warmed")
         self.phases["queue"] = queued
 
         async def spare() -> None:
@@ -170,7 +199,7 @@ class ExecutorProcess:
 
     async def _booting(self, steps: Coroutine[Any, Any, None]) -> None:
         """Run the steps of a boot; however they fail, the boot failed (`_fail_boot`)."""
-        if self._dead:  # killed while it waited for a boot slot
+        if self._state in GOING:  # stopped or killed while it waited for a boot slot
             steps.close()
             raise BootFailed(self.stop_reason or "stopped before its boot")
         try:
@@ -187,20 +216,21 @@ class ExecutorProcess:
     async def _watch_unbound(self) -> None:
         """A spare is read by no one until it is bound: its exit is what says it died."""
         code = await self._exit_code()
-        if self.state is ExecutorState.SPARE and not self._dead:
-            self.crashed = True
-            await self._gone(f"spare lost: {spawned.exit_text(code)}")
+        if self._state is ExecutorState.SPARE:
+            await self._gone(Ending.FAULT, f"spare lost: {spawned.exit_text(code)}")
 
     @property
     def bindable(self) -> bool:
         """A warm spare, alive, bound to no tenant yet."""
-        return self.state is ExecutorState.SPARE and self._reader is not None and not self._dead
+        return self._state is ExecutorState.SPARE and self._reader is not None
 
     def assign(self, tenant: str) -> None:
         """Give this spare (`bindable`) to `tenant`: from now on it is that tenant's executor,
         STARTING until `bind` has made it READY."""
-        assert self.bindable
-        self.tenant, self.state = tenant, ExecutorState.STARTING
+        if not self.bindable:
+            raise IllegalTransition(f"{self!r} is not a warm spare to bind")
+        self._move(ExecutorState.STARTING)
+        self.tenant = tenant
         self.started_at = self._clock.wall()
         self.created = self._clock.monotonic()
 
@@ -278,8 +308,10 @@ class ExecutorProcess:
             uid=uid,
         )
         received = self._clock.monotonic()
+        if self._state is not ExecutorState.STARTING:  # stopped or killed during the handshake
+            raise BootFailed(self.stop_reason or "stopped during its boot")
         self._stamp_phases(msg.get("stamps"), received, upto="ready")
-        self.state = ExecutorState.READY
+        self._move(ExecutorState.READY)
         self.ready_at = received
         self._out = Outbox(self._writer)
         self._spawn(self._read_loop(reader))
@@ -291,15 +323,14 @@ class ExecutorProcess:
             self.boot_ms = (received - self._stamps["spawned"]) * 1000
 
     async def _fail_boot(self, reason: str | None) -> None:
-        self.crashed = True
-        await self._gone(reason, during_boot=True)
+        await self._gone(Ending.FAULT, reason, during_boot=True)
         raise BootFailed(self.stop_reason or "boot_error")
 
     # -- calls ------------------------------------------------------------------------------
     @property
     def sendable(self) -> bool:
-        """Whether a call may be sent now (READY, and not dying)."""
-        return self.state is ExecutorState.READY and self._out is not None and not self._dead
+        """Whether a call may be sent now (READY)."""
+        return self._state is ExecutorState.READY and self._out is not None
 
     def dispatch(self, actor: str, cell: InstanceStateCell, event: Event) -> asyncio.Future[None]:
         """`send` with a future that answers when the call ended: what process() raised there
@@ -312,8 +343,8 @@ class ExecutorProcess:
         """Send one call to the executor; `done` is called once when it ended, with None or
         what it raised (as `dispatch` says). `ExecutorLost` at once if it is not READY."""
         out = self._out
-        if self.state is not ExecutorState.READY or out is None or self._dead:
-            raise ExecutorLost(f"the executor of {self.tenant!r} is {self.state.value}")
+        if self._state is not ExecutorState.READY or out is None:
+            raise ExecutorLost(f"the executor of {self.tenant!r} is {self._state.value}")
         self._calls.send(out, actor, cell, event, done)
         self.dispatches += 1
 
@@ -333,9 +364,9 @@ class ExecutorProcess:
             reason = f"socket error: {exc}"
         except (TypeError, ValueError, KeyError) as exc:
             reason = f"protocol_error: malformed message ({type(exc).__name__}: {exc})"
-        if not self._stopping:
-            self.crashed = True
-        await self._gone(reason)
+        # Its end while it drains is the stop asked for; before, its own doing.
+        asked = self._state is ExecutorState.DRAINING
+        await self._gone(Ending.ASKED if asked else Ending.FAULT, reason)
 
     def _on_frame(self, msg: dict[str, Any]) -> None:
         done = msg.get("done")
@@ -349,73 +380,119 @@ class ExecutorProcess:
         try:
             ok, value = await serve_call(self._host, self.tenant, call.cell, op, args)
         except CallRefused as exc:
-            self.crashed = True
-            await self._gone(f"protocol_error: {exc}")
+            await self._gone(Ending.FAULT, f"protocol_error: {exc}")
             return
         finally:
             self._calls.served()
         if op == "cas":
             self._calls.holds(call)
-        if self._out is not None and not self._dead:
+        if self._out is not None and self._state not in GOING:
             self._out.add("res", [req_id, ok, value])
 
     # -- deadlines ----------------------------------------------------------------------------
     def _overdue(self, oldest: Call) -> None:
-        if self._dead:
-            return
-        self.crashed = True
         timeout = self._launch.dispatch_timeout
-        self._spawn(self._gone(f"dispatch_timeout: a call ran past {timeout:g}s", blame=oldest))
+        end = self._dying(
+            Ending.FAULT, f"dispatch_timeout: a call ran past {timeout:g}s", blame=oldest
+        )
+        if end is not None:
+            self._spawn(end)
 
     # -- the end --------------------------------------------------------------------------------
-    async def stop(self, grace: float, reason: str) -> None:
-        """End as asked: no new call is sent, calls in flight finish (up to `grace`), then the
-        process exits; killed if it has not after `grace`."""
-        if self._dead:
-            return
-        self._stopping, self._asked = True, reason
-        if self.state is ExecutorState.READY:
-            self.state = ExecutorState.DRAINING
-        if self._out is None:
-            grace = 0.0  # still booting: nothing to finish
-        else:
+    def stop(self, grace: float, reason: str) -> Coroutine[Any, Any, None]:
+        """End as asked. The state moves now, with no await: a READY executor is DRAINING
+        (nothing new is sent, it is told to stop), one still booting or a spare is DYING.
+        What is returned, awaited, lets the calls in flight finish (up to `grace`), then the
+        process exit; killed if it has not after `grace`."""
+        if self._state is ExecutorState.READY:
+            self._move(ExecutorState.DRAINING)
+        if self._state is ExecutorState.DRAINING:
+            self._asked = reason
+            assert self._out is not None  # READY had it
             self._out.add("stop", True)
             self._out.flush()
+            return self._drain(grace, reason)
+        return self._dying(Ending.ASKED, reason) or self._end_done()
+
+    async def _end_done(self) -> None:
+        """Wait for the end decided already (by another path) to be done: bounded, since its
+        own waits are (`_end_tree`), and its task may never run (its pool stopped first)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_END_WAIT):
+                await self._ended.wait()
+
+    async def _drain(self, grace: float, reason: str) -> None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
                 await self._exit_code()
-        await self._gone(reason)
+        await self._gone(Ending.ASKED, reason)
 
     def kill(self, reason: str) -> None:
-        """Kill now (the process group); its calls in flight are lost without a charge."""
-        self._stopping, self._asked = True, reason
-        self._spawn(self._gone(reason))
+        """Kill it now (its tree), as a failure: DYING at once; its calls in flight are lost
+        without a charge unless one ran alone."""
+        end = self._dying(Ending.KILLED, reason)
+        if end is not None:
+            self._spawn(end)
 
     async def _gone(
-        self, reason: str | None, *, blame: Call | None = None, during_boot: bool = False
+        self,
+        ending: Ending,
+        reason: str | None,
+        *,
+        blame: Call | None = None,
+        during_boot: bool = False,
     ) -> None:
-        if self._dead:
-            return
-        # From here no call is sent to it (`dispatch` refuses, the pool counts its tenant as
-        # not ready); the calls in flight now are the ones it took down. It stays live (its
-        # state unchanged) until its exit is seen and accounted for, so that no second
-        # executor of its tenant can start before its failure counts (backoff, suspects).
-        self._dead = True
+        """End it (`_dying`), or wait for the end already decided to be done."""
+        end = self._dying(ending, reason, blame=blame, during_boot=during_boot)
+        await (end or self._end_done())
+
+    def _dying(
+        self,
+        ending: Ending,
+        reason: str | None,
+        *,
+        blame: Call | None = None,
+        during_boot: bool = False,
+    ) -> Coroutine[Any, Any, None] | None:
+        """Decide its end now, with no await: DYING, `ending` set, no call sent to it any more
+        (`send` refuses, the pool counts its tenant as not ready); the calls in flight now are
+        the ones it took down. What is returned ends it (`_end`); None if its end was decided
+        already. It stays live until its exit is seen and accounted for, so that no second
+        executor of its tenant can start before its failure counts (backoff, suspects)."""
+        if self._state in GOING:
+            return None
+        self._move(ExecutorState.DYING)
+        self.ending = ending
         self._on_dying(self)
-        calls = self._calls.close()
-        code = await self._end_tree(natural=reason is None and not self._stopping)
+        return self._end(reason, self._calls.close(), blame=blame, during_boot=during_boot)
+
+    async def _end(
+        self, reason: str | None, calls: list[Call], *, blame: Call | None, during_boot: bool
+    ) -> None:
+        """Kill its tree, learn how it exited, then end its life and tell its calls."""
+        try:
+            await self._bury(reason, calls, blame=blame, during_boot=during_boot)
+        finally:
+            self._ended.set()
+
+    async def _bury(
+        self, reason: str | None, calls: list[Call], *, blame: Call | None, during_boot: bool
+    ) -> None:
+        fault = self.ending is Ending.FAULT
+        code = await self._end_tree(natural=reason is None and fault)
         reason, killed = spawned.ending(
             reason,
             code,
-            asked=self._asked if self._stopping else None,
+            asked=None if fault else self._asked,
             during_boot=during_boot,
             oom=self._child is not None and self._child.oom_killed(),
         )
         if self._child is not None and code is not None:
             await self._child.forget()
-        self.self_inflicted = self.crashed and not self._stopping and not killed
+        if fault and killed:
+            self.ending = Ending.OUTSIDE
         self.stop_reason = reason
-        self.state = ExecutorState.FAILED if self.crashed else ExecutorState.STOPPED
+        self._move(ExecutorState.FAILED if self.crashed else ExecutorState.STOPPED)
         if self._writer is not None:
             self._writer.close()
         calls, blame = self._calls.lose(calls, blame=blame, crashed=self.crashed)
@@ -429,7 +506,7 @@ class ExecutorProcess:
                 "executor of tenant %r (pid %d) %s: %s; %d calls in flight",
                 self.tenant or "(a spare)",
                 self.pid,
-                self.state.value,
+                self._state.value,
                 reason,
                 len(calls),
             )

@@ -56,6 +56,7 @@ _PHASE = {
     ExecutorState.STARTING: Phase.STARTING,
     ExecutorState.READY: Phase.READY,
     ExecutorState.DRAINING: Phase.DRAINING,
+    ExecutorState.DYING: Phase.DRAINING,  # going: nothing to decide until it has ended
 }
 
 
