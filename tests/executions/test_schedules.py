@@ -279,19 +279,20 @@ async def test_ticks_claimed_by_a_server_that_died_are_started_by_another_once(
     async with app.running():
         assert app.tick_loop is not None and app._backend is not None
         s = await app.schedules.set("m", workflow="tick", every=60)
-        clock.advance(s.next_at - clock.wall())
         store = app._backend.schedules
         row = await store.get("default", "m")
         assert row is not None
-        # The dying server's claim: the tick is decided and `next_at` moved on.
+        # The dying server's claim (its clock a little ahead): the tick is decided and
+        # `next_at` moved on.
         seq = await store.claim(
-            row, next_at=s.next_at + 60, firing=(s.next_at,), until=clock.wall() + 10, missed=0
+            row, next_at=s.next_at + 60, firing=(s.next_at,), until=s.next_at + 10, missed=0
         )
         assert seq is not None
         ticker = app.tick_loop.ticker
+        clock.advance(s.next_at + 5 - clock.wall())
         await ticker.fire_due()
         assert runs == []  # before the claim's deadline, nobody else starts it
-        clock.advance(10)
+        clock.advance(5)
         await ticker.fire_due()
         await fired(app, "default", 1)
         await wait_until(lambda: _ran(runs, 1))
