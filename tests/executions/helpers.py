@@ -114,3 +114,16 @@ class FastClock:
 
     def __repr__(self) -> str:
         return f"FastClock(speed={self._speed})"
+
+
+async def ticker_idle(app: App) -> None:
+    """Until the app's ticker sleeps with no wake pending: a test that moves a ManualClock and
+    fires ticks itself then races no look of the ticker's own loop (a schedule's change wakes
+    it)."""
+    loop = app.tick_loop
+    assert loop is not None
+
+    async def idle() -> bool:
+        return loop.idle
+
+    await wait_until(idle, timeout=5)

@@ -23,7 +23,7 @@ from yoke.executions.model import OPERATOR
 from yoke.executions.schedules import Schedule
 from yoke.executions.ticker import tick_key
 
-from .helpers import FastClock, fast_settings, wait_until
+from .helpers import FastClock, fast_settings, ticker_idle, wait_until
 
 ACME = Principal("acme")  # a plain tenant
 OPS = Principal("ops", roles=[OPERATOR])
@@ -119,6 +119,7 @@ async def test_daily_cron_in_berlin_across_a_daylight_saving_change(
             "nightly", workflow="tick", cron="30 2 * * *", timezone="Europe/Berlin"
         )
         assert local(s.next_at) == first
+        await ticker_idle(app)
         clock.advance(s.next_at - clock.wall() - 1)
         await ticker.fire_due()  # a second early: nothing
         assert (await app.schedules.get("nightly")).fired == 0
@@ -173,6 +174,7 @@ async def test_ticks_missed_while_every_server_was_down_follow_catch_up(
     later = server(database_url, clock, runs, schedule_poll_secs=3600.0)
     async with later.running():
         assert later.tick_loop is not None
+        await ticker_idle(later)
         await later.tick_loop.ticker.fire_due()
         s2 = await fired(later, "acme", 1 if catch_up == "skip" else 2)
         late = s.next_at + 600  # passed 5 s ago: late, not missed; started either way
@@ -289,6 +291,7 @@ async def test_ticks_claimed_by_a_server_that_died_are_started_by_another_once(
         )
         assert seq is not None
         ticker = app.tick_loop.ticker
+        await ticker_idle(app)
         clock.advance(s.next_at + 5 - clock.wall())
         await ticker.fire_due()
         assert runs == []  # before the claim's deadline, nobody else starts it

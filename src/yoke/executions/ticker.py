@@ -237,6 +237,11 @@ class TickLoop:
     def __repr__(self) -> str:
         return f"TickLoop({self.ticker!r}, poll={self._poll}, waiting={self.waiting})"
 
+    @property
+    def idle(self) -> bool:
+        """Asleep with no wake pending: nothing fires until the next tick, poll or wake."""
+        return self.waiting and not self._wake.is_set()
+
     def wake(self) -> None:
         """A schedule changed (here or, through NOTIFY, elsewhere): look again now."""
         self._wake.set()

@@ -93,6 +93,7 @@ class Server:
             long_polls=LongPolls(app.settings.max_long_polls_per_tenant),
             max_wait=max_wait,
         )
+        app.add_tick_listener(self.state.metrics.ticks)  # the ticker's yoke_schedule_* counts
         self.dashboard = Dashboard(self.state)
         starts = StartsRoutes(self.state)
         self.ops: list[Op] = (
