@@ -54,7 +54,7 @@ def main(only: tuple[str, ...] = ()) -> None:
             params={"wait": 30},
         ).json()
         # Schedules of two tenants: one ticking every 2 s has run by the time it is shot.
-        schedules = {
+        schedules: dict[tuple[str, str], dict[str, object]] = {
             ("ada", "nightly-report"): {"cron": "30 2 * * *", "timezone": "Europe/Berlin"},
             ("ada", "heartbeat"): {"every": 2, "session": "ada/heartbeat"},
             ("flood", "hourly-sync"): {"cron": "0 * * * *", "catch_up": "skip"},
