@@ -265,6 +265,26 @@ async def test_a_change_wakes_the_ticker_at_once(database_url: str) -> None:
         await wait_until(lambda: _ran(runs, 1), timeout=5)
 
 
+async def test_a_change_made_on_a_peer_wakes_the_ticker(database_url: str) -> None:
+    """On PostgreSQL a schedule set through one server wakes every server's ticker at once
+    (NOTIFY yoke_schedules; their poll here is an hour); on SQLite, with no NOTIFY, a peer's
+    change is found by the poll (here 0.3 s)."""
+    poll = 0.3 if database_url.startswith("sqlite:") else 3600.0
+    a = server(database_url, ManualClock(), [], schedule_poll_secs=poll)
+    b = server(database_url, ManualClock(), [], schedule_poll_secs=3600.0)
+    async with a.running(), b.running():
+        await ticker_idle(a)
+        assert a.tick_loop is not None
+        looks = a.tick_loop.looks
+        await b.schedules.set("elsewhere", workflow="tick", every=60)
+
+        async def a_looked() -> bool:
+            assert a.tick_loop is not None
+            return a.tick_loop.looks > looks
+
+        await wait_until(a_looked, timeout=2)
+
+
 def test_tick_keys_name_the_schedule_and_the_tick() -> None:
     assert tick_key("abc", 1.5) == "yoke-schedule:abc:1500"
 

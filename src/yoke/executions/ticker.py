@@ -233,9 +233,13 @@ class TickLoop:
         self._retry = retry or RetryPolicy()
         self._wake = asyncio.Event()
         self.waiting = False
+        self.looks = 0  # passes of fire_due: a wake or the poll makes one
 
     def __repr__(self) -> str:
-        return f"TickLoop({self.ticker!r}, poll={self._poll}, waiting={self.waiting})"
+        return (
+            f"TickLoop({self.ticker!r}, poll={self._poll}, waiting={self.waiting}, "
+            f"looks={self.looks})"
+        )
 
     @property
     def idle(self) -> bool:
@@ -250,6 +254,7 @@ class TickLoop:
         backoff = Backoff(self._retry)
         while True:
             self._wake.clear()
+            self.looks += 1
             try:
                 await self.ticker.fire_due()
                 due = await self.ticker.next_due() if self.ticker.active else None

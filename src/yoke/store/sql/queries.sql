@@ -569,15 +569,23 @@ SELECT count(*) AS n FROM yoke_schedules WHERE tenant = :tenant;
 DELETE FROM yoke_schedules WHERE tenant = :tenant AND name = :name;
 
 -- name: due_schedules
--- Schedules with a tick due and none pending, and those whose pending ticks' server has not
--- finished them in time.
-SELECT * FROM yoke_schedules
-WHERE (firing IS NULL AND next_at <= :now) OR (firing IS NOT NULL AND firing_until <= :now)
-ORDER BY next_at LIMIT :limit;
+-- Schedules with a tick due and none claimed, then those whose claimed ticks' server has not
+-- finished them in time (each half read by its own partial index).
+SELECT * FROM (
+    SELECT * FROM (SELECT * FROM yoke_schedules WHERE firing IS NULL AND next_at <= :now
+        ORDER BY next_at LIMIT :limit) AS ticking
+    UNION ALL
+    SELECT * FROM (SELECT * FROM yoke_schedules WHERE firing IS NOT NULL
+        AND firing_until <= :now ORDER BY firing_until LIMIT :limit) AS stale
+) AS due
+LIMIT :limit;
 
 -- name: next_schedule_due
-SELECT min(CASE WHEN firing IS NULL THEN next_at ELSE firing_until END) AS due
-FROM yoke_schedules;
+SELECT min(due) AS due FROM (
+    SELECT min(next_at) AS due FROM yoke_schedules WHERE firing IS NULL
+    UNION ALL
+    SELECT min(firing_until) AS due FROM yoke_schedules WHERE firing IS NOT NULL
+) AS soonest;
 
 -- name: claim_ticks
 -- The compare-and-set of one server's decision: only the server that read the row at `seq`

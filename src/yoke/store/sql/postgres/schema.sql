@@ -370,4 +370,5 @@ CREATE TABLE yoke_schedules (
     PRIMARY KEY (tenant, name)
 );
 
-CREATE INDEX yoke_schedules_next ON yoke_schedules (next_at);
+CREATE INDEX yoke_schedules_next ON yoke_schedules (next_at) WHERE firing IS NULL;
+CREATE INDEX yoke_schedules_firing ON yoke_schedules (firing_until) WHERE firing IS NOT NULL;
