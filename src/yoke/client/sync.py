@@ -362,9 +362,7 @@ class Client:
         return decode(tuple[Schedule, ...], (self._send(call)).json()["items"])
 
     def schedule(self, name: str, *, tenant: str | None = None) -> Schedule:
-        call = Call(
-            method="GET", path=f"/v1/schedules/{segment(name)}", params={"tenant": tenant}
-        )
+        call = Call(method="GET", path=f"/v1/schedules/{segment(name)}", params={"tenant": tenant})
         return decode(Schedule, (self._send(call)).json())
 
     def set_schedule(
