@@ -22,6 +22,7 @@ from yoke.executions.cadence import CatchUp
 from yoke.executions.model import OPERATOR
 from yoke.executions.schedules import Schedule
 from yoke.executions.ticker import tick_key
+from yoke.store.scheduleverbs import NewSchedule
 
 from .helpers import FastClock, fast_settings, ticker_idle, wait_until
 
@@ -325,3 +326,35 @@ async def test_ticks_claimed_by_a_server_that_died_are_started_by_another_once(
         assert keys_of_runs(database_url)[runs[0]] == tick_key(row.schedule_id, s.next_at)
         assert again.execution_id == runs[0]  # the late starter gets the same start
         assert len(runs) == 1
+
+
+async def test_a_schedule_this_server_cannot_read_is_put_off_not_fatal(database_url: str) -> None:
+    """A stored schedule whose time zone this server's tz database lacks (another server's was
+    newer) is logged and looked at again an hour later; the ticker, and the server, go on."""
+    clock = ManualClock(wall_offset=1_800_000_000.0)
+    app = server(database_url, clock, [], schedule_poll_secs=3600.0)
+    async with app.running():
+        assert app.tick_loop is not None and app._backend is not None
+        now = clock.wall()
+        odd = NewSchedule(
+            tenant="acme",
+            name="odd",
+            schedule_id="odd-1",
+            workflow="tick",
+            input="null",
+            session="acme",
+            cron="0 * * * *",
+            every=None,
+            timezone="Mars/Olympus_Mons",
+            catch_up="one",
+            updated_by="",
+            now=now,
+            next_at=now,
+        )
+        await app._backend.schedules.put(odd, most=10)
+        await ticker_idle(app)
+        await app.tick_loop.ticker.fire_due()
+        row = await app._backend.schedules.get("acme", "odd")
+        assert row is not None and row.next_at == now + 3600 and row.fired == 0
+        await app.schedules.set("fine", workflow="tick", every=60)  # the ticker still runs
+        await ticker_idle(app)

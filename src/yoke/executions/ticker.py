@@ -48,6 +48,7 @@ from yoke.store.scheduleverbs import Fired, ScheduleRow
 log = logging.getLogger("yoke.executions.ticker")
 
 CLAIM_SECS = 10.0  # claimed ticks not finished by then are claimed again by another server
+BROKEN_RETRY = 3600.0  # a schedule whose cadence this server cannot read is looked at again
 
 
 class TickStore(Protocol):
@@ -175,7 +176,15 @@ class Ticker:
             )
         else:
             catch_up: CatchUp = "skip" if row.catch_up == "skip" else "one"
-            p = plan(cadence_of(row), row.next_at, now, grace=self._grace, catch_up=catch_up)
+            try:
+                cadence = cadence_of(row)
+            except InvalidArgument as exc:  # a zone this server's tz database lacks, say
+                log.error("schedule %s/%s cannot tick here: %s", row.tenant, row.name, exc)
+                await store.claim(
+                    row, next_at=now + BROKEN_RETRY, firing=(), until=now, missed=0
+                )  # looked at again later, not in a loop: the row stays as it is otherwise
+                return
+            p = plan(cadence, row.next_at, now, grace=self._grace, catch_up=catch_up)
             ticks = p.starts
             seq = await store.claim(
                 row,
