@@ -51,7 +51,7 @@ class Cadence:
             raise BadValue("timezone must be an IANA time zone name such as 'Europe/Berlin'")
         try:
             ZoneInfo(self.timezone)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):
             raise BadValue(f"unknown time zone {self.timezone!r}") from None
         if self.every is not None:
             every = self.every
