@@ -4,7 +4,10 @@ Two steps, kept apart so that a shared timer machinery can drive the second: `Ti
 says when the next tick (or the deadline of ticks another server claimed) is due, and
 `Ticker.fire_due()` fires what is due now. `TickLoop` is this module's driver: it sleeps until
 `next_due`, at most `poll` seconds, and is woken early by a schedule's change (NOTIFY
-yoke_schedules on PostgreSQL; in-process, by `Schedules`, on SQLite).
+yoke_schedules on PostgreSQL; in-process, by `Schedules`, on SQLite). On a shared timer loop
+the ticker is one more timer source: its pending timers are the schedules by `next_at` (and
+claimed ticks by their deadline), and firing a due batch is `_fire` of each row, which the
+claim already makes a no-op in every process but one.
 
 Firing a schedule is three writes. (1) The claim: of the servers that read the schedule due,
 one moves its `next_at` on by a compare-and-set and records the ticks it decided to start
