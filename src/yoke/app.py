@@ -46,12 +46,15 @@ if TYPE_CHECKING:  # the engines: imported where they are first built (see above
     from yoke.executions.leadership import Leadership, Liveness
     from yoke.executions.model import Limits
     from yoke.executions.retention import Pruner
+    from yoke.executions.schedules import Schedules
     from yoke.executions.service import Executions, Reviewer
     from yoke.executions.steps import Retry
     from yoke.executions.tenant_book import Rates
     from yoke.executions.tenants import Tenants
+    from yoke.executions.ticker import TickListener, TickLoop
     from yoke.store import Store
     from yoke.store.actor_records import EventKey
+    from yoke.store.scheduleverbs import ScheduleVerbs
     from yoke.store.tenantverbs import TenantRow
 
 log = logging.getLogger("yoke.app")
@@ -86,6 +89,14 @@ class Backend(Protocol):
 
     async def listen_tenant_settings(self, on_changed: Callable[[], None]) -> None:
         """Call `on_changed` when a tenant's settings change, until cancelled (or return at
+        once)."""
+        ...
+
+    @property
+    def schedules(self) -> ScheduleVerbs: ...
+
+    async def listen_schedules(self, on_changed: Callable[[], None]) -> None:
+        """Call `on_changed` when a schedule is set or deleted, until cancelled (or return at
         once)."""
         ...
 
@@ -195,6 +206,9 @@ class App:
         self._stopping = False
         self._service_tasks: list[asyncio.Task[None]] = []
         self._tenants_changed = asyncio.Event()  # read the tenants' settings again now
+        self._backend: Backend | None = None  # while running
+        self.tick_loop: TickLoop | None = None  # this process's ticker, while running
+        self._tick_listeners: list[TickListener] = []
 
     # -- the engines, built on first use -------------------------------------------------------
     @cached_property
@@ -285,6 +299,31 @@ class App:
             changed=changed,
         )
 
+    @cached_property
+    def schedules(self) -> Schedules:
+        """Workflows started on a cron expression or every N seconds (`executions/schedules.py`);
+        this process's ticker starts their ticks while `running()`."""
+        from yoke.executions.schedules import Schedules
+
+        def changed() -> None:  # this process's ticker looks again at once
+            if self.tick_loop is not None:
+                self.tick_loop.wake()
+
+        return Schedules(
+            store=self._schedule_store, registry=self.registry, clock=self.clock, changed=changed
+        )
+
+    def _schedule_store(self) -> ScheduleVerbs:
+        if self._backend is None:
+            from yoke.errors import NotRunning
+
+            raise NotRunning("the app is not running: use `async with app.running():`")
+        return self._backend.schedules
+
+    def add_tick_listener(self, listener: TickListener) -> None:
+        """`listener` hears each tick the ticker starts, refuses or misses (for metrics)."""
+        self._tick_listeners.append(listener)
+
     def __repr__(self) -> str:
         return (
             f"App(instance_id={self.instance_id!r}, store={self.store!r}, "
@@ -364,6 +403,7 @@ class App:
         backend = open_store(s.database_url, s, name=self.instance_id)
         await backend.open()
         self.store = store = backend.executions
+        self._backend = backend
         self._stopping = False
         self.actors.attach(backend.actors)
         rates = self._rates(backend.actors)
@@ -412,10 +452,12 @@ class App:
                 self.actors.admit_appends = None
             self.executions.detach()
             self.leadership = None
+            self.tick_loop = None
             with contextlib.suppress(YokeError):
                 await store.stop_instance(self.instance_id, now=self.clock.wall())
             await backend.close()
             self.store = None
+            self._backend = None
 
     async def _stop(self) -> None:
         await self.shutdown()
@@ -475,6 +517,11 @@ class App:
                 name="yoke-tenant-settings-listener",
             ),
         ]
+        loop = self._tick_loop()
+        services += [
+            tg.create_task(loop.run(), name="yoke-ticker"),
+            tg.create_task(backend.listen_schedules(loop.wake), name="yoke-schedule-listener"),
+        ]
         pruner = self._pruner(store, backend, instance_id)
         if pruner is not None:
             services.append(tg.create_task(pruner.run(), name="yoke-pruner"))
@@ -487,6 +534,27 @@ class App:
             ]
         services += [tg.create_task(fn(), name=name) for name, fn in self._services]
         self._service_tasks = services
+
+    def _tick_loop(self) -> TickLoop:
+        """The ticker (`executions/ticker.py`): on an HA pair, the leader's only."""
+        from yoke.executions.ticker import Ticker, TickListeners, TickLoop
+
+        lead = self.leadership
+        ticker = Ticker(
+            store=self._schedule_store,
+            start=self.executions.start,
+            clock=self.clock,
+            grace=self.settings.schedule_grace_secs,
+            listener=TickListeners(self._tick_listeners),
+            active=(lambda: True) if lead is None else (lambda: lead.is_leader),
+        )
+        self.tick_loop = TickLoop(
+            ticker,
+            clock=self.clock,
+            poll=self.settings.schedule_poll_secs,
+            retry=self.settings.retry(),
+        )
+        return self.tick_loop
 
     def _rates(self, buckets: ActorStore) -> Rates:
         from yoke.executions.tenant_book import Rates

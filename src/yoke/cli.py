@@ -4,10 +4,11 @@
 `yoke db upgrade`, first connects to the database once, so that a command that cannot start
 says why in one line and exits 2 (an option, a URL, the app to change) or 3 (the database does
 not answer or refuses the credentials); `--debug` adds the traceback. The client verbs
-(`start`, `executions`, `limits`, `tenants`, `audit`, `workers`, `events`) talk to a running
-server through `yoke.client` (`--url`/`YOKE_URL`, `--token`/`YOKE_TOKEN`) and print tables that
-fit the terminal without cutting a word (`yoke.tables`), or JSON with `--json`; an error answer
-is printed to stderr in one line and exits 1. This module must never hold API logic.
+(`start`, `executions`, `limits`, `tenants`, `schedules`, `audit`, `workers`, `events`) talk
+to a running server through `yoke.client` (`--url`/`YOKE_URL`, `--token`/`YOKE_TOKEN`) and
+print tables that fit the terminal without cutting a word (`yoke.tables`), or JSON with
+`--json`; an error answer is printed to stderr in one line and exits 1. This module must never
+hold API logic.
 
 No secret stays on a command line, where every user of the host reads it (`/proc/<pid>/
 cmdline`): the database URL comes from `YOKE_DATABASE_URL` or `--database-url-file`, and when
@@ -716,6 +717,107 @@ def audit(
         return
     items = [{**_plain(e), "change": _change(e.before, e.after)} for e in entries]
     _rows(items, ["seq", "at", "kind", "principal", "subject", "change"], False, "audit")
+
+
+# -- schedules ----------------------------------------------------------------------------------
+schedules_app = typer.Typer(
+    help="List, set and delete schedules: workflows started on a cron expression or every N "
+    "seconds.",
+    no_args_is_help=True,
+)
+app.add_typer(schedules_app, name="schedules")
+SCHEDULE_TENANT = typer.Option(
+    None, "--tenant", help="The schedule's tenant (role OPERATOR or ADMIN; a tenant: its own)."
+)
+
+
+@schedules_app.command("list")
+def schedules_list(
+    tenant: str = SCHEDULE_TENANT,
+    limit: int = typer.Option(100, "--limit", min=1, max=1000),
+    url: str = URL,
+    token: str = TOKEN,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Schedules with their next and last runs (a plain tenant: its own)."""
+    import time
+
+    with _client(url, token) as c:
+        items = c.schedules(tenant=tenant, limit=limit)
+    if as_json:
+        _echo_json({"items": items})
+        return
+    now = time.time()
+    rows = [
+        {
+            **_plain(s),
+            "when": s.cron if s.cron is not None else f"every {s.every:g}s",
+            "next": _until(s.next_at - now),
+            "last": "-" if s.last_fired_at is None else _ago(now - s.last_fired_at),
+            "outcome": s.last_outcome,  # the last start's status, or why it was refused
+        }
+        for s in items
+    ]
+    columns = ["name", "when", "next", "last", "outcome", "tenant", "workflow"]
+    _rows(rows, [*columns, "timezone", "session", "fired", "missed"], False, "schedules")
+
+
+@schedules_app.command("set")
+def schedules_set(
+    name: str = typer.Argument(..., help="The schedule's name (letters, digits, . _ : -)."),
+    workflow: str = typer.Argument(..., help="The workflow each tick starts."),
+    cron: str = typer.Option(None, "--cron", help='Five cron fields, e.g. "*/5 * * * *".'),
+    every: float = typer.Option(None, "--every", help="Or: a tick every this many seconds."),
+    timezone: str = typer.Option("UTC", "--timezone", help="The cron's time zone (IANA name)."),
+    catch_up: str = typer.Option(
+        "one", "--catch-up", help="Ticks missed while no server ran: one (one start) or skip."
+    ),
+    input: str = typer.Option("null", "--input", help="Each start's input, as JSON."),
+    session: str = typer.Option(None, "--session", help="The starts' session."),
+    tenant: str = SCHEDULE_TENANT,
+    url: str = URL,
+    token: str = TOKEN,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Make or replace a schedule (from its next tick after now)."""
+    value = _json_arg(input, "--input")
+    with _client(url, token) as c:
+        done = c.set_schedule(
+            name,
+            workflow=workflow,
+            input=value,
+            session=session,
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            catch_up=catch_up,
+            tenant=tenant,
+        )
+    _show(done, as_json, "schedule")
+
+
+@schedules_app.command("delete")
+def schedules_delete(
+    name: str = typer.Argument(..., help="The schedule's name."),
+    tenant: str = SCHEDULE_TENANT,
+    url: str = URL,
+    token: str = TOKEN,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Delete a schedule (what its ticks started goes on)."""
+    with _client(url, token) as c:
+        gone = c.delete_schedule(name, tenant=tenant)
+    _show(gone, as_json, "deleted schedule")
+
+
+def _until(seconds: float) -> str:
+    """How long until, to the unit that reads best (`in 4s`, `in 3m`, `due`)."""
+    if seconds <= 0:
+        return "due"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"in {int(seconds // size)}{unit}"
+    return f"in {int(seconds)}s"
 
 
 # -- the operator's verbs: workers, events ----------------------------------------------------

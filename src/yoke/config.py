@@ -152,6 +152,17 @@ class Settings:
         "`otel`: a span for each start's life and each `process()` call, through "
         "OpenTelemetry (the `yoke[otel]` extra), taking the caller's W3C `traceparent`",
     )
+    # Schedules (`app.schedules`): when a tick is late and when it was missed.
+    schedule_grace_secs: float = setting(
+        60.0,
+        "a schedule's tick found due less than this long ago is started late; older ticks were "
+        "missed (no server ran) and follow the schedule's `catch_up`",
+    )
+    schedule_poll_secs: float = setting(
+        10.0,
+        "longest sleep of a server's ticker (it wakes for the next tick, and at once on a "
+        "schedule's change: NOTIFY on PostgreSQL, in-process on SQLite)",
+    )
     # How every loop waits out a store that does not answer (`yoke.retry`).
     retry_first_pause: float = setting(0.2, "seconds before the second attempt of a store call")
     retry_max_pause: float = setting(5.0, "retry pauses double up to this many seconds")
@@ -174,9 +185,10 @@ class Settings:
             "ready_timeout",
             "ha_poll_secs",
             "retention_secs",
+            "schedule_grace_secs",
         ):
             _check_seconds(name, getattr(self, name))
-        for name in ("request_poll_secs", "prune_interval_secs"):
+        for name in ("request_poll_secs", "prune_interval_secs", "schedule_poll_secs"):
             _check_seconds(name, getattr(self, name))
             if getattr(self, name) <= 0:
                 raise BadValue(f"{name} must be > 0 seconds")

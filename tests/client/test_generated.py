@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from yoke.client import AsyncClient, Client, actors, values, views
 from yoke.client.unasync import SOURCE, TARGET, generate
 from yoke.executions import AuditEntry, Execution, Limits, Start
+from yoke.executions.schedules import Schedule
 from yoke.server import models as m
 from yoke.server import models_actors as ma
 from yoke.server.ui import models as um
@@ -51,6 +52,7 @@ SHAPES: list[tuple[type, type[BaseModel], set[str]]] = [
     (values.Why, m.WhyOut, set()),
     (values.Fix, m.FixOut, set()),
     (values.Tenant, m.TenantOut, set()),
+    (Schedule, m.ScheduleOut, set()),
     (values.TenantValues, m.TenantValuesOut, set()),
     (values.TenantExecutions, m.TenantExecutionsOut, set()),
     (values.TenantActors, m.TenantActorsOut, set()),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -95,3 +96,34 @@ def count_rows(database_url: str, table: str, where: str = "TRUE") -> int:
         row = pg.execute(sql.encode()).fetchone()
         assert row is not None
         return int(row[0])
+
+
+class FastClock:
+    """A clock whose wall time runs `speed` times faster than real time from its creation (its
+    monotonic clock is the real one): a minute of a schedule's ticks in a few seconds."""
+
+    def __init__(self, speed: float) -> None:
+        self._speed = speed
+        self._real0 = time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def wall(self) -> float:
+        return self._real0 + (time.time() - self._real0) * self._speed
+
+    def __repr__(self) -> str:
+        return f"FastClock(speed={self._speed})"
+
+
+async def ticker_idle(app: App) -> None:
+    """Until the app's ticker sleeps with no wake pending: a test that moves a ManualClock and
+    fires ticks itself then races no look of the ticker's own loop (a schedule's change wakes
+    it)."""
+    loop = app.tick_loop
+    assert loop is not None
+
+    async def idle() -> bool:
+        return loop.idle
+
+    await wait_until(idle, timeout=5)

@@ -17,7 +17,8 @@ from tests.ui.conftest import CHROMIUM, FLAGS
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
-def main() -> None:
+def main(only: tuple[str, ...] = ()) -> None:
+    """Shoot every page, or those named in `only` (`python -m tests.ui.shoot schedules`)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     demo = subprocess.Popen(
@@ -52,7 +53,19 @@ def main() -> None:
             json={"workflow": "refund", "input": {"card": "4000000000000000"}, "session": "ada"},
             params={"wait": 30},
         ).json()
-        time.sleep(1)  # its three attempts and their pauses
+        # Schedules of two tenants: one ticking every 2 s has run by the time it is shot.
+        schedules: dict[tuple[str, str], dict[str, object]] = {
+            ("ada", "nightly-report"): {"cron": "30 2 * * *", "timezone": "Europe/Berlin"},
+            ("ada", "heartbeat"): {"every": 2, "session": "ada/heartbeat"},
+            ("flood", "hourly-sync"): {"cron": "0 * * * *", "catch_up": "skip"},
+        }
+        for (tenant, name), cadence in schedules.items():
+            http.put(
+                f"/v1/schedules/{name}",
+                params={"tenant": tenant},
+                json={"workflow": "order", "input": {}, **cadence},
+            ).raise_for_status()
+        time.sleep(3)  # the refund's three attempts and their pauses; two heartbeats
         pages = {
             "overview": "/ui/",
             "admission": "/ui/admission",
@@ -66,6 +79,7 @@ def main() -> None:
             "instance": "/ui/actors/tally/instances/flood?tenant=flood",
             "workers": "/ui/workers",
             "timers": "/ui/timers",
+            "schedules": "/ui/schedules",
             "audit": "/ui/audit",
         }
         from playwright.sync_api import sync_playwright
@@ -75,6 +89,8 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             page = browser.new_page(viewport={"width": 1280, "height": 760})
             for name, path in pages.items():
+                if only and name not in only:
+                    continue
                 page.goto(url + path)
                 page.wait_for_selector("#live[data-state=live]")
                 page.wait_for_timeout(1200)  # charts fetch their series
@@ -86,4 +102,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(tuple(sys.argv[1:]))

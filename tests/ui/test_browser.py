@@ -58,6 +58,7 @@ def test_every_view_renders_its_data_without_console_errors_or_csp_violations(
         "/ui/actors": "#r-actors",
         "/ui/workers": "#executor-mode >> text=this server's own worker: inline",
         "/ui/timers": "#r-timers",
+        "/ui/schedules": "#r-schedules",
         "/ui/audit": "#r-audit tbody tr",
     }
     for path, selector in checks.items():

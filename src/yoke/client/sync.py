@@ -32,6 +32,7 @@ from yoke.client.values import Appended, AuditPage, ExecutionSteps, Ha, Tenant, 
 from yoke.client.views import Fairness, Overview, QueueView, Scheduler, Series, Timer
 from yoke.errors import Conflict, ShuttingDown
 from yoke.executions import AuditEntry, Execution, Limits, Page, Start, StartStatus
+from yoke.executions.schedules import Schedule
 
 LONGEST_POLL = 60.0  # the server's bound on one `?wait=`
 KEEP: Any = object()  # a tenant setting left as it is
@@ -350,6 +351,50 @@ class Client:
             body["actors"] = dict(actors)
         call = Call(method="PUT", path=f"/v1/tenants/{segment(tenant)}", body=body)
         return decode(Tenant, (self._send(call)).json())
+
+    # -- schedules -------------------------------------------------------------------------
+    def schedules(
+        self, *, tenant: str | None = None, limit: int | None = None
+    ) -> tuple[Schedule, ...]:
+        """Schedules by tenant and name, with their next and last runs (a tenant's token sees
+        its own; OPERATOR or ADMIN every tenant's, or `tenant`'s)."""
+        call = Call(method="GET", path="/v1/schedules", params={"tenant": tenant, "limit": limit})
+        return decode(tuple[Schedule, ...], (self._send(call)).json()["items"])
+
+    def schedule(self, name: str, *, tenant: str | None = None) -> Schedule:
+        call = Call(method="GET", path=f"/v1/schedules/{segment(name)}", params={"tenant": tenant})
+        return decode(Schedule, (self._send(call)).json())
+
+    def set_schedule(
+        self,
+        name: str,
+        *,
+        workflow: str,
+        input: Any = None,
+        session: str | None = None,
+        cron: str | None = None,
+        every: float | None = None,
+        timezone: str = "UTC",
+        catch_up: str = "one",
+        tenant: str | None = None,
+    ) -> Schedule:
+        """Make or replace the schedule `name`: `workflow` started with `input` in `session`
+        at each tick of `cron` (five fields, in `timezone`) or `every` seconds; ticks missed
+        while no server ran: `catch_up` "one" (one start for them all) or "skip"."""
+        body: dict[str, Any] = {"workflow": workflow, "input": input, "timezone": timezone}
+        body["catch_up"] = catch_up
+        for key, value in (("session", session), ("cron", cron), ("every", every)):
+            if value is not None:
+                body[key] = float(value) if key == "every" else value
+        path = f"/v1/schedules/{segment(name)}"
+        call = Call(method="PUT", path=path, params={"tenant": tenant}, body=body)
+        return decode(Schedule, (self._send(call)).json())
+
+    def delete_schedule(self, name: str, *, tenant: str | None = None) -> Schedule:
+        """Delete a schedule; answers it as it was."""
+        path = f"/v1/schedules/{segment(name)}"
+        call = Call(method="DELETE", path=path, params={"tenant": tenant})
+        return decode(Schedule, (self._send(call)).json())
 
     def scheduler(self) -> Scheduler:
         """Slots in use, the queue by session, the next picks."""

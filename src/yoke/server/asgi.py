@@ -43,6 +43,7 @@ from yoke.server.routes_control import ControlRoutes
 from yoke.server.routes_executions import ExecutionsRoutes
 from yoke.server.routes_executors import ExecutorsRoutes
 from yoke.server.routes_ops import OpsRoutes
+from yoke.server.routes_schedules import SchedulesRoutes
 from yoke.server.routes_starts import StartsRoutes
 from yoke.server.routes_streams import StreamsRoutes
 from yoke.server.routing import LeanRoutes, Op, lean_routes, starlette_routes
@@ -92,6 +93,7 @@ class Server:
             long_polls=LongPolls(app.settings.max_long_polls_per_tenant),
             max_wait=max_wait,
         )
+        app.add_tick_listener(self.state.metrics.ticks)  # the ticker's yoke_schedule_* counts
         self.dashboard = Dashboard(self.state)
         starts = StartsRoutes(self.state)
         self.ops: list[Op] = (
@@ -103,6 +105,7 @@ class Server:
                 actors=ActorsRoutes(self.state),
                 executors=ExecutorsRoutes(self.state),
                 ops=OpsRoutes(self.state, self.document),
+                schedules=SchedulesRoutes(self.state),
             )
             + self.dashboard.api.ops()
         )

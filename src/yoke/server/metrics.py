@@ -2,7 +2,9 @@
 two apps in one process, as in tests, count apart).
 
 Counted as they happen: `yoke_starts_total{outcome}` and `yoke_start_wait_seconds` (from a
-start's arrival to its grant). Read at scrape time from the scheduler, so they cannot drift:
+start's arrival to its grant), and the schedules' `yoke_schedule_ticks_total{tenant, outcome}`
+and `yoke_schedule_lateness_seconds` (heard from the ticker). Read at scrape time from the
+scheduler, so they cannot drift:
 `yoke_executions_running`, `yoke_starts_queued`, `yoke_session_queued{session}` and
 `yoke_fairness_jain`, per tenant (bounded as below) `yoke_tenant_executions_running`,
 `yoke_tenant_starts_queued` and `yoke_tenant_running_share{of="actual"|"target"}`,
@@ -42,6 +44,7 @@ TOP_SESSIONS = 20
 TOP_TENANTS = 20
 NAMED_TENANTS = 1000  # tenants whose refusals are counted by name, at most
 OTHER = "_other"
+LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
 
@@ -172,6 +175,62 @@ class _Refusals(Collector):
         yield family
 
 
+class _ScheduleTicks(Collector):
+    """The ticker's report, as `yoke_schedule_ticks_total{tenant, outcome}` (`started`,
+    `refused`: admission refused the tick's start; `missed`: stood for by one start of catch-up
+    "one"; `skipped`: catch-up "skip") and `yoke_schedule_lateness_seconds` (from a tick's due
+    time to its start's answer). Tenants are bounded as in `_Refusals`: at most
+    `NAMED_TENANTS` counted by name, the `TOP_TENANTS` with the most ticks named by a scrape."""
+
+    OUTCOMES = ("started", "refused", "missed", "skipped")
+
+    def __init__(self, lateness: Histogram) -> None:
+        self._counts: dict[str, dict[str, int]] = {}
+        self._lateness = lateness
+
+    def _add(self, tenant: str, outcome: str, n: int) -> None:
+        counts = self._counts.get(tenant)
+        if counts is None:
+            name = tenant if len(self._counts) < NAMED_TENANTS else OTHER
+            counts = self._counts.setdefault(name, {})
+        counts[outcome] = counts.get(outcome, 0) + n
+
+    def started(self, tenant: str, lateness: float) -> None:
+        self._add(tenant, "started", 1)
+        self._lateness.observe(lateness)
+
+    def refused(self, tenant: str) -> None:
+        self._add(tenant, "refused", 1)
+
+    def missed(self, tenant: str, missed: int, skipped: int) -> None:
+        if missed:
+            self._add(tenant, "missed", missed)
+        if skipped:
+            self._add(tenant, "skipped", skipped)
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "yoke_schedule_ticks",
+            "Schedule ticks by tenant and outcome: started, refused (by admission), missed (one "
+            f"start stood for them) or skipped while no server ran (the {TOP_TENANTS} tenants "
+            f"with the most ticks; the rest as {OTHER})",
+            labels=["tenant", "outcome"],
+        )
+        ranked = sorted(self._counts.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+        rest: dict[str, int] = {}
+        for i, (tenant, counts) in enumerate(ranked):
+            if i < TOP_TENANTS and tenant != OTHER:
+                for outcome in self.OUTCOMES:
+                    family.add_metric([tenant, outcome], counts.get(outcome, 0))
+            else:
+                for outcome, n in counts.items():
+                    rest[outcome] = rest.get(outcome, 0) + n
+        if rest:
+            for outcome in self.OUTCOMES:
+                family.add_metric([OTHER, outcome], rest.get(outcome, 0))
+        yield family
+
+
 class _HaCollector(Collector):
     """`yoke_ha_role{role}`, `yoke_ha_epoch`, `yoke_ha_failovers_total`: read at scrape time
     from the leadership of a server run with `--ha` (nothing without it)."""
@@ -246,6 +305,14 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_SchedulerCollector(executions))
+        lateness = Histogram(
+            "yoke_schedule_lateness_seconds",
+            "Seconds from a schedule tick's due time to its start's answer (this server's)",
+            buckets=LATENESS_BUCKETS,
+            registry=self.registry,
+        )
+        self.ticks = _ScheduleTicks(lateness)
+        self.registry.register(self.ticks)
         self._refusals = _Refusals()
         self.registry.register(self._refusals)
         if leadership is not None:

@@ -376,3 +376,42 @@ class Problem(BaseModel):
     status: int
     detail: str | None = None
     instance: str | None = None
+
+
+class ScheduleIn(_Body):
+    """PUT makes or replaces the schedule: exactly one of `cron` (five fields, in `timezone`)
+    and `every` (seconds); ticks missed while no server ran: `catch_up` one (one start for
+    them all) or skip (none)."""
+
+    workflow: Text
+    input: Any = None
+    session: Text | None = None
+    cron: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    every: Annotated[float, Strict(), Field(ge=1, le=366 * 86400)] | None = None
+    timezone: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "UTC"
+    catch_up: Literal["one", "skip"] = "one"
+
+
+class ScheduleOut(BaseModel):
+    tenant: str
+    name: str
+    workflow: str
+    input: Any
+    session: str
+    cron: str | None
+    every: float | None
+    timezone: str
+    catch_up: str
+    updated_by: str
+    updated_at: float
+    next_at: float = Field(description="the next tick due (epoch seconds)")
+    last_tick_at: float | None = Field(description="the last tick started (its due time)")
+    last_fired_at: float | None = Field(description="when the last tick was started")
+    last_start_id: str | None
+    last_outcome: str | None = Field(description="the last start's status, or why refused")
+    fired: int = Field(description="ticks started")
+    missed: int = Field(description="ticks missed or skipped while no server ran")
+
+
+class ScheduleListOut(BaseModel):
+    items: list[ScheduleOut]

@@ -21,6 +21,7 @@ from yoke.server.routes_control import ControlRoutes
 from yoke.server.routes_executions import ExecutionsRoutes
 from yoke.server.routes_executors import ExecutorsRoutes
 from yoke.server.routes_ops import OpsRoutes
+from yoke.server.routes_schedules import SchedulesRoutes
 from yoke.server.routes_starts import StartsRoutes
 from yoke.server.routes_streams import StreamsRoutes
 from yoke.server.routing import ANY, PUBLIC, Answer, Op, role
@@ -75,6 +76,12 @@ APPEND_TENANT = query(
     "the tenant to append for (an ingest gateway's): OPERATOR or ADMIN only, 403 for another "
     "tenant's name from anyone else; default: the caller's own tenant",
 )
+SCHEDULE_TENANT = query(
+    "tenant",
+    TEXT,
+    "the schedule's tenant: OPERATOR or ADMIN name any (default: `default`; the list: every "
+    "tenant); anyone else only its own (another tenant's name is 403)",
+)
 EXECUTION_STATUSES = sorted(["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED", "TIMED_OUT"])
 
 _START = {"operationId": "getStart", "parameters": {"start_id": "$response.body#/start_id"}}
@@ -120,6 +127,7 @@ def table(
     actors: ActorsRoutes,
     executors: ExecutorsRoutes,
     ops: OpsRoutes,
+    schedules: SchedulesRoutes,
 ) -> list[Op]:
     status = query("status", {"type": "string", "enum": EXECUTION_STATUSES}, "status")
     cursor = query("cursor", {"type": "string", "pattern": "^[0-9]{1,18}$"}, "next_cursor")
@@ -189,6 +197,24 @@ def table(
         Op("GET", "/v1/audit", control.audit, ADMINS, "getAudit", "Control-log entries",
            query=(PAGE, offset), answers=ok(m.AuditPageOut, "Entries, oldest first"),
            errors=(422,)),
+        # -- schedules -------------------------------------------------------------------------
+        Op("GET", "/v1/schedules", schedules.list, ANY, "listSchedules",
+           "Schedules, by tenant and name (a tenant sees its own), with next and last runs",
+           query=(SCHEDULE_TENANT, PAGE),
+           answers=ok(m.ScheduleListOut, "The schedules"), errors=(403, 422)),
+        Op("GET", "/v1/schedules/{name}", schedules.show, ANY, "getSchedule",
+           "A schedule, with its next and last runs",
+           query=(SCHEDULE_TENANT,), answers=ok(m.ScheduleOut, "The schedule"),
+           errors=(403, 404, 422)),
+        Op("PUT", "/v1/schedules/{name}", schedules.put, ANY, "setSchedule",
+           "Make or replace a schedule: a workflow started at each tick of a cron expression "
+           "or every N seconds, through admission, once per tick across servers",
+           body=m.ScheduleIn, query=(SCHEDULE_TENANT,),
+           answers=ok(m.ScheduleOut, "The schedule"), errors=(403, 404, 409, 422)),
+        Op("DELETE", "/v1/schedules/{name}", schedules.delete, ANY, "deleteSchedule",
+           "Delete a schedule (ticks started stay started)",
+           query=(SCHEDULE_TENANT,), answers=ok(m.ScheduleOut, "The deleted schedule"),
+           errors=(403, 404, 422)),
         # -- actors ----------------------------------------------------------------------------
         Op("POST", "/v1/streams/{stream}/events", streams.append, ANY, "appendEvent",
            "Append an event to a stream (the built-in portal for actors)",

@@ -74,6 +74,7 @@ from yoke.retry import Backoff, RetryPolicy
 from yoke.store import sqlfiles
 from yoke.store.actorverbs import ActorVerbs
 from yoke.store.execverbs import ExecutionVerbs
+from yoke.store.scheduleverbs import ScheduleVerbs
 from yoke.store.tx import Row, Tx
 
 log = logging.getLogger("yoke.store.postgres")
@@ -84,6 +85,7 @@ ACTOR_QUEUE_CHANNEL = "yoke_actor_queue"
 SCHEDULE_CHANNEL = "yoke_schedule_change"
 LEASE_CHANNEL = "yoke_lease"
 TENANTS_CHANNEL = "yoke_tenant_settings"
+SCHEDULES_CHANNEL = "yoke_schedules"
 _MIGRATION_LOCK = 0x796F6B65  # "yoke"
 FENCED = "YK001"  # raised by yoke_fence(): the writer's term is over
 QUOTA = "yoke_tenant_quota"  # the CHECK that refuses an increment of a tenant's usage past its cap
@@ -324,6 +326,7 @@ class PostgresStore:
         self._version = 0
         self.executions = ExecutionVerbs(self)
         self.actors = ActorVerbs(self, leases=_LeaseLink(self))
+        self.schedules = ScheduleVerbs(self)
 
     def __repr__(self) -> str:
         return f"PostgresStore(open={self._pool is not None}, max_size={self.max_size})"
@@ -450,6 +453,13 @@ class PostgresStore:
         changed while we were not listening)."""
         await self._listen(
             "tenant settings", (TENANTS_CHANNEL,), on_changed, lambda _c, _p: on_changed()
+        )
+
+    async def listen_schedules(self, on_changed: Callable[[], None]) -> None:
+        """NOTIFY yoke_schedules: a schedule was set or deleted (on connect too: whatever
+        changed while we were not listening)."""
+        await self._listen(
+            "schedule changes", (SCHEDULES_CHANNEL,), on_changed, lambda _c, _p: on_changed()
         )
 
     def liveness(self, holder: str) -> LivenessLock:

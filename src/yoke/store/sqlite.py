@@ -59,6 +59,7 @@ from yoke.retry import Backoff, RetryPolicy
 from yoke.store import sqlfiles
 from yoke.store.actorverbs import ActorVerbs
 from yoke.store.execverbs import ExecutionVerbs
+from yoke.store.scheduleverbs import ScheduleVerbs
 from yoke.store.tx import Row, Tx
 
 T = TypeVar("T")
@@ -270,6 +271,7 @@ class SQLiteStore:
         self._version = 0
         self.executions = ExecutionVerbs(self)
         self.actors = ActorVerbs(self)
+        self.schedules = ScheduleVerbs(self)
 
     def __repr__(self) -> str:
         return f"SQLiteStore(path={self.path!r}, open={self._conn is not None})"
@@ -402,6 +404,9 @@ class SQLiteStore:
 
     async def listen_tenant_settings(self, on_changed: Callable[[], None]) -> None:
         return None  # no NOTIFY: a change made here is read at once, a peer's by the poll
+
+    async def listen_schedules(self, on_changed: Callable[[], None]) -> None:
+        return None  # no NOTIFY: a change made here wakes the ticker at once, a peer's the poll
 
     def liveness(self, holder: str) -> None:
         return None  # no sessions to outlive: one machine's file

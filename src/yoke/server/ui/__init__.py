@@ -110,7 +110,10 @@ class Dashboard:
                 Route(f"/{n}", page(n), methods=["GET"])
                 for n in ("admission", "fairness", "executions", "actors")
             ),
-            *(Route(f"/{n}", page(n), methods=["GET"]) for n in ("workers", "timers", "audit")),
+            *(
+                Route(f"/{n}", page(n), methods=["GET"])
+                for n in ("workers", "timers", "schedules", "audit")
+            ),
             Route("/starts/{start_id}", page("why", param="start_id"), methods=["GET"]),
             Route("/executions/{execution_id}", page("execution", param="execution_id")),
             Route("/actors/{actor}", page("instances", name="actor"), methods=["GET"]),

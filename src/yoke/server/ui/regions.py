@@ -147,6 +147,10 @@ async def _timers(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[str, 
     return await stored.timers(s, p)
 
 
+async def _schedules(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[str, Any]:
+    return await stored.schedules(s, p)
+
+
 async def _audit(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[str, Any]:
     before = q.get("before")
     return await stored.audit(
@@ -185,6 +189,7 @@ REGIONS = {
         ),
         Region(name="workers", template="r_workers.html", params=(), feed=_workers),
         Region(name="timers", template="r_timers.html", params=(), feed=_timers),
+        Region(name="schedules", template="r_schedules.html", params=(), feed=_schedules),
         Region(name="audit", template="r_audit.html", params=("before",), feed=_audit),
     )
 }
@@ -202,6 +207,17 @@ PAGES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "instance": ("Actor instance", ("instance",), ()),
     "workers": ("Workers", ("workers",), (OPERATOR, ADMIN)),
     "timers": ("Timers", ("timers",), ()),
+    "schedules": ("Schedules", ("schedules",), ()),
     "audit": ("Audit", ("audit",), (ADMIN,)),
 }
-NAV = ("overview", "admission", "fairness", "executions", "actors", "workers", "timers", "audit")
+NAV = (
+    "overview",
+    "admission",
+    "fairness",
+    "executions",
+    "actors",
+    "workers",
+    "timers",
+    "schedules",
+    "audit",
+)

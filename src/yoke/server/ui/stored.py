@@ -1,9 +1,10 @@
-"""The figures of the dashboard's record views (executions, actors, workers, timers, audit), as
-JSON-ready dicts: the same service calls and the same JSON shapes as the `/v1` routes of each.
+"""The figures of the dashboard's record views (executions, actors, workers, timers, schedules,
+audit), as JSON-ready dicts: the same service calls and the same JSON shapes as the `/v1` routes
+of each.
 
 Paged and bounded: lists take a limit and a cursor, never a count of rows. A plain tenant sees
-its own executions, instances and timers; workers and the audit log are the deployment's, so
-they need OPERATOR (workers) or ADMIN (audit), as in the API.
+its own executions, instances, timers and schedules; workers and the audit log are the
+deployment's, so they need OPERATOR (workers) or ADMIN (audit), as in the API.
 
 This module must never write to the store.
 """
@@ -232,6 +233,14 @@ async def timers(s: ServerState, p: Principal, *, limit: int = 50) -> dict[str, 
         }
         for t in rows
     ]
+    return {"items": items}
+
+
+async def schedules(s: ServerState, p: Principal, *, limit: int = 200) -> dict[str, Any]:
+    """The schedules the caller may see (a plain tenant: its own), with next and last runs."""
+    rows = await s.app.schedules.list(principal=p, limit=limit)
+    now = s.app.clock.wall()
+    items = [{**r.to_json(), "due_in_seconds": round(r.next_at - now, 3)} for r in rows]
     return {"items": items}
 
 

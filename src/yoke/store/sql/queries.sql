@@ -533,3 +533,71 @@ SELECT kind, used FROM yoke_tenant_usage WHERE tenant = :tenant ORDER BY kind;
 UPDATE yoke_tenant_usage SET used = used + :n, cap = NULL
 WHERE tenant = :tenant AND kind = :kind
 RETURNING used;
+
+-- ===================================================================================
+-- schedules: one row per (tenant, name) and the ticker's state (see migration 0019).
+
+-- name: put_schedule
+-- A new schedule, or a change of one: the ticker's state starts again from `next_at` (a tick
+-- decided but not yet started under the old definition is dropped with it).
+INSERT INTO yoke_schedules (tenant, name, schedule_id, workflow, input, session, cron, every,
+    timezone, catch_up, updated_by, updated_at, seq, next_at)
+VALUES (:tenant, :name, :schedule_id, :workflow, :input, :session, :cron, :every, :timezone,
+    :catch_up, :updated_by, :now, 1, :next_at)
+ON CONFLICT (tenant, name) DO UPDATE SET workflow = excluded.workflow,
+    input = excluded.input, session = excluded.session, cron = excluded.cron,
+    every = excluded.every, timezone = excluded.timezone, catch_up = excluded.catch_up,
+    updated_by = excluded.updated_by, updated_at = excluded.updated_at,
+    seq = yoke_schedules.seq + 1, next_at = excluded.next_at, firing = NULL,
+    firing_until = NULL
+RETURNING *;
+
+-- name: get_schedule
+SELECT * FROM yoke_schedules WHERE tenant = :tenant AND name = :name;
+
+-- name: list_schedules
+-- By (tenant, name) after the key given; `:tenant` '' lists every tenant's.
+SELECT * FROM yoke_schedules
+WHERE (:tenant = '' OR tenant = :tenant)
+    AND (tenant > :after_tenant OR (tenant = :after_tenant AND name > :after_name))
+ORDER BY tenant, name LIMIT :limit;
+
+-- name: count_schedules
+SELECT count(*) AS n FROM yoke_schedules WHERE tenant = :tenant;
+
+-- name: delete_schedule
+DELETE FROM yoke_schedules WHERE tenant = :tenant AND name = :name;
+
+-- name: due_schedules
+-- Schedules with a tick due and none claimed, then those whose claimed ticks' server has not
+-- finished them in time (each half read by its own partial index).
+SELECT * FROM (
+    SELECT * FROM (SELECT * FROM yoke_schedules WHERE firing IS NULL AND next_at <= :now
+        ORDER BY next_at LIMIT :limit) AS ticking
+    UNION ALL
+    SELECT * FROM (SELECT * FROM yoke_schedules WHERE firing IS NOT NULL
+        AND firing_until <= :now ORDER BY firing_until LIMIT :limit) AS stale
+) AS due
+LIMIT :limit;
+
+-- name: next_schedule_due
+SELECT min(due) AS due FROM (
+    SELECT min(next_at) AS due FROM yoke_schedules WHERE firing IS NULL
+    UNION ALL
+    SELECT min(firing_until) AS due FROM yoke_schedules WHERE firing IS NOT NULL
+) AS soonest;
+
+-- name: claim_ticks
+-- The compare-and-set of one server's decision: only the server that read the row at `seq`
+-- moves it on, so a tick is decided once however many servers saw it due.
+UPDATE yoke_schedules SET next_at = :next_at, firing = :firing, firing_until = :until,
+    missed = missed + :missed, seq = seq + 1
+WHERE tenant = :tenant AND name = :name AND seq = :seq
+RETURNING seq;
+
+-- name: finish_ticks
+-- The pending ticks were started (or refused): the row says so, if no change came meanwhile.
+UPDATE yoke_schedules SET firing = NULL, firing_until = NULL, last_tick_at = :last_tick_at,
+    last_fired_at = :now, last_start_id = :last_start_id, last_outcome = :last_outcome,
+    fired = fired + :fired, seq = seq + 1
+WHERE tenant = :tenant AND name = :name AND seq = :seq;

@@ -863,3 +863,7 @@ FROM actor_instances i
 WHERE i.tenant = %(tenant)s AND i.actor = %(actor)s AND i.instance_id = %(instance_id)s
     AND i.worker_id = %(worker_id)s AND i.owner_epoch = %(epoch)s AND i.moving_to IS NOT NULL
 FOR UPDATE OF i;
+
+-- name: notify_schedules
+-- Every server's ticker reads the schedules again at once (its poll is the backup).
+SELECT pg_notify('yoke_schedules', '');

@@ -340,3 +340,35 @@ CREATE TABLE yoke_requests (
 
 CREATE INDEX yoke_requests_pending ON yoke_requests (instance_id, seq) WHERE handled_at IS NULL;
 CREATE INDEX yoke_requests_execution ON yoke_requests (execution_id);
+
+
+-- 0019: schedules (see the migration for each column).
+
+CREATE TABLE yoke_schedules (
+    tenant TEXT NOT NULL,
+    name TEXT NOT NULL,
+    schedule_id TEXT NOT NULL UNIQUE,
+    workflow TEXT NOT NULL,
+    input TEXT NOT NULL,
+    session TEXT NOT NULL,
+    cron TEXT,
+    every DOUBLE PRECISION,
+    timezone TEXT NOT NULL,
+    catch_up TEXT NOT NULL,
+    updated_by TEXT NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    seq BIGINT NOT NULL,
+    next_at DOUBLE PRECISION NOT NULL,
+    firing TEXT,
+    firing_until DOUBLE PRECISION,
+    last_tick_at DOUBLE PRECISION,
+    last_fired_at DOUBLE PRECISION,
+    last_start_id TEXT,
+    last_outcome TEXT,
+    fired BIGINT NOT NULL DEFAULT 0,
+    missed BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, name)
+);
+
+CREATE INDEX yoke_schedules_next ON yoke_schedules (next_at) WHERE firing IS NULL;
+CREATE INDEX yoke_schedules_firing ON yoke_schedules (firing_until) WHERE firing IS NOT NULL;
