@@ -96,6 +96,7 @@ from yoke.store import (
     StartRow,
     StartStatus,
     StepCopy,
+    StepRecord,
     Store,
 )
 
@@ -159,6 +160,9 @@ class Executions:
             self._send_grants, self._grants_done
         )
         self._finisher: GroupCommit[Finish, bool] = GroupCommit(self._flush_finishes)
+        # Steps too: the records of every execution that recorded one in the same turn share
+        # one commit, and each step goes on only once it is committed.
+        self._stepper: GroupCommit[StepRecord, bool] = GroupCommit(self._flush_steps)
 
     def __repr__(self) -> str:
         s = self._s
@@ -300,7 +304,7 @@ class Executions:
         s.store, s.instance_id, self._spawn = store, instance_id, spawn
         self._rates = rates  # the tenants' token buckets (`executions.rate`)
         overlap = self._batch_overlap or store.batch_overlap
-        self._granter.overlap = self._finisher.overlap = overlap
+        self._granter.overlap = self._finisher.overlap = self._stepper.overlap = overlap
         s.core = s.new_core(limits)
         self._in_store, self._silent_since = 0, None
         s.runs = {}
@@ -843,6 +847,7 @@ class Executions:
                 recorded=recorded,
                 retry=s.retry,
                 stopping=lambda: s.core.closing,
+                write_step=self._stepper.submit,
             )
             ctx.cancel_status = self._cancel_status
             status, output, error = await run_bounded(s.registry.get(ex.workflow), ctx, ex.input)
@@ -862,6 +867,17 @@ class Executions:
 
     async def _flush_finishes(self, finishes: Sequence[Finish]) -> builtins.list[bool]:
         return await self._s.require().finish_executions(finishes, now=self._s.clock.wall())
+
+    async def _flush_steps(self, records: Sequence[StepRecord]) -> builtins.list[bool]:
+        """One transaction for the steps of every execution in the batch. A step is recorded
+        by one task at a time, so a key twice in a batch is a record whose writer was
+        cancelled and one written after it: only the later is written, both answered by it."""
+        latest = {(r.execution_id, r.position): r for r in records}
+        written = await self._s.require().write_steps(
+            list(latest.values()), now=self._s.clock.wall()
+        )
+        by_key = dict(zip(latest, written, strict=True))
+        return [by_key[(r.execution_id, r.position)] for r in records]
 
     def _cancel_status(self) -> ExecutionStatus:
         return ExecutionStatus.ABORTED if self._aborting else ExecutionStatus.CANCELLED
