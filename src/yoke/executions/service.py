@@ -159,7 +159,7 @@ class Executions:
         self._granter: Batcher[Grant, builtins.list[GrantResult]] = Batcher(
             self._send_grants, self._grants_done
         )
-        self._finisher: GroupCommit[Finish, bool] = GroupCommit(self._flush_finishes)
+        self._finisher: GroupCommit[Finish, tuple[bool, float]] = GroupCommit(self._flush_finishes)
         # Steps too: the records of every execution that recorded one in the same turn share
         # one commit, and each step goes on only once it is committed.
         self._stepper: GroupCommit[StepRecord, bool] = GroupCommit(self._flush_steps)
@@ -865,8 +865,13 @@ class Executions:
         finally:
             await self._finish(t, ex, status, output, error)
 
-    async def _flush_finishes(self, finishes: Sequence[Finish]) -> builtins.list[bool]:
-        return await self._s.require().finish_executions(finishes, now=self._s.clock.wall())
+    async def _flush_finishes(
+        self, finishes: Sequence[Finish]
+    ) -> builtins.list[tuple[bool, float]]:
+        """Whether each end was recorded (False: a peer's recovery ended it first), and when."""
+        now = self._s.clock.wall()
+        written = await self._s.require().finish_executions(finishes, now=now)
+        return [(w, now) for w in written]
 
     async def _flush_steps(self, records: Sequence[StepRecord]) -> builtins.list[bool]:
         """One transaction for the steps of every execution in the batch. A step is recorded
@@ -902,13 +907,15 @@ class Executions:
             # Until the store takes it, the slot stays taken, here and in the ledger. Stopping,
             # it is given up after a few tries: once this instance has stopped, a peer's
             # recovery records the execution ABORTED and frees its slot.
-            await until_done(
+            done = await until_done(
                 lambda: _to_the_end(self._finisher.submit(finish), self._finisher),
                 policy=s.retry,
                 what=f"recording the end of {ex.execution_id}",
                 stopping=lambda: s.core.closing,
                 log=log,
             )
+            if done is not None and done[0][0]:  # recorded as it is: `wait` needs no read
+                s.ended.add(ex, finish, done[0][1])
         finally:
             s.runs.pop(ex.execution_id, None)
             s.core.finished(t, now=s.clock.wall())
