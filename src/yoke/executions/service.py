@@ -323,8 +323,13 @@ class Executions:
                 async with asyncio.timeout(s.poll):
                     await s.wake_event.wait()
             s.wake_event.clear()
-            if s.core.kernel.queued:
-                self._perform(s.core.next_grants(now=s.clock.wall()))
+            self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Send the kernel's picks to the ledger now."""
+        s = self._s
+        if s.core.kernel.queued:
+            self._perform(s.core.next_grants(now=s.clock.wall()))
 
     # -- high availability (called by `leadership.Leadership`) ----------------------------------
     @property
@@ -919,7 +924,10 @@ class Executions:
         finally:
             s.runs.pop(ex.execution_id, None)
             s.core.finished(t, now=s.clock.wall())
-            s.wake()
+            # The freed slot goes to the next pick at once, not at the dispatcher's next turn:
+            # the ends of one finish batch all resume in this turn, so their picks form one
+            # grant batch.
+            self._dispatch()
 
     async def shutdown(self, timeout: float) -> None:
         """Admit nothing new, refuse the queued starts, give running executions `timeout`
