@@ -76,37 +76,41 @@ class Ended:
     one of them needs no read of the store. Bounded: the newest `keep` whose texts are at most
     `max_bytes` (a larger one is read back from the store)."""
 
-    __slots__ = ("_rows", "keep", "max_bytes")
+    __slots__ = ("_ended", "keep", "max_bytes")
 
     def __init__(self, keep: int = 1024, max_bytes: int = 64 * 1024) -> None:
         self.keep = keep
         self.max_bytes = max_bytes
-        self._rows: dict[str, ExecutionRow] = {}
+        self._ended: dict[str, tuple[ExecutionRow, Finish, float]] = {}
 
     def __repr__(self) -> str:
-        return f"Ended(kept={len(self._rows)}, keep={self.keep})"
+        return f"Ended(kept={len(self._ended)}, keep={self.keep})"
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._ended)
 
     def add(self, row: ExecutionRow, finish: Finish, finished_at: float) -> None:
         size = len(row.input) + len(finish.output or "") + len(finish.error or "")
         if size > self.max_bytes:
             return
-        rows = self._rows
-        if len(rows) >= self.keep:
-            del rows[next(iter(rows))]  # the oldest
-        rows[row.execution_id] = replace(
-            row,
-            status=finish.status,
-            output=finish.output,
-            error=finish.error,
-            finished_at=finished_at,
-        )
+        ended = self._ended
+        if len(ended) >= self.keep:
+            del ended[next(iter(ended))]  # the oldest
+        ended[row.execution_id] = (row, finish, finished_at)  # made an answer only if asked
 
     def get(self, execution_id: str) -> Execution | None:
-        row = self._rows.get(execution_id)
-        return None if row is None else execution_of(row)
+        kept = self._ended.get(execution_id)
+        if kept is None:
+            return None
+        row, finish, finished_at = kept
+        error = finish.error
+        return replace(
+            execution_of(row),
+            status=finish.status,
+            output=None if finish.output is None else json.loads(finish.output),
+            error=None if error is None else Failure.decoded(error),
+            finished_at=finished_at,
+        )
 
 
 class Shared:
