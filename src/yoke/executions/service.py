@@ -7,11 +7,11 @@ that takes the slot), run what was granted (`Launch`), record a refusal (`Refuse
 (`Answer`). This shell performs those actions and feeds their results back to the core; it
 decides nothing itself. Logs and grants that arrive together share one transaction
 (`batching.Batcher`: one commit for many starts, the ledger's hot rows locked once per batch),
-and so do finishes (`batching.GroupCommit`). The batches hand their results to the core
-themselves, so a start that reached the core is decided (and, if granted, runs) whether or not
-its caller still listens: a caller only waits for its ticket's answer. When a slot frees here,
-or another process frees one (NOTIFY, or the backup poll), the dispatcher sends the kernel's
-next picks to the ledger. Granted executions run as tasks of the app's TaskGroup; a slot frees
+and so do finishes and steps' records (`batching.GroupCommit`). The batches hand their results
+to the core themselves, so a start that reached the core is decided (and, if granted, runs)
+whether or not its caller still listens: a caller only waits for its ticket's answer. When a
+slot frees here, the finish sends the kernel's next picks to the ledger in the same turn; when
+another process frees one (NOTIFY, or the backup poll), the dispatcher does. Granted executions run as tasks of the app's TaskGroup; a slot frees
 once its execution's end is recorded.
 
 Reading (`reading.Reading`) and runtime changes (`control.Control`) are parts held by reference
