@@ -11,8 +11,9 @@ and so do finishes and steps' records (`batching.GroupCommit`). The batches hand
 to the core themselves, so a start that reached the core is decided (and, if granted, runs)
 whether or not its caller still listens: a caller only waits for its ticket's answer. When a
 slot frees here, the finish sends the kernel's next picks to the ledger in the same turn; when
-another process frees one (NOTIFY, or the backup poll), the dispatcher does. Granted executions run as tasks of the app's TaskGroup; a slot frees
-once its execution's end is recorded.
+another process frees one (NOTIFY, or the backup poll), the dispatcher does. Granted
+executions run as tasks of the app's TaskGroup; a slot frees once its execution's end is
+recorded.
 
 Reading (`reading.Reading`) and runtime changes (`control.Control`) are parts held by reference
 over the same `state.Shared`; their public verbs are this facade's too.
