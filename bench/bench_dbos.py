@@ -387,6 +387,9 @@ async def database() -> AsyncIterator[str]:
 
 
 async def spawn(spec: dict[str, Any]) -> Any:
+    env = None
+    if spec.get("src"):  # another tree's yoke (`--base-src`): first on the path
+        env = {**os.environ, "PYTHONPATH": spec["src"]}
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -398,6 +401,7 @@ async def spawn(spec: dict[str, Any]) -> Any:
         stdout=asyncio.subprocess.PIPE,
         # DBOS's shutdown cancels the workflows still queued and says so: shown on failure only.
         stderr=asyncio.subprocess.PIPE,
+        env=env,
     )
 
 
@@ -447,7 +451,9 @@ def ratio(values: list[float], base: list[float]) -> Figure:
     return Figure.of([v / b for v, b in zip(values, base, strict=True)])
 
 
-async def main(quick: bool, rounds: int, poll: float, only: str | None) -> None:
+async def main(
+    quick: bool, rounds: int, poll: float, only: str | None, base: str | None = None
+) -> None:
     n = 400 if quick else 2000
     paced = 100 if quick else 250
     fleet_n = 320 if quick else 1600
@@ -456,9 +462,14 @@ async def main(quick: bool, rounds: int, poll: float, only: str | None) -> None:
     loads = [os.getloadavg()[0]]
     for r in range(rounds):
         for scenario in scenarios:
-            for label, system, mode in SYSTEMS[scenario]:
+            systems = SYSTEMS[scenario]
+            if base and scenario in ("cap", "free"):  # the base tree's yoke takes its turn too
+                systems = (*systems, ("yoke, base", "yoke", ""))
+            for label, system, mode in systems:
                 print(f"round {r + 1}: {scenario} {label}", file=sys.stderr, flush=True)
                 spec = {"scenario": scenario, "system": system, "mode": mode, "poll": poll}
+                if label == "yoke, base":
+                    spec["src"] = base
                 if scenario == "fleet":
                     got = await run_fleet(spec, fleet_n)
                 else:
@@ -475,6 +486,7 @@ async def main(quick: bool, rounds: int, poll: float, only: str | None) -> None:
         "fleet_n": fleet_n,
         "dbos": DBOS_VERSION,
         "dbos_poll_s": poll,
+        "base": base,
         "machine": machine(),
         "load_average": loads,
         "runs": runs,
@@ -525,7 +537,8 @@ def markdown(doc: dict[str, Any]) -> str:
                 continue
             base_rate = col(scenario, "DBOS", "per_s")
             yoke_cpu = col(scenario, "yoke", "cpu_ms")
-            for label in ("yoke", "DBOS"):
+            labels = [label for label in ("yoke", "yoke, base", "DBOS") if label in runs[scenario]]
+            for label in labels:
                 lines.append(
                     f"| {cap} | {label} | {fig(scenario, label, 'per_s')} "
                     f"| {ratio(col(scenario, label, 'per_s'), base_rate).fmt(digits=2)} "
@@ -578,6 +591,12 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"| {ratio(col('flood', label, 'p99_T'), yoke99).fmt(digits=1)} "
                 f"| {fig('flood', label, 'flood_share', 2)} |"
             )
+    if doc.get("base"):
+        lines += ["", f"yoke, base: the same bench run on the yoke of `{doc['base']}`."]
+        for scenario, cap in (("cap", "16"), ("free", "none")):
+            if scenario in runs and "yoke, base" in runs[scenario]:
+                per = ratio(col(scenario, "yoke", "per_s"), col(scenario, "yoke, base", "per_s"))
+                lines.append(f"Cap {cap}: yoke x base, per round: {per.fmt(digits=2)}.")
     loads = ", ".join(f"{x:.1f}" for x in doc["load_average"])
     lines += ["", f"1-minute load average before and after each round: {loads} (2 shared cores)."]
     return "\n".join(lines)
@@ -589,6 +608,7 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--dbos-poll", type=float, default=DBOS_POLL, help="DBOS queue poll, s")
     parser.add_argument("--only", help="scenarios, comma-separated (default: all)")
+    parser.add_argument("--base-src", help="also run the yoke of this src/ directory, in turn")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -598,4 +618,4 @@ if __name__ == "__main__":
         print(json.dumps(result), flush=True)
     else:
         rounds = args.rounds or (2 if args.quick else 5)
-        asyncio.run(main(args.quick, rounds, args.dbos_poll, args.only))
+        asyncio.run(main(args.quick, rounds, args.dbos_poll, args.only, args.base_src))

@@ -28,10 +28,10 @@ import inspect
 import json
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from yoke.errors import BadType, BadValue, ReplayMismatch, StoreUnavailable
+from yoke.errors import BadType, BadValue, Conflict, ReplayMismatch, StoreUnavailable
 from yoke.executions.failures import failure_of, log_failed
 from yoke.executions.model import Failure, encode_json
 from yoke.executions.steps import (
@@ -52,6 +52,9 @@ if TYPE_CHECKING:  # an app's module names `yoke.Context` in annotations: keep i
 
 log = logging.getLogger("yoke.executions")
 Outcome = tuple[ExecutionStatus, str | None, Failure | None]
+# Writes one step's record and answers once it is committed: whether it was written (False:
+# the step SUCCEEDED already with another result, or has another name).
+WriteStep = Callable[[StepRecord], Awaitable[bool]]
 
 
 class Context:
@@ -71,8 +74,11 @@ class Context:
         recorded: Sequence[StepRow] = (),
         retry: RetryPolicy | None = None,
         stopping: Callable[[], bool] = lambda: False,
+        write_step: WriteStep | None = None,
     ) -> None:
         self._store = store
+        # The executions' group commit of steps (`service`), or one transaction per record.
+        self._write_step = write_step or self._write_alone
         # How a step's record waits out a store that does not answer: a step done while the
         # store is down is recorded once it is back, never lost (stopping: given up).
         self._store_retry = retry or RetryPolicy()
@@ -193,21 +199,32 @@ class Context:
             first_attempt=attempts.first,
             retry_at=retry_at,
         )
+        write = self._write_step
         try:
-            await self._store.record_steps([record], now=self._clock.wall())
-            return
+            written: bool | None = await write(record)
         except StoreUnavailable:  # waited out by the one retry rule (most writes need none)
-            pass
-        written = await until_done(
-            lambda: self._store.record_steps([record], now=self._clock.wall()),
-            policy=self._store_retry,
-            what=f"recording step {name!r} of {self.execution_id}",
-            stopping=self._stopping,
-            log=log,
-            transient=StoreUnavailable,
-        )
-        if written is None:
-            raise StoreUnavailable(f"step {name!r} of {self.execution_id} was not recorded")
+            again = await until_done(
+                lambda: write(record),
+                policy=self._store_retry,
+                what=f"recording step {name!r} of {self.execution_id}",
+                stopping=self._stopping,
+                log=log,
+                transient=StoreUnavailable,
+            )
+            if again is None:
+                raise StoreUnavailable(
+                    f"step {name!r} of {self.execution_id} was not recorded"
+                ) from None
+            written = again[0]
+        if not written:
+            raise Conflict(
+                f"step {position} of {self.execution_id} was recorded as done already "
+                "(or by another name)"
+            )
+
+    async def _write_alone(self, record: StepRecord) -> bool:
+        (written,) = await self._store.write_steps([record], now=self._clock.wall())
+        return written
 
     def blame(self, exc: BaseException) -> tuple[str | None, int | None]:
         """The step (and attempt) the workflow's exception `exc` came out of: the last step
@@ -258,6 +275,7 @@ class Context:
             tenant=self.tenant,
             retry=self._store_retry,
             stopping=self._stopping,
+            write_step=self._write_step,
         )
         ctx.cancel_status = self.cancel_status
         try:

@@ -1,7 +1,8 @@
 """Reading starts and executions: `get`, `wait_granted`, `get_execution`, `wait`, `list`.
 
 A start or execution of this process is answered from memory where that is fresher (its queue
-position, the task to wait on); one of another process is read from the store, and waited for
+position, the task to wait on, the end its finish recorded: `state.Ended`); one of another
+process is read from the store, and waited for
 by polling with back-off. `Reading` holds the executions' `Shared` by reference; waiting on a
 ticket of this process is the shell's (`wait_decided`), passed in. This module must never
 change a start or an execution.
@@ -69,10 +70,15 @@ class Reading:
     async def wait(self, execution_id: str, timeout: float | None = None) -> Execution:
         """Wait until the execution has finished (or `timeout`); return it as it is then."""
         timeout = check_timeout(timeout)
-        run = self._s.runs.get(check_id(execution_id, "execution_id"))
+        s = self._s
+        ended = s.ended.get(check_id(execution_id, "execution_id"))
+        if ended is not None:  # it ran here: its end is known without the store
+            return ended
+        run = s.runs.get(execution_id)
         if run is not None and run.task is not None:
             await asyncio.wait([run.task], timeout=timeout)
-            return await self.get_execution(execution_id)
+            ended = s.ended.get(execution_id)
+            return ended if ended is not None else await self.get_execution(execution_id)
         return await self._poll_until(
             lambda: self.get_execution(execution_id), lambda e: e.status.finished, timeout
         )

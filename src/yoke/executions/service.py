@@ -7,12 +7,13 @@ that takes the slot), run what was granted (`Launch`), record a refusal (`Refuse
 (`Answer`). This shell performs those actions and feeds their results back to the core; it
 decides nothing itself. Logs and grants that arrive together share one transaction
 (`batching.Batcher`: one commit for many starts, the ledger's hot rows locked once per batch),
-and so do finishes (`batching.GroupCommit`). The batches hand their results to the core
-themselves, so a start that reached the core is decided (and, if granted, runs) whether or not
-its caller still listens: a caller only waits for its ticket's answer. When a slot frees here,
-or another process frees one (NOTIFY, or the backup poll), the dispatcher sends the kernel's
-next picks to the ledger. Granted executions run as tasks of the app's TaskGroup; a slot frees
-once its execution's end is recorded.
+and so do finishes and steps' records (`batching.GroupCommit`). The batches hand their results
+to the core themselves, so a start that reached the core is decided (and, if granted, runs)
+whether or not its caller still listens: a caller only waits for its ticket's answer. When a
+slot frees here, the finish sends the kernel's next picks to the ledger in the same turn; when
+another process frees one (NOTIFY, or the backup poll), the dispatcher does. Granted
+executions run as tasks of the app's TaskGroup; a slot frees once its execution's end is
+recorded.
 
 Reading (`reading.Reading`) and runtime changes (`control.Control`) are parts held by reference
 over the same `state.Shared`; their public verbs are this facade's too.
@@ -97,6 +98,7 @@ from yoke.store import (
     StartRow,
     StartStatus,
     StepCopy,
+    StepRecord,
     Store,
 )
 from yoke.tracing import NO_TRACING, Tracing
@@ -162,7 +164,10 @@ class Executions:
         self._granter: Batcher[Grant, builtins.list[GrantResult]] = Batcher(
             self._send_grants, self._grants_done
         )
-        self._finisher: GroupCommit[Finish, bool] = GroupCommit(self._flush_finishes)
+        self._finisher: GroupCommit[Finish, tuple[bool, float]] = GroupCommit(self._flush_finishes)
+        # Steps too: the records of every execution that recorded one in the same turn share
+        # one commit, and each step goes on only once it is committed.
+        self._stepper: GroupCommit[StepRecord, bool] = GroupCommit(self._flush_steps)
 
     def __repr__(self) -> str:
         s = self._s
@@ -304,7 +309,7 @@ class Executions:
         s.store, s.instance_id, self._spawn = store, instance_id, spawn
         self._rates = rates  # the tenants' token buckets (`executions.rate`)
         overlap = self._batch_overlap or store.batch_overlap
-        self._granter.overlap = self._finisher.overlap = overlap
+        self._granter.overlap = self._finisher.overlap = self._stepper.overlap = overlap
         s.core = s.new_core(limits)
         self._in_store, self._silent_since = 0, None
         s.runs = {}
@@ -323,8 +328,13 @@ class Executions:
                 async with asyncio.timeout(s.poll):
                     await s.wake_event.wait()
             s.wake_event.clear()
-            if s.core.kernel.queued:
-                self._perform(s.core.next_grants(now=s.clock.wall()))
+            self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Send the kernel's picks to the ledger now."""
+        s = self._s
+        if s.core.kernel.queued:
+            self._perform(s.core.next_grants(now=s.clock.wall()))
 
     # -- high availability (called by `leadership.Leadership`) ----------------------------------
     @property
@@ -850,6 +860,7 @@ class Executions:
                 recorded=recorded,
                 retry=s.retry,
                 stopping=lambda: s.core.closing,
+                write_step=self._stepper.submit,
             )
             ctx.cancel_status = self._cancel_status
             with traces.running(t):
@@ -869,8 +880,24 @@ class Executions:
         finally:
             await self._finish(t, ex, status, output, error)
 
-    async def _flush_finishes(self, finishes: Sequence[Finish]) -> builtins.list[bool]:
-        return await self._s.require().finish_executions(finishes, now=self._s.clock.wall())
+    async def _flush_finishes(
+        self, finishes: Sequence[Finish]
+    ) -> builtins.list[tuple[bool, float]]:
+        """Whether each end was recorded (False: a peer's recovery ended it first), and when."""
+        now = self._s.clock.wall()
+        written = await self._s.require().finish_executions(finishes, now=now)
+        return [(w, now) for w in written]
+
+    async def _flush_steps(self, records: Sequence[StepRecord]) -> builtins.list[bool]:
+        """One transaction for the steps of every execution in the batch. A step is recorded
+        by one task at a time, so a key twice in a batch is a record whose writer was
+        cancelled and one written after it: only the later is written, both answered by it."""
+        latest = {(r.execution_id, r.position): r for r in records}
+        written = await self._s.require().write_steps(
+            list(latest.values()), now=self._s.clock.wall()
+        )
+        by_key = dict(zip(latest, written, strict=True))
+        return [by_key[(r.execution_id, r.position)] for r in records]
 
     def _cancel_status(self) -> ExecutionStatus:
         return ExecutionStatus.ABORTED if self._aborting else ExecutionStatus.CANCELLED
@@ -897,17 +924,22 @@ class Executions:
             # Until the store takes it, the slot stays taken, here and in the ledger. Stopping,
             # it is given up after a few tries: once this instance has stopped, a peer's
             # recovery records the execution ABORTED and frees its slot.
-            await until_done(
+            done = await until_done(
                 lambda: _to_the_end(self._finisher.submit(finish), self._finisher),
                 policy=s.retry,
                 what=f"recording the end of {ex.execution_id}",
                 stopping=lambda: s.core.closing,
                 log=log,
             )
+            if done is not None and done[0][0]:  # recorded as it is: `wait` needs no read
+                s.ended.add(ex, finish, done[0][1])
         finally:
             s.runs.pop(ex.execution_id, None)
             s.core.finished(t, now=s.clock.wall())
-            s.wake()
+            # The freed slot goes to the next pick at once, not at the dispatcher's next turn:
+            # the ends of one finish batch all resume in this turn, so their picks form one
+            # grant batch.
+            self._dispatch()
             if t.trace is not None:
                 t.trace.ended(status.name, traces.failed(status, error))
 

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from yoke.clock import Clock
@@ -27,7 +27,7 @@ from yoke.executions.tenant_book import TenantBook
 from yoke.executions.tickets import Ticket
 from yoke.executions.workflows import Registry
 from yoke.retry import RetryPolicy
-from yoke.store import ExecutionRow, StartRow, StartStatus, Store
+from yoke.store import ExecutionRow, Finish, StartRow, StartStatus, Store
 
 log = logging.getLogger("yoke.executions")
 T = TypeVar("T")
@@ -70,6 +70,49 @@ class Ids:
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+class Ended:
+    """The executions that ended in this process lately, as their finish recorded them (the
+    row it was granted with, and the final status, output, error and time), so that `wait` on
+    one of them needs no read of the store. Bounded: the newest `keep` whose texts are at most
+    `max_bytes` (a larger one is read back from the store)."""
+
+    __slots__ = ("_ended", "keep", "max_bytes")
+
+    def __init__(self, keep: int = 1024, max_bytes: int = 64 * 1024) -> None:
+        self.keep = keep
+        self.max_bytes = max_bytes
+        self._ended: dict[str, tuple[ExecutionRow, Finish, float]] = {}
+
+    def __repr__(self) -> str:
+        return f"Ended(kept={len(self._ended)}, keep={self.keep})"
+
+    def __len__(self) -> int:
+        return len(self._ended)
+
+    def add(self, row: ExecutionRow, finish: Finish, finished_at: float) -> None:
+        size = len(row.input) + len(finish.output or "") + len(finish.error or "")
+        if size > self.max_bytes:
+            return
+        ended = self._ended
+        if len(ended) >= self.keep:
+            del ended[next(iter(ended))]  # the oldest
+        ended[row.execution_id] = (row, finish, finished_at)  # made an answer only if asked
+
+    def get(self, execution_id: str) -> Execution | None:
+        kept = self._ended.get(execution_id)
+        if kept is None:
+            return None
+        row, finish, finished_at = kept
+        error = finish.error
+        return replace(
+            execution_of(row),
+            status=finish.status,
+            output=None if finish.output is None else json.loads(finish.output),
+            error=None if error is None else Failure.decoded(error),
+            finished_at=finished_at,
+        )
+
+
 class Shared:
     def __init__(
         self,
@@ -92,6 +135,7 @@ class Shared:
         self.instance_id = ""
         self.core = self.new_core(limits)
         self.runs: dict[str, Ticket] = {}  # by execution id, while its task lives
+        self.ended = Ended()  # the latest that ended here, as recorded
         self.wake_event = asyncio.Event()
 
     def new_core(self, limits: Limits) -> AdmissionCore:

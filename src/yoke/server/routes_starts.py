@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from yoke.errors import Conflict, ShuttingDown, YokeError
-from yoke.executions import Start, StartStatus
+from yoke.executions import Principal, Start, StartStatus
 from yoke.retry import within
 from yoke.server.auth import (
     check_priority,
@@ -61,9 +61,12 @@ class StartsRoutes:
         return self.s.long_polls.hold(tenant_of(principal_of(request)))
 
     async def start_answer(self, start: Start, wait: float | None) -> Response:
-        ex = self.s.executions
         if start.status is StartStatus.QUEUED and wait:
-            start = await ex.wait_granted(start.start_id, timeout=wait)
+            start = await self.s.executions.wait_granted(start.start_id, timeout=wait)
+        return self.answer_of(start)
+
+    def answer_of(self, start: Start) -> Response:
+        """201 granted, 202 queued (with its Location); 409 cancelled, 503 refused."""
         if start.status is StartStatus.GRANTED:  # its wait was timed when it was granted
             self.s.metrics.count(Outcome.GRANTED)
             return json_response(start_json(start), 201)
@@ -86,39 +89,58 @@ class StartsRoutes:
                 self.s.metrics.count(Outcome.REPLAYED)
             return response
         except YokeError as exc:
-            self.s.metrics.count(
-                Outcome.REJECTED
-                if exc.status == 429
-                else Outcome.REFUSED
-                if exc.status == 503
-                else Outcome.INVALID
-            )
+            self.refused(exc)
             raise
+
+    def refused(self, exc: YokeError) -> None:
+        self.s.metrics.count(
+            Outcome.REJECTED
+            if exc.status == 429
+            else Outcome.REFUSED
+            if exc.status == 503
+            else Outcome.INVALID
+        )
 
     # -- routes ------------------------------------------------------------------------------
     async def create(self, request: Incoming) -> Response:
-        async def answer() -> Response:
-            p = principal_of(request)
-            wait = self.wait_of(request)
-            body = parse(StartIn, await read_body(request))
-            check_priority(request, body.priority)
-            session = body.session
-            if session is not None:
-                check_session(p, session)
-            elif not privileged(p):
-                session = p.tenant or p.name
-            with self.polling(request, wait):
-                start = await self.s.executions.start(
-                    body.workflow,
-                    body.input,
-                    session=session,
-                    priority=body.priority,
-                    idempotency_key=request.headers.get("idempotency-key"),
-                    principal=p,
-                )
-                return await self.start_answer(start, wait)
+        """The hot route (a lean row). Without an Idempotency-Key there is nothing to replay:
+        the start is answered in this one frame, with no replayer, no closure, and no
+        long-poll slot unless `?wait=` asks for one."""
+        if "idempotency-key" in request.headers:
+            return await self.counted(request, lambda: self._create(request))
+        try:
+            return await self._create(request)
+        except YokeError as exc:
+            self.refused(exc)
+            raise
 
-        return await self.counted(request, answer)
+    async def _create(self, request: Incoming) -> Response:
+        p = principal_of(request)
+        wait = self.wait_of(request) if request.scope["query_string"] else None
+        body = parse(StartIn, await read_body(request))
+        check_priority(request, body.priority)
+        session = body.session
+        if session is not None:
+            check_session(p, session)
+        elif not privileged(p):
+            session = p.tenant or p.name
+        if wait:
+            with self.polling(request, wait):
+                start = await self._start(request, body, session, p)
+                return await self.start_answer(start, wait)
+        return self.answer_of(await self._start(request, body, session, p))
+
+    def _start(
+        self, request: Incoming, body: StartIn, session: str | None, p: Principal
+    ) -> Awaitable[Start]:
+        return self.s.executions.start(
+            body.workflow,
+            body.input,
+            session=session,
+            priority=body.priority,
+            idempotency_key=request.headers.get("idempotency-key"),
+            principal=p,
+        )
 
     async def _visible(self, request: Request) -> Start:
         start_id = check_text(request.path_params["start_id"], "start_id")

@@ -538,8 +538,19 @@ class ExecutionVerbs:
         return [execution_row(r) for r in children], [execution_row(r) for r in reruns]
 
     async def record_steps(self, records: Sequence[StepRecord], *, now: float) -> None:
+        written = await self.write_steps(records, now=now)
+        refused = written.count(False)
+        if refused:
+            raise Conflict(
+                f"{refused} of {len(records)} steps were recorded as done already "
+                "(or by another name)"
+            )
+
+    async def write_steps(self, records: Sequence[StepRecord], *, now: float) -> list[bool]:
+        """Record each step as it is now, all in one transaction: whether each was written
+        (False: its step SUCCEEDED already with another result, or has another name)."""
         if not records:
-            return
+            return []
         items = [
             {
                 "execution_id": r.execution_id,
@@ -557,21 +568,15 @@ class ExecutionVerbs:
         ]
         # One statement on PostgreSQL whatever the batch (its own transaction; a lone record
         # without the JSON batch's encoding); on SQLite a statement per record, inside one
-        # write that joins the open group commit. Counted, not read back: RETURNING costs
-        # SQLite about as much as the write.
+        # write that joins the open group commit. A batch of steps from many executions is
+        # one commit: a step's answer comes only after it.
         async with self._t.single() as tx:
             if self._t.one_statement_batches and len(items) > 1:
                 batch = {"batch": json.dumps(items), "now": now}  # `now` of each is unread
-                written = await tx.run("record_step_many", batch)
-            else:
-                written = 0
-                for item in items:
-                    written += await tx.run("record_step", item)
-        if written < len(items):
-            raise Conflict(
-                f"{len(items) - written} of {len(items)} steps were recorded as done already "
-                "(or by another name)"
-            )
+                rows = await tx.all("record_step_many", batch)
+                done = {(str(r["execution_id"]), int(r["position"])) for r in rows}
+                return [(r.execution_id, r.position) in done for r in records]
+            return [await tx.run("record_step", item) > 0 for item in items]
 
     async def steps_of(self, execution_id: str) -> list[StepRow]:
         async with self._t.read() as tx:

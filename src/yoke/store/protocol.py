@@ -222,7 +222,13 @@ class Store(Protocol):
     async def record_steps(self, records: Sequence[StepRecord], *, now: float) -> None:
         """Record each step as it is now (one transaction; one statement on PostgreSQL): a
         record replaces its step's earlier record, unless that one SUCCEEDED or has another
-        name (`Conflict`, nothing written)."""
+        name (`Conflict`; the others are written)."""
+        ...
+
+    async def write_steps(self, records: Sequence[StepRecord], *, now: float) -> list[bool]:
+        """Record the steps of many executions in one transaction (one commit): whether each
+        was written (False: its step SUCCEEDED already with another result, or has another
+        name)."""
         ...
 
     async def steps_of(self, execution_id: str) -> list[StepRow]: ...

@@ -14,7 +14,7 @@ WHERE execution_id = %(old_id)s AND (%(before)s::integer IS NULL OR position < %
 -- name: record_step_many
 -- A batch of step records (a JSON array), each replacing its step's earlier record of the same
 -- name unless that one SUCCEEDED (with another result); the rows are written in key order (no
--- deadlock between two batches).
+-- deadlock between two batches); each row written is returned.
 INSERT INTO yoke_steps (execution_id, position, name, result, recorded_at, status, attempts,
     first_attempt, error, retry_at)
 SELECT execution_id, position, name, result, %(now)s, status, attempts, first_attempt, error,
@@ -28,7 +28,8 @@ ON CONFLICT (execution_id, position) DO UPDATE SET result = EXCLUDED.result,
     attempts = EXCLUDED.attempts, first_attempt = EXCLUDED.first_attempt,
     error = EXCLUDED.error, retry_at = EXCLUDED.retry_at
 WHERE yoke_steps.name = EXCLUDED.name AND (yoke_steps.status <> 'SUCCEEDED'
-    OR (EXCLUDED.status = 'SUCCEEDED' AND yoke_steps.result = EXCLUDED.result));
+    OR (EXCLUDED.status = 'SUCCEEDED' AND yoke_steps.result = EXCLUDED.result))
+RETURNING execution_id, position;
 
 -- name: decide_start
 UPDATE yoke_starts
