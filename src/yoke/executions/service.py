@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import contextvars
 import hashlib
 import json
 from collections.abc import Callable, Coroutine, Sequence
@@ -149,6 +150,7 @@ class Executions:
         self._waiting: set[Ticket] = set()  # starts waiting for their first answer
         self._watch: asyncio.TimerHandle | None = None  # `_watch_store`, while any waits
         self._spawn: Spawn | None = None
+        self._app_context = contextvars.Context()
         self._rates: Rates | None = None
         self._aborting = False
         self._grant_listeners: list[Callable[[Start], None]] = []
@@ -307,6 +309,8 @@ class Executions:
     ) -> None:
         s = self._s
         s.store, s.instance_id, self._spawn = store, instance_id, spawn
+        # Runs without a caller here (recovered, adopted, woken) start from the app's context.
+        self._app_context = contextvars.copy_context()
         self._rates = rates  # the tenants' token buckets (`executions.rate`)
         overlap = self._batch_overlap or store.batch_overlap
         self._granter.overlap = self._finisher.overlap = self._stepper.overlap = overlap
@@ -458,6 +462,9 @@ class Executions:
         for the store at most `store_timeout` (then `StoreUnavailable`: its start may still
         be recorded, and a retry with the same idempotency key finds it)."""
         t, action = self._s.core.arrive(new, copy, now=self._s.clock.wall())
+        # The run is a task made by whichever batch grants it; it runs in its own caller's
+        # context (a copy), never in the context of the request that formed that batch.
+        t.context = contextvars.copy_context()
         t.trace = traces.begin(self._tracing, new)
         self._perform((action,))
         if not t.answered:
@@ -810,8 +817,9 @@ class Executions:
     def _launch(self, t: Ticket, ex: ExecutionRow) -> None:
         assert self._spawn is not None
         run = self._run(t, ex)
+        context, t.context = t.context or self._app_context.copy(), None
         try:
-            task = self._spawn(run)
+            task = self._spawn(run, context=context)
         except RuntimeError as exc:  # the app's TaskGroup is stopping (a service failed)
             run.close()
             log.error("execution %s could not start: %s", ex.execution_id, exc)

@@ -12,12 +12,13 @@ This module must never await the store itself; it only names what the parts shar
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from yoke.clock import Clock
 from yoke.errors import BadType, Forbidden, NotRunning
@@ -33,7 +34,14 @@ log = logging.getLogger("yoke.executions")
 T = TypeVar("T")
 
 Reviewer = Callable[[Change], "Awaitable[str | None] | str | None"]
-Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
+
+
+class Spawn(Protocol):
+    """Make a task of an execution's run in the context given (the app's TaskGroup)."""
+
+    def __call__(
+        self, coro: Coroutine[Any, Any, None], *, context: contextvars.Context | None = ...
+    ) -> asyncio.Task[None]: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

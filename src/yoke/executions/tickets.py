@@ -17,6 +17,7 @@ values that `core.AdmissionCore` changes and returns, and `service.Executions` a
 
 from __future__ import annotations
 
+import contextvars
 import enum
 from typing import Any, NamedTuple
 
@@ -54,6 +55,7 @@ class Ticket:
 
     __slots__ = (
         "answered",
+        "context",
         "copy",
         "error",
         "item",
@@ -78,6 +80,7 @@ class Ticket:
         self.waiters: list[Any] | None = None
         self.task: Any = None
         self.trace: StartTrace | None = None  # `yoke.tracing`: None while tracing is off
+        self.context: contextvars.Context | None = None  # its caller's, until its run begins
 
     @property
     def start_id(self) -> str:
