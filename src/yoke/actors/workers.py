@@ -29,7 +29,7 @@ from yoke.actors.metrics import DEPTH_LIMIT, ActorMetrics
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
-from yoke.retry import Backoff, RetryPolicy
+from yoke.retry import Backoff, RetryPolicy, severity
 from yoke.store.actor_records import Takeover
 
 if TYPE_CHECKING:
@@ -145,8 +145,8 @@ class WorkerHeartbeat:
             except YokeError as exc:
                 if down_since is None:
                     down_since = self._clock.monotonic()
-                delay = min(backoff.failed(), self._interval)
-                log.warning("heartbeat failed (retrying in %.2fs): %s", delay, exc)
+                delay = min(backoff.failed(exc), self._interval)
+                log.log(severity(exc), "heartbeat failed (retrying in %.2fs): %s", delay, exc)
             self._poke.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):

@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from yoke.errors import BadType, BadValue, ReplayMismatch, StoreUnavailable
+from yoke.errors import TRANSIENT, BadType, BadValue, ReplayMismatch, StoreUnavailable
 from yoke.executions.failures import failure_of, log_failed
 from yoke.executions.model import Failure, encode_json
 from yoke.executions.steps import (
@@ -196,7 +196,7 @@ class Context:
         try:
             await self._store.record_steps([record], now=self._clock.wall())
             return
-        except StoreUnavailable:  # waited out by the one retry rule (most writes need none)
+        except TRANSIENT:  # waited out by the one retry rule (most writes need none)
             pass
         written = await until_done(
             lambda: self._store.record_steps([record], now=self._clock.wall()),
@@ -204,7 +204,6 @@ class Context:
             what=f"recording step {name!r} of {self.execution_id}",
             stopping=self._stopping,
             log=log,
-            transient=StoreUnavailable,
         )
         if written is None:
             raise StoreUnavailable(f"step {name!r} of {self.execution_id} was not recorded")

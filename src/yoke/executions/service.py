@@ -25,13 +25,16 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from typing import Any
 
 from yoke.clock import Clock
 from yoke.errors import (
+    TRANSIENT,
     BadType,
     BadValue,
     Conflict,
@@ -639,7 +642,7 @@ class Executions:
         requests = [g.request for g in grants]
         try:
             return await store.grant_starts(requests, now=s.clock.wall())
-        except YokeError as exc:
+        except TRANSIENT as exc:  # a permanent refusal committed nothing: no read-back
             found = await read_back(
                 store, requests, policy=s.retry, stopping=lambda: s.core.closing
             )
@@ -886,17 +889,46 @@ class Executions:
             # Until the store takes it, the slot stays taken, here and in the ledger. Stopping,
             # it is given up after a few tries: once this instance has stopped, a peer's
             # recovery records the execution ABORTED and frees its slot.
-            await until_done(
-                lambda: _to_the_end(self._finisher.submit(finish), self._finisher),
-                policy=s.retry,
-                what=f"recording the end of {ex.execution_id}",
-                stopping=lambda: s.core.closing,
-                log=log,
-            )
+            try:
+                await until_done(
+                    lambda: _to_the_end(self._finisher.submit(finish), self._finisher),
+                    policy=s.retry,
+                    what=f"recording the end of {ex.execution_id}",
+                    stopping=lambda: s.core.closing,
+                    log=log,
+                )
+            except YokeError as exc:  # refused for good: retried, it would be refused forever
+                await self._finish_refused(finish, exc)
         finally:
             s.runs.pop(ex.execution_id, None)
             s.core.finished(t, now=s.clock.wall())
             s.wake()
+
+    async def _finish_refused(self, finish: Finish, refusal: YokeError) -> None:
+        """The store refused a batch of finishes for good. This one is written alone (another
+        of its batch may have been the cause); refused alone, the execution ends FAILED with
+        the refusal as its error, so its slot is freed; refused again, it is logged (a peer's
+        recovery records it ABORTED once this instance is gone)."""
+        s = self._s
+        one = finish
+        for attempt in ("alone", "as failed"):
+            try:
+                await until_done(
+                    functools.partial(self._finish_alone, one),
+                    policy=s.retry,
+                    what=f"recording the end of {finish.execution_id} {attempt}",
+                    stopping=lambda: s.core.closing,
+                    log=log,
+                )
+                return
+            except YokeError as exc:
+                refusal = exc
+                error = failure_of(exc).encoded()
+                one = replace(finish, status=ExecutionStatus.FAILED, output=None, error=error)
+        log.error("the store refused the end of %s: %s", finish.execution_id, refusal)
+
+    async def _finish_alone(self, finish: Finish) -> None:
+        await self._s.require().finish_executions([finish], now=self._s.clock.wall())
 
     async def shutdown(self, timeout: float) -> None:
         """Admit nothing new, refuse the queued starts, give running executions `timeout`

@@ -47,7 +47,7 @@ from yoke.actors.lifecycle.decide import (
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
-from yoke.retry import Backoff, RetryPolicy
+from yoke.retry import Backoff, RetryPolicy, severity
 
 log = logging.getLogger("yoke.lifecycle")
 
@@ -151,8 +151,13 @@ class RuntimeLifecycleService:
                 )
             except YokeError as exc:
                 self._counts["failed"] += 1
-                pause = backoff.failed()
-                log.warning("observing the tenants failed (retrying in %.1fs): %s", pause, exc)
+                pause = backoff.failed(exc)
+                log.log(
+                    severity(exc),
+                    "observing the tenants failed (retrying in %.1fs): %s",
+                    pause,
+                    exc,
+                )
                 await asyncio.sleep(pause)
                 self._poke.set()
                 continue
