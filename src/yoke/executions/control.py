@@ -21,8 +21,6 @@ from yoke.errors import (
     Vetoed,
 )
 from yoke.executions.model import (
-    ADMIN,
-    OPERATOR,
     AuditEntry,
     Change,
     Limits,
@@ -30,7 +28,8 @@ from yoke.executions.model import (
     Start,
     check_priority,
 )
-from yoke.executions.state import Shared, check_id, need
+from yoke.executions.policy import Act, need
+from yoke.executions.state import Shared, check_id
 from yoke.store import NewControl, StartStatus
 
 
@@ -43,7 +42,7 @@ class Control:
 
     async def set_limits(self, limits: Limits, *, principal: Principal) -> Limits:
         """Replace the limits (role ADMIN), after the reviewers; recorded in the control log."""
-        need(principal, ADMIN)
+        need(principal, Act.SET_LIMITS)
         self._s.require_leader()
         if not isinstance(limits, Limits):
             raise BadType("limits must be a yoke.Limits")
@@ -67,7 +66,7 @@ class Control:
 
     async def set_priority(self, start_id: str, priority: int, *, principal: Principal) -> Start:
         """Change a QUEUED start's priority (role OPERATOR or ADMIN), after the reviewers."""
-        need(principal, OPERATOR, ADMIN)
+        need(principal, Act.SET_PRIORITY)
         check_priority(priority)
         self._s.require_leader()
         store = self._s.require()

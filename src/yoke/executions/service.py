@@ -26,7 +26,6 @@ import asyncio
 import builtins
 import contextlib
 import functools
-import hashlib
 import json
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
@@ -49,6 +48,7 @@ from yoke.executions.context import Context, run_bounded, stopped_failure
 from yoke.executions.control import Control
 from yoke.executions.core import Role
 from yoke.executions.failures import failure_of, log_failed
+from yoke.executions.fingerprints import fingerprint
 from yoke.executions.model import (
     AuditEntry,
     Execution,
@@ -73,7 +73,7 @@ from yoke.executions.state import (
     log,
 )
 from yoke.executions.tenant_book import Rates, TenantBook
-from yoke.executions.tenant_settings import start_tenant
+from yoke.executions.tenant_settings import default_session, start_tenant
 from yoke.executions.tickets import (
     Action,
     Answer,
@@ -402,13 +402,13 @@ class Executions:
             storable_text(principal.name, "principal name")
         payload = encode_json(input, "input")
         if session is None:
-            session = principal.tenant if principal and principal.tenant else "default"
+            session = default_session(principal)
         owner = start_tenant(principal, session, tenant)
         # What a retry with the same key must match; without a key nothing is ever compared.
-        fingerprint = (
+        request = (
             ""
             if idempotency_key is None
-            else hashlib.sha256(json.dumps([name, payload, session]).encode()).hexdigest()
+            else fingerprint(name, json.loads(payload), session, priority)
         )
         await self._spend(owner)
         new = NewStart(
@@ -419,7 +419,7 @@ class Executions:
             tenant=owner,
             priority=priority,
             input=payload,
-            fingerprint=fingerprint,
+            fingerprint=request,
             principal=principal.name if principal else None,
             idempotency_key=idempotency_key,
             source_execution_id=None,
