@@ -678,18 +678,12 @@ class Executions:
         store = s.require()
         start_id = check_id(start_id, "start_id")
         s.require_leader()
-        before = await store.get_start(start_id)
-        if before is None:
-            raise NotFound(f"no start {start_id}")
-        if before.status is not StartStatus.QUEUED:
-            raise Conflict(f"start {start_id} is {before.status.name}, not QUEUED")
+        s.core.may_change(start_id, await store.get_start(start_id))
         row = await store.decide_start(
             start_id, StartStatus.CANCELLED, reason="cancelled", now=s.clock.wall()
         )
-        if row is None or row.status is not StartStatus.CANCELLED:
-            row = row or before
-            raise Conflict(f"start {start_id} is {row.status.name}, not QUEUED")
-        self._perform(s.core.cancelled(row))
+        self._perform(s.core.cancelled(start_id, row))
+        assert row is not None  # else `cancelled` raised Conflict
         return s.answer(row)
 
     async def cancel(self, execution_id: str, *, principal: Principal | None = None) -> Execution:
