@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-from tests.actors.memstore import MemoryActorStore
-from tests.actors.test_store_verbs import events
 from yoke.actors.protocol import ActorStore
 from yoke.store.actor_records import (
     Completion,
@@ -21,6 +19,8 @@ from yoke.store.actor_records import (
     Target,
 )
 from yoke.store.leaseverbs import Lease
+from yoke.testing.conformance import events
+from yoke.testing.memstore import MemoryActorStore
 
 REF0 = InstanceRef(tenant="t", actor="a", instance_id="0")
 

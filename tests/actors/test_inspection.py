@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.actors.memstore import MemoryActorStore
 from yoke.actors import ActorInspector, ActorRegistry, Event, WorkerStatus
 from yoke.actors.ctx import ActorCtx
 from yoke.actors.protocol import ActorStore
 from yoke.clock import ManualClock
 from yoke.errors import NotFound
 from yoke.store.actor_records import ActorCounts, Completion, InstanceRef, NewEvent, Target
+from yoke.testing.memstore import MemoryActorStore
 
 
 def event(tenant: str, actor: str, instance: str) -> NewEvent:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 import pytest
 
 from tests.actors.conftest import MakeRuntime, wait_for
-from tests.actors.memstore import MemoryActorStore
 from yoke.actors import ActorCtx, ActorRegistry, Event, Fenced, TimerDispatch, WorkerHeartbeat
 from yoke.actors.ctx import InstanceStateCell
 from yoke.actors.protocol import ActorStore
@@ -19,6 +18,7 @@ from yoke.actors.timers import TimerStats, next_sleep
 from yoke.clock import ManualClock, SystemClock
 from yoke.errors import StoreUnavailable
 from yoke.store.actor_records import Completion, InstanceRef, NewEvent, NewTimer, Owner, Target
+from yoke.testing.memstore import MemoryActorStore
 
 
 def test_next_sleep() -> None:
