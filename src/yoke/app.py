@@ -256,7 +256,7 @@ class App:
             self._tenants_changed.set()  # and reads every row again soon
 
         return Tenants(
-            store=self.actors.store,
+            store=lambda: self.actors.store().tenants,
             reviewers=self._reviewers,
             clock=self.clock,
             changed=changed,
@@ -418,7 +418,7 @@ class App:
         return Leadership(
             executions=self.executions,
             store=store,
-            leases=backend.actors,
+            leases=backend.actors.leases,
             holder=instance_id,
             clock=self.clock,
             ttl=s.ha_lease_ttl_secs,
@@ -465,7 +465,7 @@ class App:
     def _rates(self, buckets: ActorStore) -> Rates:
         from yoke.executions.tenant_book import Rates
 
-        return Rates(buckets, self.clock)
+        return Rates(buckets.tenants, self.clock)
 
     def _appends_gate(self, rates: Rates) -> Callable[[str, int], Awaitable[None]]:
         """Appends spend their tenant's tokens (`actors.append_rate`) before writing."""
@@ -481,7 +481,7 @@ class App:
 
         await read_into(
             self.executions.tenants,
-            lambda: backend.actors.tenant_settings(limit=MAX_ROWS),
+            lambda: backend.actors.tenants.tenant_settings(limit=MAX_ROWS),
             changed=lambda: None,  # nothing is admitted yet
         )
 
@@ -491,7 +491,7 @@ class App:
 
         await follow(
             self.executions.tenants,
-            lambda: backend.actors.tenant_settings(limit=MAX_ROWS),
+            lambda: backend.actors.tenants.tenant_settings(limit=MAX_ROWS),
             wake=self._tenants_changed,
             poll=self.actors.settings.tenant_settings_poll,
             changed=self.executions.apply_tenant_settings,
@@ -508,7 +508,7 @@ class App:
         lead = self.leadership
         self.pruner = Pruner(
             store,
-            None if lead is not None else backend.actors,  # a leader is one at a time already
+            None if lead is not None else backend.actors.leases,  # one leader at a time already
             clock=self.clock,
             holder=instance_id,
             retention=s.retention_secs,

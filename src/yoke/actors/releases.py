@@ -60,7 +60,7 @@ class Releases:
             batch_size=batch_size,
             retry=retry,
             on_fenced=lambda tenants: None,  # taken over: the takeover put them back already
-            verb=store.release_claims,
+            verb=store.executors.release_claims,
             on_batch=self._written,
             what="released claims",
         )
@@ -88,7 +88,7 @@ class Releases:
         text = f"executor crashed while running this event: {reason}"
         try:
             stored: tuple[CrashCharge, int] | None = await until_done(
-                lambda: self._store.charge_crash(
+                lambda: self._store.executors.charge_crash(
                     self._worker_id,
                     done,
                     error=text,

@@ -77,7 +77,7 @@ class TenantRules:
 
     async def run(self) -> None:
         await until_done(
-            lambda: self._store.clear_tenant_slots(self._worker_id),
+            lambda: self._store.tenants.clear_tenant_slots(self._worker_id),
             what="clearing this worker's tenant counters",
             policy=self._retry,
             stopping=self._stopping,
@@ -85,7 +85,7 @@ class TenantRules:
         )
         while True:
             try:
-                rows = await self._store.tenant_settings(limit=MAX_TENANT_SETTINGS)
+                rows = await self._store.tenants.tenant_settings(limit=MAX_TENANT_SETTINGS)
             except YokeError as exc:
                 log.warning("reading the tenants' settings failed: %s", exc)
             else:
@@ -142,7 +142,7 @@ class TenantRules:
         """One of the tenant's fleet-wide slots, or False (full, or the store is down)."""
         live_after = self._clock.wall() - self._stale_after
         try:
-            return await self._store.take_tenant_slot(
+            return await self._store.tenants.take_tenant_slot(
                 tenant, self._worker_id, live_after=live_after
             )
         except YokeError as exc:
@@ -151,7 +151,7 @@ class TenantRules:
 
     async def free(self, tenant: str) -> None:
         await until_done(
-            lambda: self._store.free_tenant_slot(tenant, self._worker_id),
+            lambda: self._store.tenants.free_tenant_slot(tenant, self._worker_id),
             what=f"freeing a slot of tenant {tenant!r}",
             policy=self._retry,
             stopping=self._stopping,

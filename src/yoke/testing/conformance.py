@@ -54,7 +54,7 @@ async def check_append_fans_out_in_order_and_keeps_the_bytes(store: ActorStore) 
     info = await store.get_instance(InstanceRef(tenant="t", actor="a", instance_id="0"))
     assert info is not None and info.pending == 3 and info.worker_id is None
     assert await store.claim_next("w1", limit=10, now=2.0) == []  # no owner: no claim
-    got = await store.claim_orphans("w1", stale_before=0.0, now=2.0)
+    got = await store.fleet.claim_orphans("w1", stale_before=0.0, now=2.0)
     assert got.instances == 2
     claims = await store.claim_next("w1", limit=10, now=2.0)
     assert [json.loads(c.data)["i"] for c in claims] == [0, 1, 2, 3, 4]
@@ -69,7 +69,7 @@ async def check_requeue_keeps_the_row_until_due_and_counts_attempts(store: Actor
     done = Completion(queue_id=c.queue_id, epoch=c.epoch)
     assert await store.requeue("w1", done, available_at=100.0, error="boom")
     # After a takeover the row is pending again, and claimable only once due.
-    await store.register_worker("w1", hostname="h", pid=1, now=2.0)
+    await store.fleet.register_worker("w1", hostname="h", pid=1, now=2.0)
     assert await store.claim_next("w1", limit=1, now=50.0) == []
     (again,) = await store.claim_next("w1", limit=1, now=100.0)
     assert again.attempts == 1 and again.epoch == c.epoch + 1
@@ -102,14 +102,14 @@ async def check_state_is_compare_and_set_under_the_owner(store: ActorStore) -> N
 
 
 async def check_stopped_worker_gives_its_instances_up(store: ActorStore) -> None:
-    await store.register_worker("w1", hostname="h", pid=1, now=1.0)
+    await store.fleet.register_worker("w1", hostname="h", pid=1, now=1.0)
     await store.append_events(events(4, instances=2), owner="w1", now=1.0)
     claims = await store.claim_next("w1", limit=2, now=1.0)
-    assert await store.stop_worker("w1", now=2.0) == 2
-    assert not await store.worker_heartbeat("w1", now=3.0)
-    (w,) = await store.list_workers()
+    assert await store.fleet.stop_worker("w1", now=2.0) == 2
+    assert not await store.fleet.worker_heartbeat("w1", now=3.0)
+    (w,) = await store.fleet.list_workers()
     assert w.stopped_at == 2.0
-    taken = await store.claim_orphans("w2", stale_before=0.0, now=3.0)
+    taken = await store.fleet.claim_orphans("w2", stale_before=0.0, now=3.0)
     assert taken.instances == 2 and taken.requeued == 0  # stop_worker already put them back
     assert len(await store.claim_next("w2", limit=10, now=3.0)) == 4
     done = [Completion(queue_id=c.queue_id, epoch=c.epoch) for c in claims]
@@ -184,7 +184,7 @@ async def check_a_requeued_row_is_listed_for_a_select_only_once_due(store: Actor
     assert c is not None
     done = Completion(queue_id=c.queue_id, epoch=c.epoch)
     assert await store.requeue("w1", done, available_at=100.0, error="boom")
-    await store.register_worker("w1", hostname="h", pid=1, now=2.0)  # pending again
+    await store.fleet.register_worker("w1", hostname="h", pid=1, now=2.0)  # pending again
     assert await store.list_pending("w1", ref, "0", limit=10, now=50.0) == []
     (due,) = await store.list_pending("w1", ref, "0", limit=10, now=100.0)
     assert due.queue_id == c.queue_id and due.attempts == 1
