@@ -217,18 +217,20 @@ async def rebalance_run(n: int, window: float) -> dict[str, float]:
             t0, d0, moved = time.monotonic(), await done(), 0
             after: InstanceRef | None = None
             while time.monotonic() - t0 < window:
-                under_way = sum(c.moving_out for c in await store.fleet_counts())
+                under_way = sum(c.moving_out for c in await store.fleet.fleet_counts())
                 room = max(0, 50 - under_way)
                 page = (
-                    await store.owned_page(worker_id=None, after=after, limit=room) if room else []
+                    await store.fleet.owned_page(worker_id=None, after=after, limit=room)
+                    if room
+                    else []
                 )
                 after = page[-1][0] if page else (None if room else after)
                 marks = [(ref, w, ids[(ids.index(w) + 1) % 3]) for ref, w in page]
-                moved += await store.mark_moves(marks, now=time.time())
+                moved += await store.fleet.mark_moves(marks, now=time.time())
                 await asyncio.sleep(0.05)  # a period, not a synchronisation
             during = (await done() - d0) / (time.monotonic() - t0)
             for _ in range(600):  # the last moves finish (30 s at most)
-                if not sum(c.moving_out for c in await store.fleet_counts()):
+                if not sum(c.moving_out for c in await store.fleet.fleet_counts()):
                     break
                 await asyncio.sleep(0.05)
             later = await steady()

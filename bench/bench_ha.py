@@ -112,7 +112,7 @@ async def store_grants(url: str, n: int, *, fenced: bool) -> float:
     try:
         store = backend.executions
         if fenced:
-            lease = await backend.actors.acquire_lease("admission", holder="bench", ttl=3600)
+            lease = await backend.actors.leases.acquire_lease("admission", holder="bench", ttl=3600)
             assert lease is not None
             store.set_fence(Fence(name="admission", epoch=lease.epoch))
         now = time.time()

@@ -46,6 +46,8 @@ ALLOWED: dict[str, set[str]] = {
     }
     | BASE,
     "demo": {"fair"} | BASE,
+    # `yoke.testing`: the in-memory actor store and the store conformance suite, for users.
+    "testing": {"store", "actors"} | BASE,
     # The HTTP client speaks only the API: yoke's values and errors, never the server.
     "client": {"executions"} | BASE,
     # How the `yoke` command prints tables: rich alone.

@@ -11,8 +11,8 @@ import pytest
 
 import yoke
 from yoke.config import Settings
-from yoke.errors import BadValue, StoreUnavailable
-from yoke.retry import Backoff, RetryPolicy, until_done
+from yoke.errors import TRANSIENT, BadValue, Conflict, StoreError, StoreUnavailable
+from yoke.retry import Backoff, RetryPolicy, severity, until_done
 
 log = logging.getLogger("tests.retry")
 
@@ -111,3 +111,25 @@ def test_no_loop_of_yoke_doubles_a_pause_of_its_own() -> None:
         if doubling.search(line)
     ]
     assert found == []
+
+
+async def test_until_done_raises_a_permanent_store_error_at_once() -> None:
+    calls = 0
+
+    async def write() -> None:
+        nonlocal calls
+        calls += 1
+        raise Conflict("constraint violated: the same answer every time")
+
+    with pytest.raises(Conflict):
+        await until_done(write, policy=RetryPolicy(), what="w", stopping=lambda: False, log=log)
+    assert calls == 1  # not retried: asked again, the store would refuse it again
+
+
+def test_a_loop_waits_the_longest_pause_after_a_permanent_error() -> None:
+    b = Backoff(RetryPolicy(first=0.1, most=4.0, jitter=0.0))
+    assert b.failed(StoreUnavailable("down")) == 0.1
+    assert b.failed(StoreError("refused")) == 4.0
+    assert severity(StoreUnavailable("down")) == logging.WARNING
+    assert severity(Conflict("refused")) == logging.ERROR
+    assert (StoreUnavailable,) == TRANSIENT  # the one list: a new entry is a decision

@@ -293,7 +293,7 @@ class App:
             self._tenants_changed.set()  # and reads every row again soon
 
         return Tenants(
-            store=self.actors.store,
+            store=lambda: self.actors.store().tenants,
             reviewers=self._reviewers,
             clock=self.clock,
             changed=changed,
@@ -486,7 +486,7 @@ class App:
         return Leadership(
             executions=self.executions,
             store=store,
-            leases=backend.actors,
+            leases=backend.actors.leases,
             holder=instance_id,
             clock=self.clock,
             ttl=s.ha_lease_ttl_secs,
@@ -559,7 +559,7 @@ class App:
     def _rates(self, buckets: ActorStore) -> Rates:
         from yoke.executions.tenant_book import Rates
 
-        return Rates(buckets, self.clock)
+        return Rates(buckets.tenants, self.clock)
 
     def _appends_gate(self, rates: Rates) -> Callable[[str, int], Awaitable[None]]:
         """Appends spend their tenant's tokens (`actors.append_rate`) before writing."""
@@ -575,7 +575,7 @@ class App:
 
         await read_into(
             self.executions.tenants,
-            lambda: backend.actors.tenant_settings(limit=MAX_ROWS),
+            lambda: backend.actors.tenants.tenant_settings(limit=MAX_ROWS),
             changed=lambda: None,  # nothing is admitted yet
         )
 
@@ -585,7 +585,7 @@ class App:
 
         await follow(
             self.executions.tenants,
-            lambda: backend.actors.tenant_settings(limit=MAX_ROWS),
+            lambda: backend.actors.tenants.tenant_settings(limit=MAX_ROWS),
             wake=self._tenants_changed,
             poll=self.actors.settings.tenant_settings_poll,
             changed=self.executions.apply_tenant_settings,
@@ -602,7 +602,7 @@ class App:
         lead = self.leadership
         self.pruner = Pruner(
             store,
-            None if lead is not None else backend.actors,  # a leader is one at a time already
+            None if lead is not None else backend.actors.leases,  # one leader at a time already
             clock=self.clock,
             holder=instance_id,
             retention=s.retention_secs,

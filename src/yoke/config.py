@@ -11,7 +11,7 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from yoke.errors import BadType, BadValue
 from yoke.retry import RetryPolicy
@@ -264,19 +264,33 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Read `YOKE_<FIELD>` variables (upper-case field names); `overrides` win over them."""
-        source = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            var = "YOKE_" + f.name.upper()
-            raw = source.get(var)
-            if raw is None or raw.strip() == "":
-                continue
-            values[f.name] = _parse(var, raw.strip(), f.type)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        variables = {f.name: "YOKE_" + f.name.upper() for f in fields(cls)}
+        return load_env(cls, variables, env, overrides)
 
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
+
+
+S = TypeVar("S")
+
+
+def load_env(
+    cls: type[S], variables: Mapping[str, str], env: Mapping[str, str] | None, overrides: Any
+) -> S:
+    """The one settings loader (`Settings`, `ActorSettings`, `ExecutorSettings`): each field of
+    the dataclass `cls` named in `variables` is read from its variable in `env` (default: the
+    process's environment) and parsed by its type (`_parse`); an unset or blank variable leaves
+    the default; `overrides` that are not None win over them. `cls` validates the values."""
+    source = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        var = variables.get(f.name)
+        raw = None if var is None else source.get(var)
+        if var is None or raw is None or not raw.strip():
+            continue
+        values[f.name] = _parse(var, raw.strip(), f.type)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return cls(**values)
 
 
 def _parse(var: str, raw: str, annotation: object) -> Any:

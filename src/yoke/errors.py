@@ -137,6 +137,14 @@ class StoreError(YokeError):
     title = "Store error"
 
 
+# The errors a retry loop waits out: the store did not answer, and the operation did not happen
+# (or its answer was lost), so the same call may succeed later. Every other `YokeError` is
+# permanent (a constraint, a value the store refuses, a fence): asking again gets the same
+# answer, so it is handled where it happens (a dead letter, a refusal, a failed write logged),
+# never retried. The one list: `yoke.retry.until_done` and every loop with a `Backoff` read it.
+TRANSIENT: tuple[type[YokeError], ...] = (StoreUnavailable,)
+
+
 def _kebab(name: str) -> str:
     out: list[str] = []
     for i, ch in enumerate(name):

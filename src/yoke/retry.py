@@ -8,6 +8,14 @@ heartbeat, the timers, an execution's finish, a grant batch's read-back, the Pos
 listeners, the restarts of executor processes and portals, a re-read of another process's rows
 and SQLite's switch of a new file to WAL all wait through these.
 
+Only a transient error is waited out (`yoke.errors.TRANSIENT`: the store did not answer). A
+permanent one (a constraint, a value the store refuses) would get the same answer forever, so
+`until_done` raises it at once and each caller handles it where it happens: a claimed actor
+event becomes a dead letter with the error (`actors/refusals.py`), an execution's end is
+recorded FAILED with it. A loop that holds nothing while it waits (the claimer, a heartbeat,
+the timers, the lifecycle's observation) goes on after a permanent error, logged as an error
+(`severity`) and after the longest pause (`Backoff.failed(exc)`), not in a quick retry.
+
 Jitter: each pause is drawn from [pause * (1 - jitter), pause], so processes that lost the same
 store at the same moment do not all come back in step. The draw comes from an injected
 `random.Random` where a test needs it repeatable.
@@ -26,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from yoke.errors import BadType, BadValue, StoreUnavailable, YokeError
+from yoke.errors import TRANSIENT, BadType, BadValue, StoreUnavailable, YokeError
 
 T = TypeVar("T")
 
@@ -79,8 +87,12 @@ class Backoff:
     def __repr__(self) -> str:
         return f"Backoff(attempts={self.attempts}, policy={self._policy})"
 
-    def failed(self) -> float:
+    def failed(self, exc: BaseException | None = None) -> float:
+        """The pause after a failure. After a permanent error (`exc` not transient) it is the
+        longest: asked again soon, the store would give the same answer."""
         self.attempts += 1
+        if exc is not None and not isinstance(exc, TRANSIENT):
+            return self._policy.most
         return self._policy.pause(self.attempts, self._rng)
 
     def ok(self) -> None:
@@ -91,6 +103,12 @@ class Backoff:
         return stopping and self.attempts >= self._policy.stopping_attempts
 
 
+def severity(exc: BaseException) -> int:
+    """How a loop that goes on after `exc` logs it: a transient error is a warning (it waits
+    the store out), a permanent one an error (someone must look: it will not pass by itself)."""
+    return logging.WARNING if isinstance(exc, TRANSIENT) else logging.ERROR
+
+
 async def until_done(
     write: Callable[[], Awaitable[T]],
     *,
@@ -98,10 +116,11 @@ async def until_done(
     what: str,
     stopping: Callable[[], bool],
     log: logging.Logger,
-    transient: type[YokeError] = YokeError,
+    transient: tuple[type[YokeError], ...] = TRANSIENT,
 ) -> tuple[T, int] | None:
     """`await write()` until it succeeds; a `transient` error (the store is down) is logged
-    and retried after a `Backoff` pause (another error is raised at once). Returns the answer
+    and retried after a `Backoff` pause. Any other error is raised at once: the store refused
+    the write for good, and its caller handles that where it happens. Returns the answer
     and the attempts it took (after more than one, an earlier attempt may have been written
     though its answer was lost). Returns None only once `stopping()` and the policy's give-up
     rule says so."""

@@ -10,10 +10,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.actors.memstore import MemoryActorStore
 from yoke.actors import ActorRuntime, ActorSettings
 from yoke.actors.protocol import ActorStore
 from yoke.app import Backend, open_store
+from yoke.testing.memstore import MemoryActorStore
 
 ACTOR_TABLES = (
     "stream_events",

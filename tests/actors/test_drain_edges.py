@@ -9,12 +9,12 @@ import json
 from collections.abc import Sequence
 
 from tests.actors.conftest import MakeRuntime, wait_for
-from tests.actors.memstore import MemoryActorStore
 from yoke.actors import ActorCtx, DrainConfig, Event, Fenced, Queue, QueueDrainScheduler
 from yoke.actors.runtime import ActorRuntime
 from yoke.clock import SystemClock
 from yoke.errors import StoreUnavailable
 from yoke.store.actor_records import ClaimedEvent, InstanceRef, InstanceState, NewEvent, Target
+from yoke.testing.memstore import MemoryActorStore
 
 
 async def test_a_worker_that_lost_its_instance_changes_nothing(

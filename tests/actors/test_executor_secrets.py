@@ -57,7 +57,10 @@ async def yoke_worker(
         store = backend.actors
 
         async def spare() -> bool:
-            return any(r.state == "SPARE" for r in await store.list_executors(tenant=None, limit=5))
+            return any(
+                r.state == "SPARE"
+                for r in await store.executors.list_executors(tenant=None, limit=5)
+            )
 
         await until(spare, seconds=60)
         yield proc, store

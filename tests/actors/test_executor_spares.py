@@ -141,11 +141,11 @@ async def test_a_worker_killed_with_sigkill_leaves_no_executor_or_spare_alive(
         await rt.append("jobs", {"k": "0", "g": 0, "n": 0, "sleep": 30}, tenant="acme")
 
         async def busy() -> bool:
-            rows = await store.list_executors(tenant="acme", limit=10)
+            rows = await store.executors.list_executors(tenant="acme", limit=10)
             return any(r.state == "READY" and r.active_dispatch for r in rows)
 
         await until(busy)
-        (row,) = await store.list_executors(tenant="acme", limit=10)
+        (row,) = await store.executors.list_executors(tenant="acme", limit=10)
         # The tenant's executor (a bound spare) and the spare booted after it to replace it.
         await until(lambda: len(children(proc.pid)) == 2)
         pids = children(proc.pid)

@@ -140,11 +140,11 @@ async def test_a_worker_killed_with_sigkill_leaves_no_executor_alive(app_url: st
             )
 
         async def all_ready() -> bool:
-            rows = await store.list_executors(tenant=None, limit=10)
+            rows = await store.executors.list_executors(tenant=None, limit=10)
             return len([r for r in rows if r.state == "READY" and r.active_dispatch]) == 3
 
         await until(all_ready)
-        rows = await store.list_executors(tenant=None, limit=10)
+        rows = await store.executors.list_executors(tenant=None, limit=10)
         pids = [r.pid for r in rows if r.tenant is not None]
         assert len(pids) == 3 and all(pid is not None and alive(pid) for pid in pids)
         pids += [r.pid for r in rows if r.tenant is None and r.state == "SPARE"]  # warm spares

@@ -30,10 +30,10 @@ def _done(c: ClaimedEvent, epoch: int | None = None) -> Completion:
 
 async def _lose_and_regain(store: ActorStore) -> None:
     """w2 takes x over from w1 (silent since 1.0), then w1 (alive again) takes it back."""
-    took = await store.claim_orphans("w2", stale_before=2.0, now=2.0)
+    took = await store.fleet.claim_orphans("w2", stale_before=2.0, now=2.0)
     assert took.instances == 1 and took.requeued == 3
-    assert await store.worker_heartbeat("w1", now=3.0)
-    back = await store.claim_orphans("w1", stale_before=2.5, now=3.0)
+    assert await store.fleet.worker_heartbeat("w1", now=3.0)
+    back = await store.fleet.claim_orphans("w1", stale_before=2.5, now=3.0)
     assert back.instances == 1
 
 
@@ -41,8 +41,8 @@ async def test_a_claim_from_before_a_lost_and_regained_instance_is_refused(
     actor_store: ActorStore,
 ) -> None:
     s = actor_store
-    await s.register_worker("w1", hostname="h", pid=1, now=1.0)
-    await s.register_worker("w2", hostname="h", pid=2, now=1.0)
+    await s.fleet.register_worker("w1", hostname="h", pid=1, now=1.0)
+    await s.fleet.register_worker("w2", hostname="h", pid=2, now=1.0)
     await s.append_events(_events(3), owner="w1", now=1.0)
     old = await s.claim_next("w1", limit=10, now=1.0)
     assert len(old) == 3
@@ -83,8 +83,8 @@ async def test_a_completion_batch_mixing_epochs_finishes_only_the_current_claims
     actor_store: ActorStore,
 ) -> None:
     s = actor_store
-    await s.register_worker("w1", hostname="h", pid=1, now=1.0)
-    await s.register_worker("w2", hostname="h", pid=2, now=1.0)
+    await s.fleet.register_worker("w1", hostname="h", pid=1, now=1.0)
+    await s.fleet.register_worker("w2", hostname="h", pid=2, now=1.0)
     await s.append_events(_events(3), owner="w1", now=1.0)
     old = await s.claim_next("w1", limit=10, now=1.0)
     await _lose_and_regain(s)

@@ -87,7 +87,7 @@ async def start(procs: dict[str, Worker], url: str, log: Path, wid: str) -> Work
 
 
 async def shares(store: ActorStore) -> dict[str, float]:
-    counts = {c.worker_id: c.owned for c in await store.fleet_counts()}
+    counts = {c.worker_id: c.owned for c in await store.fleet.fleet_counts()}
     total = sum(counts.values())
     return {w: n / total for w, n in counts.items() if n}
 

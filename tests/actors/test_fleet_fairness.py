@@ -53,7 +53,7 @@ async def weigh(store: Backend, tenant: str, weight: float) -> None:
         kind="tenant", principal="test", tenant=None, roles=("ADMIN",), subject=tenant,
         before="{}", after="{}", at=time.time(),
     )  # fmt: skip
-    await store.actors.put_tenant_settings(tenant, TenantValues(weight=weight), audit=audit)
+    await store.actors.tenants.put_tenant_settings(tenant, TenantValues(weight=weight), audit=audit)
 
 
 async def test_weights_hold_over_the_fleet(pg_url: str, tmp_path: Path) -> None:

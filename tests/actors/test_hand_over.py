@@ -48,7 +48,7 @@ async def test_a_move_waits_for_the_running_call_and_keeps_fifo(
 
         await wait_until(blocked)
         async with rt2.running(actor_store):
-            assert await actor_store.mark_moves([(X, "w1", "w2")], now=rt1.wall()) == 1
+            assert await actor_store.fleet.mark_moves([(X, "w1", "w2")], now=rt1.wall()) == 1
             fleet = rt1.fleet
             assert fleet is not None
 
@@ -92,9 +92,9 @@ async def test_a_move_to_a_worker_gone_since_is_cancelled(
     define(rt1, calls, release)
     async with rt1.running(actor_store):
         await rt1.append_many("s", [{"k": "x", "seq": 0}])
-        await actor_store.register_worker("w9", hostname="h", pid=9, now=rt1.wall())
-        await actor_store.stop_worker("w9", now=rt1.wall())
-        assert await actor_store.mark_moves([(X, "w1", "w9")], now=rt1.wall()) == 1
+        await actor_store.fleet.register_worker("w9", hostname="h", pid=9, now=rt1.wall())
+        await actor_store.fleet.stop_worker("w9", now=rt1.wall())
+        assert await actor_store.fleet.mark_moves([(X, "w1", "w9")], now=rt1.wall()) == 1
         fleet = rt1.fleet
         assert fleet is not None
 
@@ -110,7 +110,7 @@ async def test_a_move_to_a_worker_gone_since_is_cancelled(
 
         await wait_until(done)
         assert fleet.given == 0
-        counts = {c.worker_id: c for c in await actor_store.fleet_counts()}
+        counts = {c.worker_id: c for c in await actor_store.fleet.fleet_counts()}
         assert counts["w1"].moving_out == 0 and "w9" not in counts
 
 
@@ -142,9 +142,12 @@ async def test_rows_claimed_after_a_cancelled_move_while_others_settle_are_run_b
             return ("x", 0) in ran
 
         await wait_until(x_done)
-        await actor_store.register_worker("w9", hostname="h", pid=9, now=rt1.wall())
-        await actor_store.stop_worker("w9", now=rt1.wall())
-        assert await actor_store.mark_moves([(x, "w1", "w9"), (y, "w1", "w9")], now=rt1.wall()) == 2
+        await actor_store.fleet.register_worker("w9", hostname="h", pid=9, now=rt1.wall())
+        await actor_store.fleet.stop_worker("w9", now=rt1.wall())
+        assert (
+            await actor_store.fleet.mark_moves([(x, "w1", "w9"), (y, "w1", "w9")], now=rt1.wall())
+            == 2
+        )
 
         async def x_kept() -> bool:
             i = await actor_store.get_instance(x)
@@ -184,13 +187,13 @@ async def test_the_balancer_gives_a_joining_worker_its_share(
     async with rt1.running(actor_store):
         # 40 instances, all on w1: the only live worker.
         await rt1.append_many("s", [{"k": f"x{n}", "seq": 1} for n in range(40)])
-        assert {c.worker_id: c.owned for c in await actor_store.fleet_counts()} == {"w1": 40}
+        assert {c.worker_id: c.owned for c in await actor_store.fleet.fleet_counts()} == {"w1": 40}
         async with rt2.running(actor_store):
             seen_moving = 0
 
             async def shared() -> bool:
                 nonlocal seen_moving
-                counts = {c.worker_id: c for c in await actor_store.fleet_counts()}
+                counts = {c.worker_id: c for c in await actor_store.fleet.fleet_counts()}
                 seen_moving = max(seen_moving, sum(c.moving_out for c in counts.values()))
                 got = {w: c.owned for w, c in counts.items()}
                 return got.get("w2", 0) >= 16 and got.get("w1", 0) >= 16
@@ -240,7 +243,7 @@ async def test_no_live_worker_leaves_new_instances_unowned_for_the_first_one_up(
 
         await wait_until(both)
         await wait_for(done)
-    assert "ingest" not in {c.worker_id for c in await actor_store.fleet_counts()}
+    assert "ingest" not in {c.worker_id for c in await actor_store.fleet.fleet_counts()}
 
 
 async def test_a_stopping_worker_hands_its_instances_to_the_live_ones(
@@ -257,9 +260,9 @@ async def test_a_stopping_worker_hands_its_instances_to_the_live_ones(
     async with rt2.running(actor_store), rt3.running(actor_store):
         async with rt1.running(actor_store):
             await rt1.append_many("s", [{"k": f"x{n}", "seq": n} for n in range(30)])
-            before = {c.worker_id: c.owned for c in await actor_store.fleet_counts()}
+            before = {c.worker_id: c.owned for c in await actor_store.fleet.fleet_counts()}
             assert sum(before.values()) == 30 and set(before) <= {"w1", "w2", "w3"}
-        after = {c.worker_id: c.owned for c in await actor_store.fleet_counts()}
+        after = {c.worker_id: c.owned for c in await actor_store.fleet.fleet_counts()}
         # At once (no heartbeat has run since), all on the two live workers, w1's spread.
         assert "w1" not in after and sum(after.values()) == 30, after
         assert after["w2"] >= before.get("w2", 0) and after["w3"] >= before.get("w3", 0)
@@ -275,7 +278,7 @@ async def test_the_fleet_verbs_count_and_list_what_the_balancer_reads(
     rt.attach(actor_store)
     now = rt.wall()
     for w in ("w1", "w2"):
-        await actor_store.register_worker(w, hostname="h", pid=1, now=now)
+        await actor_store.fleet.register_worker(w, hostname="h", pid=1, now=now)
     owner = {"x0": "w1", "x1": "w1", "x2": "w1", "x3": "w2"}
 
     def place(ref: InstanceRef) -> str | None:
@@ -286,19 +289,23 @@ async def test_the_fleet_verbs_count_and_list_what_the_balancer_reads(
     )
     await actor_store.append_events(events, owner=place, now=now)
     ref = {k: InstanceRef(tenant="default", actor="a", instance_id=k) for k in owner}
-    assert await actor_store.pending_heads("w1", limit=2) == [(ref["x0"], 3), (ref["x1"], 2)]
+    assert await actor_store.fleet.pending_heads("w1", limit=2) == [(ref["x0"], 3), (ref["x1"], 2)]
     assert (
-        await actor_store.mark_moves([(ref["x0"], "w1", "w2"), (ref["x3"], "w1", "w2")], now=now)
+        await actor_store.fleet.mark_moves(
+            [(ref["x0"], "w1", "w2"), (ref["x3"], "w1", "w2")], now=now
+        )
         == 1
     )
-    assert await actor_store.mark_moves([(ref["x0"], "w1", "w2")], now=now) == 0  # moving already
-    assert await actor_store.pending_heads("w1", limit=5) == [(ref["x1"], 2), (ref["x2"], 1)]
-    counts = {c.worker_id: c for c in await actor_store.fleet_counts(with_pending=True)}
+    assert (
+        await actor_store.fleet.mark_moves([(ref["x0"], "w1", "w2")], now=now) == 0
+    )  # moving already
+    assert await actor_store.fleet.pending_heads("w1", limit=5) == [(ref["x1"], 2), (ref["x2"], 1)]
+    counts = {c.worker_id: c for c in await actor_store.fleet.fleet_counts(with_pending=True)}
     assert (counts["w1"].owned, counts["w1"].moving_out, counts["w1"].pending) == (3, 1, 6)
     assert (counts["w2"].owned, counts["w2"].moving_in, counts["w2"].pending) == (1, 1, 2)
-    page = await actor_store.owned_page(worker_id="w1", after=None, limit=10)
+    page = await actor_store.fleet.owned_page(worker_id="w1", after=None, limit=10)
     assert page == [(ref["x1"], "w1"), (ref["x2"], "w1")]  # x0 is moving
-    after = await actor_store.owned_page(worker_id=None, after=ref["x1"], limit=10)
+    after = await actor_store.fleet.owned_page(worker_id=None, after=ref["x1"], limit=10)
     assert after == [(ref["x2"], "w1"), (ref["x3"], "w2")]
-    (order,) = await actor_store.moves_from("w1", limit=10)
+    (order,) = await actor_store.fleet.moves_from("w1", limit=10)
     assert (order.ref, order.taker) == (ref["x0"], "w2")

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.actors.memstore import MemoryActorStore
 from yoke.actors import ActorInspector, ActorRegistry, Event, WorkerStatus
 from yoke.actors.ctx import ActorCtx
 from yoke.actors.protocol import ActorStore
 from yoke.clock import ManualClock
 from yoke.errors import NotFound
 from yoke.store.actor_records import ActorCounts, Completion, InstanceRef, NewEvent, Target
+from yoke.testing.memstore import MemoryActorStore
 
 
 def event(tenant: str, actor: str, instance: str) -> NewEvent:
@@ -69,14 +69,14 @@ async def test_instances_come_in_keyset_pages(actor_store: ActorStore) -> None:
 
 async def test_instances_owned_per_worker(actor_store: ActorStore) -> None:
     await actor_store.append_events([event("a", "cart", "1")], owner=None, now=1.0)
-    await actor_store.register_worker("w1", hostname="h", pid=1, now=1.0)
-    await actor_store.register_worker("w2", hostname="h", pid=2, now=1.0)
+    await actor_store.fleet.register_worker("w1", hostname="h", pid=1, now=1.0)
+    await actor_store.fleet.register_worker("w2", hostname="h", pid=2, now=1.0)
     await actor_store.append_events(
         [event("a", "cart", "2"), event("a", "cart", "3")], owner="w2", now=1.0
     )
-    assert await actor_store.owned_instances() == {"w2": 2}  # the ownerless one is no one's
-    await actor_store.claim_orphans("w1", stale_before=0.0, now=2.0)
-    assert await actor_store.owned_instances() == {"w1": 1, "w2": 2}
+    assert await actor_store.fleet.owned_instances() == {"w2": 2}  # the ownerless one is no one's
+    await actor_store.fleet.claim_orphans("w1", stale_before=0.0, now=2.0)
+    assert await actor_store.fleet.owned_instances() == {"w1": 1, "w2": 2}
 
 
 async def test_worker_status_follows_the_stale_interval() -> None:

@@ -8,11 +8,11 @@ import asyncio
 
 import pytest
 
-from tests.actors.memstore import MemoryActorStore
 from yoke.clock import SystemClock
 from yoke.errors import BadValue, StoreUnavailable
 from yoke.leases import Elector
 from yoke.store.leaseverbs import Lease
+from yoke.testing.memstore import MemoryActorStore
 
 
 class FlakyStore(MemoryActorStore):

@@ -8,9 +8,9 @@ import asyncio
 import prometheus_client
 
 from tests.actors.conftest import FAST, wait_for
-from tests.actors.memstore import MemoryActorStore
 from yoke.actors import ActorCtx, ActorMetrics, ActorRuntime, ActorSettings, Backoff, Event
 from yoke.store.actor_records import QueueDepth
+from yoke.testing.memstore import MemoryActorStore
 
 
 def value(reg: prometheus_client.CollectorRegistry, name: str, **labels: str) -> float | None:

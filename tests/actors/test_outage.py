@@ -14,13 +14,13 @@ import psycopg
 import pytest
 
 from tests.actors.conftest import MakeRuntime, truncate_actor_tables, wait_for
-from tests.actors.memstore import MemoryActorStore
 from tests.actors.pgproxy import PgProxy
 from yoke.actors import ActorCtx, ActorRuntime, Backoff, Event, Queue
 from yoke.actors.protocol import ActorStore
 from yoke.errors import StoreUnavailable
 from yoke.store.actor_records import ClaimedEvent, InstanceRef, NewEvent, Target
 from yoke.store.postgres import PostgresStore
+from yoke.testing.memstore import MemoryActorStore
 
 
 class FlakyStore(MemoryActorStore):

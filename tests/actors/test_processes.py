@@ -112,7 +112,7 @@ async def test_timers_fire_exactly_once_with_three_workers(pg_url: str) -> None:
         infos = await store.actors.list_instances("tick", limit=n + 1)
         seen = sorted(n for info in infos for n in json.loads(info.state)["seen"])
         assert seen == list(range(n))  # each timer fired once and was processed once
-        stopped = {w.worker_id for w in await store.actors.list_workers() if w.stopped_at}
+        stopped = {w.worker_id for w in await store.actors.fleet.list_workers() if w.stopped_at}
         owners = {info.worker_id for info in infos}
         assert owners <= stopped | {None}  # handed over on shutdown, the last ones to no one
     finally:

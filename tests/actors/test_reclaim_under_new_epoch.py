@@ -33,9 +33,9 @@ async def _until(store: ActorStore, ok: object, seconds: float = 10.0) -> Instan
 async def _lose_and_take_back(store: ActorStore, wall: float, epoch: int) -> None:
     """w2 takes x over (w1 looks stale to it) and stops: x is ownerless, and w1's heartbeat
     takes it back; then w1's drain claims its rows again under the newest epoch."""
-    await store.register_worker("w2", hostname="h", pid=2, now=wall)
-    await store.claim_orphans("w2", stale_before=wall + 3600, now=wall)
-    await store.stop_worker("w2", now=wall)
+    await store.fleet.register_worker("w2", hostname="h", pid=2, now=wall)
+    await store.fleet.claim_orphans("w2", stale_before=wall + 3600, now=wall)
+    await store.fleet.stop_worker("w2", now=wall)
     await _until(store, lambda i: i.worker_id == "w1" and i.epoch >= epoch + 3 and i.pending == 0)
 
 

@@ -39,8 +39,8 @@ async def test_refused_completions_stop_the_events_held_of_a_lost_instance(
         assert drain.stats().held >= N - 1, drain.stats()  # the rest are held here, queued
         # w2 takes x over (w1 looks stale to it) while w1 runs event 0.
         now = rt.wall()
-        await actor_store.register_worker("w2", hostname="h", pid=2, now=now)
-        taken = await actor_store.claim_orphans("w2", stale_before=now + 3600, now=now)
+        await actor_store.fleet.register_worker("w2", hostname="h", pid=2, now=now)
+        taken = await actor_store.fleet.claim_orphans("w2", stale_before=now + 3600, now=now)
         assert taken.instances == 1
         go_on.set()
 

@@ -1,232 +1,45 @@
-"""The actor verbs of every `ActorStore` (the conformance part that needs no runtime)."""
+"""The actor store's conformance suite (`yoke.testing.conformance`) on every `ActorStore`: the
+in-memory reference store, SQLite and PostgreSQL (`actor_store` fixture), one test per check;
+and `check_store` as a user runs it, on the in-memory store."""
 
 from __future__ import annotations
 
-import asyncio
-import json
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
 
 from yoke.actors.protocol import ActorStore
-from yoke.store.actor_records import Completion, InstanceRef, NewEvent, Target
+from yoke.testing import CHECKS, MemoryActorStore, check_store
+from yoke.testing.conformance import Check
 
 
-def events(n: int, *, instances: int = 10) -> list[NewEvent]:
-    return [
-        NewEvent(
-            tenant="t",
-            stream="s",
-            data=json.dumps({"i": i}),
-            targets=(Target(actor="a", instance_id=str(i % instances), group_id=str(i % 3)),),
-        )
-        for i in range(n)
-    ]
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
+async def test_the_store_conforms(actor_store: ActorStore, check: Check) -> None:
+    await check(actor_store)
 
 
-async def test_concurrent_claims_never_share_a_row(actor_store: ActorStore) -> None:
-    await actor_store.append_events(events(400), owner="w1", now=1.0)
-    batches = await asyncio.gather(
-        *(actor_store.claim_next("w1", limit=60, now=2.0) for _ in range(8))
-    )
-    ids = [c.queue_id for b in batches for c in b]
-    assert len(ids) == len(set(ids)) == 400
-    # Oldest first within each claim.
-    for b in batches:
-        assert [c.queue_id for c in b] == sorted(c.queue_id for c in b)
-    assert await actor_store.claim_next("w1", limit=10, now=2.0) == []
-    assert await actor_store.claim_next("w2", limit=10, now=2.0) == []
+async def test_a_user_runs_the_whole_suite_against_a_store_of_their_own() -> None:
+    made = 0
+
+    @contextlib.asynccontextmanager
+    async def fresh() -> AsyncIterator[ActorStore]:
+        nonlocal made
+        made += 1
+        yield MemoryActorStore()
+
+    await check_store(fresh)
+    assert made == len(CHECKS)  # each check on an empty store of its own
 
 
-async def test_append_fans_out_in_order_and_keeps_the_bytes(actor_store: ActorStore) -> None:
-    evs = events(5, instances=2)
-    ids = await actor_store.append_events(evs, owner=None, now=1.0)
-    assert ids == sorted(ids) and len(ids) == 5
-    info = await actor_store.get_instance(InstanceRef(tenant="t", actor="a", instance_id="0"))
-    assert info is not None and info.pending == 3 and info.worker_id is None
-    assert await actor_store.claim_next("w1", limit=10, now=2.0) == []  # no owner: no claim
-    got = await actor_store.claim_orphans("w1", stale_before=0.0, now=2.0)
-    assert got.instances == 2
-    claims = await actor_store.claim_next("w1", limit=10, now=2.0)
-    assert [json.loads(c.data)["i"] for c in claims] == [0, 1, 2, 3, 4]
-    assert [c.event_id for c in claims] == ids
-    groups = await actor_store.list_active_groups(
-        InstanceRef(tenant="t", actor="a", instance_id="0")
-    )
-    assert groups == ["0", "1", "2"]
+async def test_a_departure_from_the_contract_names_its_check() -> None:
+    class Forgetful(MemoryActorStore):
+        async def dead_letters(self, ref, *, limit=100):  # type: ignore[no-untyped-def]
+            return []
 
+    @contextlib.asynccontextmanager
+    async def fresh() -> AsyncIterator[ActorStore]:
+        yield Forgetful()
 
-async def test_requeue_keeps_the_row_until_due_and_counts_attempts(
-    actor_store: ActorStore,
-) -> None:
-    await actor_store.append_events(events(1), owner="w1", now=1.0)
-    (c,) = await actor_store.claim_next("w1", limit=1, now=1.0)
-    done = Completion(queue_id=c.queue_id, epoch=c.epoch)
-    assert await actor_store.requeue("w1", done, available_at=100.0, error="boom")
-    # After a takeover the row is pending again, and claimable only once due.
-    await actor_store.register_worker("w1", hostname="h", pid=1, now=2.0)
-    assert await actor_store.claim_next("w1", limit=1, now=50.0) == []
-    (again,) = await actor_store.claim_next("w1", limit=1, now=100.0)
-    assert again.attempts == 1 and again.epoch == c.epoch + 1
-    ok = Completion(queue_id=again.queue_id, epoch=again.epoch)
-    assert await actor_store.dead_letter("w1", ok, error="still boom", now=101.0)
-    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
-    (dl,) = await actor_store.dead_letters(ref)
-    assert dl.attempts == 2 and dl.error == "still boom" and json.loads(dl.data) == {"i": 0}
-    assert await actor_store.complete("w1", [ok]) == []  # dead letters are not completed
-    assert await actor_store.queue_depths(limit=5) == []
-
-
-async def test_state_is_compare_and_set_under_the_owner(actor_store: ActorStore) -> None:
-    await actor_store.append_events(events(1), owner="w1", now=1.0)
-    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
-    st = await actor_store.get_state(ref)
-    assert st is not None and st.state == "{}" and st.version == 0 and st.worker_id == "w1"
-    e = st.epoch
-    assert await actor_store.update_state(
-        ref, state='{"n":1}', expected_version=0, worker_id="w1", epoch=e
-    )
-    assert not await actor_store.update_state(
-        ref, state='{"n":9}', expected_version=0, worker_id="w1", epoch=e
-    )
-    assert not await actor_store.update_state(
-        ref, state='{"n":9}', expected_version=1, worker_id="w2", epoch=st.epoch
-    )
-    st2 = await actor_store.get_state(ref)
-    assert st2 is not None and st2.state == '{"n":1}' and st2.version == 1
-
-
-async def test_stopped_worker_gives_its_instances_up(actor_store: ActorStore) -> None:
-    await actor_store.register_worker("w1", hostname="h", pid=1, now=1.0)
-    await actor_store.append_events(events(4, instances=2), owner="w1", now=1.0)
-    claims = await actor_store.claim_next("w1", limit=2, now=1.0)
-    assert await actor_store.stop_worker("w1", now=2.0) == 2
-    assert not await actor_store.worker_heartbeat("w1", now=3.0)
-    (w,) = await actor_store.list_workers()
-    assert w.stopped_at == 2.0
-    taken = await actor_store.claim_orphans("w2", stale_before=0.0, now=3.0)
-    assert taken.instances == 2 and taken.requeued == 0  # stop_worker already put them back
-    assert len(await actor_store.claim_next("w2", limit=10, now=3.0)) == 4
-    done = [Completion(queue_id=c.queue_id, epoch=c.epoch) for c in claims]
-    assert await actor_store.complete("w1", done) == []
-
-
-async def test_a_claim_is_shared_between_tenants(actor_store: ActorStore) -> None:
-    flood = [
-        NewEvent(
-            tenant="flood",
-            stream="s",
-            data="{}",
-            targets=(Target(actor="a", instance_id="x", group_id=""),),
-        )
-        for _ in range(300)
-    ]
-    light = [
-        NewEvent(
-            tenant="light",
-            stream="s",
-            data="{}",
-            targets=(Target(actor="a", instance_id="y", group_id=""),),
-        )
-        for _ in range(5)
-    ]
-    await actor_store.append_events(flood, owner="w1", now=1.0)
-    await actor_store.append_events(light, owner="w1", now=1.0)
-    got = await actor_store.claim_next("w1", limit=20, now=2.0)
-    assert [c.tenant for c in got].count("light") == 5  # not behind the 300 older ones
-    assert [c.tenant for c in got].count("flood") == 10  # its share: ceil(20 / 2)
-    # The cursor moves past a tenant; a claim after the last tenant wraps around.
-    got = await actor_store.claim_next("w1", limit=20, now=2.0, after_tenant="light")
-    assert {c.tenant for c in got} == {"flood"} and len(got) == 20
-
-
-async def _epoch(store: ActorStore, ref: InstanceRef) -> int:
-    st = await store.get_state(ref)
-    assert st is not None
-    return st.epoch
-
-
-async def test_a_select_lists_a_groups_pending_rows_then_claims_the_chosen_one(
-    actor_store: ActorStore,
-) -> None:
-    # Instance "0" gets i = 0, 2, 4, ..., 10; group i % 3: "0" holds i = 0 and 6.
-    await actor_store.append_events(events(12, instances=2), owner="w1", now=1.0)
-    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
-    listed = await actor_store.list_pending("w1", ref, "0", limit=10, now=2.0)
-    assert [json.loads(p.data)["i"] for p in listed] == [0, 6]
-    assert [p.group_id for p in listed] == ["0", "0"] and listed[0].attempts == 0
-    assert await actor_store.list_pending("w1", ref, "0", limit=1, now=2.0) == listed[:1]
-    assert await actor_store.list_pending("w2", ref, "0", limit=10, now=2.0) == []  # not its
-    epoch = await _epoch(actor_store, ref)
-    chosen = listed[1].queue_id
-    got = await actor_store.claim_event("w1", chosen, epoch=epoch)
-    assert got is not None and got.queue_id == chosen and got.epoch == epoch
-    assert json.loads(got.data) == {"i": 6} and got.event_id == listed[1].event_id
-    assert await actor_store.claim_event("w1", chosen, epoch=epoch) is None  # claimed already
-    assert await actor_store.claim_event("w2", listed[0].queue_id, epoch=epoch) is None
-    assert await actor_store.claim_event("w1", listed[0].queue_id, epoch=epoch + 1) is None
-    again = await actor_store.list_pending("w1", ref, "0", limit=10, now=2.0)
-    assert [p.queue_id for p in again] == [listed[0].queue_id]
-    # A claim like claim_next's: completed (or fenced) under its epoch.
-    assert await actor_store.complete("w1", [Completion(queue_id=chosen, epoch=epoch)]) == [chosen]
-
-
-async def test_a_requeued_row_is_listed_for_a_select_only_once_due(
-    actor_store: ActorStore,
-) -> None:
-    await actor_store.append_events(events(1), owner="w1", now=1.0)
-    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
-    (p,) = await actor_store.list_pending("w1", ref, "0", limit=10, now=1.0)
-    c = await actor_store.claim_event("w1", p.queue_id, epoch=await _epoch(actor_store, ref))
-    assert c is not None
-    done = Completion(queue_id=c.queue_id, epoch=c.epoch)
-    assert await actor_store.requeue("w1", done, available_at=100.0, error="boom")
-    await actor_store.register_worker("w1", hostname="h", pid=1, now=2.0)  # pending again
-    assert await actor_store.list_pending("w1", ref, "0", limit=10, now=50.0) == []
-    (due,) = await actor_store.list_pending("w1", ref, "0", limit=10, now=100.0)
-    assert due.queue_id == c.queue_id and due.attempts == 1
-    # The old epoch claims nothing: the restart bumped it.
-    assert await actor_store.claim_event("w1", due.queue_id, epoch=c.epoch) is None
-
-
-async def test_a_chosen_row_is_claimed_once_whoever_races_for_it(
-    actor_store: ActorStore,
-) -> None:
-    await actor_store.append_events(events(30, instances=1), owner="w1", now=1.0)
-    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
-    epoch = await _epoch(actor_store, ref)
-    listed = await actor_store.list_pending("w1", ref, "1", limit=100, now=2.0)
-    assert len(listed) == 10
-    singles = [actor_store.claim_event("w1", p.queue_id, epoch=epoch) for p in listed * 3]
-    got, batch = await asyncio.gather(
-        asyncio.gather(*singles), actor_store.claim_next("w1", limit=30, now=2.0)
-    )
-    ids = [c.queue_id for c in got if c is not None] + [c.queue_id for c in batch]
-    assert len(ids) == len(set(ids)) == 30  # every row claimed, none twice
-
-
-async def test_a_lost_claim_is_undone_by_its_id_and_only_its_own_rows(
-    actor_store: ActorStore,
-) -> None:
-    # One instance, rows in order: claim 7 takes the first four, claim 8 the next two.
-    await actor_store.append_events(events(8, instances=1), owner="w1", now=1.0)
-    lost = await actor_store.claim_next("w1", limit=4, now=1.0, claim_id=7)
-    kept = await actor_store.claim_next("w1", limit=2, now=1.0, claim_id=8)
-    assert len(lost) == 4 and len(kept) == 2
-    assert await actor_store.unclaim_lost("w2", 7) == 0  # not its claim
-    # One of claim 7's rows ended meanwhile (a completion): three are still its claim.
-    done = Completion(queue_id=lost[0].queue_id, epoch=lost[0].epoch)
-    assert await actor_store.complete("w1", [done]) == [lost[0].queue_id]
-    assert await actor_store.unclaim_lost("w1", 7) == 3
-    assert await actor_store.unclaim_lost("w1", 7) == 0  # once
-    # Pending again with no attempt counted, first in line: the next claim takes them first.
-    again = await actor_store.claim_next("w1", limit=10, now=1.0, claim_id=9)
-    assert [c.queue_id for c in again][:3] == [c.queue_id for c in lost[1:]]
-    assert len(again) == 3 + 2  # and the two no claim had taken
-    assert all(c.attempts == 0 for c in again)
-    # A row taken by a select's claim is no claim's: undoing claim 9 leaves it claimed.
-    ref = InstanceRef(tenant="t", actor="a", instance_id="0")
-    assert await actor_store.unclaim_lost("w1", 9) == len(again)
-    (p, *_) = await actor_store.list_pending("w1", ref, "0", limit=10, now=2.0)
-    picked = await actor_store.claim_event("w1", p.queue_id, epoch=await _epoch(actor_store, ref))
-    assert picked is not None
-    assert await actor_store.unclaim_lost("w1", 9) == 0
-    info = await actor_store.get_instance(ref)
-    assert info is not None and info.in_flight == len(kept) + 1
+    with pytest.raises(AssertionError, match="check_requeue_keeps_the_row"):
+        await check_store(fresh)

@@ -88,8 +88,8 @@ async def test_a_claim_between_the_statements_of_a_takeover_is_not_stranded(
 ) -> None:
     # SQLite serialises writers (BEGIN IMMEDIATE): only PostgreSQL can interleave them.
     s = pg_store
-    await s.actors.register_worker("w1", hostname="h", pid=1, now=1.0)
-    await s.actors.register_worker("w2", hostname="h", pid=2, now=1.0)
+    await s.actors.fleet.register_worker("w1", hostname="h", pid=1, now=1.0)
+    await s.actors.fleet.register_worker("w2", hostname="h", pid=2, now=1.0)
     ev = NewEvent(
         tenant="t",
         stream="s",
@@ -100,7 +100,7 @@ async def test_a_claim_between_the_statements_of_a_takeover_is_not_stranded(
 
     reached, go = _gate_takeover(s, before)
     # w2 takes w1's instances over (w1 looks stale to it) and stops before `before`...
-    takeover = asyncio.create_task(s.actors.claim_orphans("w2", stale_before=100.0, now=2.0))
+    takeover = asyncio.create_task(s.actors.fleet.claim_orphans("w2", stale_before=100.0, now=2.0))
     await asyncio.wait_for(reached.wait(), 10)
     # ... while w1, which does not know yet, claims its row (it skips a row being moved).
     old = await asyncio.wait_for(s.actors.claim_next("w1", limit=10, now=2.0), 10)
@@ -134,13 +134,13 @@ async def test_an_owner_with_no_worker_row_keeps_its_instances_until_it_goes_sil
         targets=(Target(actor="a", instance_id="x", group_id=""),),
     )
     await actor_store.append_events([ev], owner="later", now=1.0)  # "later" has no row yet
-    await actor_store.register_worker("w1", hostname="h", pid=1, now=2.0)
-    got = await actor_store.claim_orphans("w1", stale_before=1.5, now=2.0)
+    await actor_store.fleet.register_worker("w1", hostname="h", pid=1, now=2.0)
+    got = await actor_store.fleet.claim_orphans("w1", stale_before=1.5, now=2.0)
     info = await actor_store.get_instance(REF)
     assert got.instances == 0 and info is not None and info.worker_id == "later"
-    await actor_store.register_worker("later", hostname="h", pid=2, now=3.0)
-    got = await actor_store.claim_orphans("w1", stale_before=2.5, now=4.0)
+    await actor_store.fleet.register_worker("later", hostname="h", pid=2, now=3.0)
+    got = await actor_store.fleet.claim_orphans("w1", stale_before=2.5, now=4.0)
     assert got.instances == 0, "a live owner keeps its instances"
-    got = await actor_store.claim_orphans("w1", stale_before=3.5, now=10.0)
+    got = await actor_store.fleet.claim_orphans("w1", stale_before=3.5, now=10.0)
     info = await actor_store.get_instance(REF)
     assert got.instances == 1 and info is not None and info.worker_id == "w1"

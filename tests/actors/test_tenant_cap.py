@@ -38,32 +38,36 @@ async def test_a_stopped_or_stale_workers_counters_no_longer_hold_the_cap(
     store, now = actor_store, time.time()
     live_after = now - STALE
     for tenant in ("acme", "globex"):
-        await store.put_tenant_settings(tenant, TenantValues(max_running=2), audit=audit_of(tenant))
+        await store.tenants.put_tenant_settings(
+            tenant, TenantValues(max_running=2), audit=audit_of(tenant)
+        )
     for worker in ("w1", "w2"):
-        await store.register_worker(worker, hostname="h", pid=1, now=now)
+        await store.fleet.register_worker(worker, hostname="h", pid=1, now=now)
     # A worker that went stale holding two of globex's slots (it was live when it took them).
-    await store.register_worker("w3", hostname="h", pid=3, now=now - 2 * STALE)
+    await store.fleet.register_worker("w3", hostname="h", pid=3, now=now - 2 * STALE)
     for _ in range(2):
-        assert await store.take_tenant_slot("globex", "w3", live_after=now - 3 * STALE)
+        assert await store.tenants.take_tenant_slot("globex", "w3", live_after=now - 3 * STALE)
     # A live worker's counters hold the cap for the others.
-    assert await store.take_tenant_slot("acme", "w1", live_after=live_after)
-    assert await store.take_tenant_slot("acme", "w1", live_after=live_after)
-    assert not await store.take_tenant_slot("acme", "w2", live_after=live_after)
+    assert await store.tenants.take_tenant_slot("acme", "w1", live_after=live_after)
+    assert await store.tenants.take_tenant_slot("acme", "w1", live_after=live_after)
+    assert not await store.tenants.take_tenant_slot("acme", "w2", live_after=live_after)
     # w1 stops (its calls died with it, nothing freed them): its counters lapse at once.
-    await store.stop_worker("w1", now=now)
-    assert await store.take_tenant_slot("acme", "w2", live_after=live_after)
-    assert await store.take_tenant_slot("acme", "w2", live_after=live_after)
-    assert not await store.take_tenant_slot("acme", "w2", live_after=live_after)  # its own two
+    await store.fleet.stop_worker("w1", now=now)
+    assert await store.tenants.take_tenant_slot("acme", "w2", live_after=live_after)
+    assert await store.tenants.take_tenant_slot("acme", "w2", live_after=live_after)
+    assert not await store.tenants.take_tenant_slot(
+        "acme", "w2", live_after=live_after
+    )  # its own two
     # w3's heartbeat is older than the staleness bound: its two count no more.
-    assert await store.take_tenant_slot("globex", "w2", live_after=live_after)
-    assert await store.take_tenant_slot("globex", "w2", live_after=live_after)
-    assert not await store.take_tenant_slot("globex", "w2", live_after=live_after)
+    assert await store.tenants.take_tenant_slot("globex", "w2", live_after=live_after)
+    assert await store.tenants.take_tenant_slot("globex", "w2", live_after=live_after)
+    assert not await store.tenants.take_tenant_slot("globex", "w2", live_after=live_after)
 
 
 async def test_a_call_that_raises_gives_its_tenant_slot_back(
     actor_store: ActorStore, make_runtime: MakeRuntime
 ) -> None:
-    await actor_store.put_tenant_settings(
+    await actor_store.tenants.put_tenant_settings(
         "acme", TenantValues(max_running=1), audit=audit_of("acme")
     )
     rt = make_runtime()
@@ -96,7 +100,7 @@ async def test_the_fleet_wide_tenant_cap_is_never_exceeded(pg_url: str, tmp_path
     store = open_actor_store(pg_url)
     await store.open()
     try:
-        await store.actors.put_tenant_settings(
+        await store.actors.tenants.put_tenant_settings(
             "acme", TenantValues(max_running=CAP), audit=audit_of("acme")
         )
         rt = ActorRuntime(settings=ActorSettings(worker_id="client"))

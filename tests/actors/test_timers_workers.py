@@ -11,7 +11,6 @@ from collections.abc import Sequence
 import pytest
 
 from tests.actors.conftest import MakeRuntime, wait_for
-from tests.actors.memstore import MemoryActorStore
 from yoke.actors import ActorCtx, ActorRegistry, Event, Fenced, TimerDispatch, WorkerHeartbeat
 from yoke.actors.ctx import InstanceStateCell
 from yoke.actors.protocol import ActorStore
@@ -19,6 +18,7 @@ from yoke.actors.timers import TimerStats, next_sleep
 from yoke.clock import ManualClock, SystemClock
 from yoke.errors import StoreUnavailable
 from yoke.store.actor_records import Completion, InstanceRef, NewEvent, NewTimer, Owner, Target
+from yoke.testing.memstore import MemoryActorStore
 
 
 def test_next_sleep() -> None:
@@ -291,22 +291,22 @@ async def test_a_heartbeat_forgets_the_workers_long_gone_that_own_nothing(
         owner="crashed",
         now=clock.wall(),
     )
-    await store.record_executors([_row("t", "READY", worker_id="quitter")])
-    await store.record_spares([_spare(0, 8, worker_id="quitter")])
-    assert await store.take_tenant_slot("t", "quitter", live_after=0)
+    await store.executors.record_executors([_row("t", "READY", worker_id="quitter")])
+    await store.executors.record_spares([_spare(0, 8, worker_id="quitter")])
+    assert await store.tenants.take_tenant_slot("t", "quitter", live_after=0)
     await quitter.stop()  # `crashed` just goes silent, still owning i1
     clock.advance(700)
-    assert await store.worker_heartbeat("live", now=clock.wall())
+    assert await store.fleet.worker_heartbeat("live", now=clock.wall())
     # Both gone for 700 s, but `crashed` still owns i1: only `quitter` goes, with its rows.
-    assert await store.forget_workers(before=clock.wall() - 600) == 1
-    assert {w.worker_id for w in await store.list_workers()} == {"live", "crashed"}
-    assert await store.list_executors(tenant=None, limit=10) == []
+    assert await store.fleet.forget_workers(before=clock.wall() - 600) == 1
+    assert {w.worker_id for w in await store.fleet.list_workers()} == {"live", "crashed"}
+    assert await store.executors.list_executors(tenant=None, limit=10) == []
     # The live worker's next beat takes i1 over, then forgets `crashed`, which owns nothing.
     assert (await live.tick()).instances == 1
-    assert [w.worker_id for w in await store.list_workers()] == ["live"]
+    assert [w.worker_id for w in await store.fleet.list_workers()] == ["live"]
     # A worker forgotten while it was only frozen registers again at its next beat.
     await crashed.tick()
-    assert [w.worker_id for w in await store.list_workers()] == ["crashed", "live"]
+    assert [w.worker_id for w in await store.fleet.list_workers()] == ["crashed", "live"]
 
 
 async def test_stopping_a_worker_hands_its_instances_over(

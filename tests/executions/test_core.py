@@ -17,6 +17,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -27,7 +28,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from yoke.errors import ShuttingDown, StoreUnavailable
+from yoke.errors import Conflict, NotFound, ShuttingDown, StoreUnavailable
 from yoke.executions import Limits
 from yoke.executions.core import AdmissionCore
 from yoke.executions.state import Ids
@@ -281,7 +282,7 @@ class AdmissionMachine(RuleBasedStateMachine):
         start_id = data.draw(st.sampled_from(queued))
         row = self.store.set(start_id, status=StartStatus.CANCELLED)
         self.model.cancel(self.model.starts[start_id])
-        self._take(self.core.cancelled(row))
+        self._take(self.core.cancelled(start_id, row))
 
     @precondition(
         lambda self: any(r.status is StartStatus.QUEUED for r in self.store.rows.values())
@@ -290,7 +291,7 @@ class AdmissionMachine(RuleBasedStateMachine):
     def reprioritize(self, data: st.DataObject, prio: int) -> None:
         queued = sorted(i for i, r in self.store.rows.items() if r.status is StartStatus.QUEUED)
         start_id = data.draw(st.sampled_from(queued))
-        self.core.reprioritized(self.store.set(start_id, priority=prio))
+        self.core.reprioritized(start_id, self.store.set(start_id, priority=prio))
         self.model.starts[start_id].prio = prio
         self._dispatch()
 
@@ -360,7 +361,7 @@ def test_a_priority_changed_while_its_grant_is_out_counts_when_it_comes_back_ful
         a for a in core.logged(t2, store.log(log2.start), True, now=4.0) if isinstance(a, Grant)
     ]
     assert [g.ticket for g in picked] == [t1]  # the older of two equals
-    core.reprioritized(store.set(t1.start_id, priority=0))
+    core.reprioritized(t1.start_id, store.set(t1.start_id, priority=0))
     core.granted(picked, [store.grant(picked[0])], now=5.0)  # FULL again: back in line
     [next_pick] = core.next_grants(now=6.0)
     assert isinstance(next_pick, Grant) and next_pick.ticket is t2  # t1 now ranks lower
@@ -403,3 +404,32 @@ def test_a_tenant_spreading_its_starts_over_sessions_waits_its_turn_with_the_oth
     core.finished(c, now=5.0)
     [pick] = core.next_grants(now=6.0)
     assert isinstance(pick, Grant) and pick.ticket is queued[1]  # b's start, not a's older one
+
+
+def test_the_core_decides_which_starts_may_be_cancelled_or_reprioritised() -> None:
+    """Only a QUEUED start changes: the core says so of the stored row before the write
+    (`may_change`) and of the store's answer after it (`cancelled`, `reprioritized`); the
+    shell asks it and decides nothing of its own."""
+    ids = (f"e{i}" for i in itertools.count())
+    core = AdmissionCore(Limits(max_running=1), instance_id="here", new_id=lambda: next(ids))
+    store = Store()
+    t1, g1 = core.arrive(_new(1, "a", "w1", 1), None, now=1.0)
+    assert isinstance(g1, Grant)
+    core.granted([g1], [store.grant(g1)], now=2.0)
+    t2, log2 = core.arrive(_new(2, "b", "w1", 1), None, now=3.0)
+    assert isinstance(log2, Log)
+    core.logged(t2, store.log(log2.start), True, now=4.0)
+    assert t2.phase is Phase.QUEUED
+    with pytest.raises(NotFound):
+        core.may_change("nope", None)
+    with pytest.raises(Conflict, match="GRANTED, not QUEUED"):
+        core.may_change(t1.start_id, store.rows[t1.start_id])
+    assert core.may_change(t2.start_id, store.rows[t2.start_id]) is store.rows[t2.start_id]
+    with pytest.raises(Conflict):  # granted meanwhile: the store's answer is not CANCELLED
+        core.cancelled(t1.start_id, store.rows[t1.start_id])
+    with pytest.raises(Conflict):  # gone meanwhile
+        core.reprioritized(t2.start_id, None)
+    assert core.kernel.stats().queued == 1  # the refused changes changed nothing
+    core.cancelled(t2.start_id, store.set(t2.start_id, status=StartStatus.CANCELLED))
+    assert core.kernel.stats().queued == 0
+    assert t2.phase.name == "ENDED"

@@ -162,7 +162,7 @@ async def test_one_pruner_prunes_at_a_time_and_counts_what_it_deleted(database_u
         pruners = [
             Pruner(
                 b.executions,
-                b.actors,
+                b.actors.leases,
                 clock=clock,
                 holder=f"p{i}",
                 retention=clock.wall() - CUTOFF,

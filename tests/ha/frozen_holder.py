@@ -35,7 +35,7 @@ async def main(url: str, holder: str) -> None:
     )
     await store.open()
     try:
-        lease = await store.actors.acquire_lease(ADMISSION, holder=holder, ttl=TTL)
+        lease = await store.actors.leases.acquire_lease(ADMISSION, holder=holder, ttl=TTL)
         assert lease is not None, "the lease was not free"
         fence = Fence(name=ADMISSION, epoch=lease.epoch)
         try:

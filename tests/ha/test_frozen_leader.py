@@ -74,7 +74,7 @@ async def take(store: PostgresStore, holder: str, within: float) -> tuple[Lease 
     began = time.monotonic()
     while time.monotonic() - began < within:
         with contextlib.suppress(YokeError):  # the gate's lock timeout
-            lease = await store.actors.acquire_lease(ADMISSION, holder=holder, ttl=10)
+            lease = await store.actors.leases.acquire_lease(ADMISSION, holder=holder, ttl=10)
             if lease is not None:
                 return lease, time.monotonic() - began
         await asyncio.sleep(0.5)
@@ -122,12 +122,12 @@ async def test_a_standby_poll_never_waits_at_the_gate_for_a_running_term(
     await leader.open()
     await standby.open()
     try:
-        lease = await leader.actors.acquire_lease(ADMISSION, holder="leader", ttl=10)
+        lease = await leader.actors.leases.acquire_lease(ADMISSION, holder="leader", ttl=10)
         assert lease is not None
         async with leader.fenced() as tx:  # a fenced write in flight: the gate held SHARED
             await tx.run("check_fence", {"name": ADMISSION, "epoch": lease.epoch})
             began = time.monotonic()
-            taken = await standby.actors.acquire_lease(ADMISSION, holder="standby", ttl=10)
+            taken = await standby.actors.leases.acquire_lease(ADMISSION, holder="standby", ttl=10)
             waited = time.monotonic() - began
         assert taken is None
         assert waited < 1.0, waited  # the gate's lock timeout is 2 s

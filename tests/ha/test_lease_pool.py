@@ -32,7 +32,7 @@ async def test_a_term_is_renewed_while_every_pooled_connection_is_busy(
     await upgrade(url)
     store = PostgresStore(url, max_size=POOL, connect_timeout=10)
     await store.open()
-    elector = Elector(store.actors, name="p", holder="h", ttl=TTL, clock=SystemClock())
+    elector = Elector(store.actors.leases, name="p", holder="h", ttl=TTL, clock=SystemClock())
     leading = asyncio.Event()
 
     async def body(lease: Lease) -> None:

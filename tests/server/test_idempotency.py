@@ -10,7 +10,7 @@ from starlette.responses import Response
 from tests.server.conftest import Serve, make_app, running
 from yoke.executions import Limits
 from yoke.server import Server, StoreAnswers, TokenBook
-from yoke.server.idempotency import MemoryAnswers, Replayer, StoredAnswer, fingerprint
+from yoke.server.idempotency import MemoryAnswers, Replayer, StoredAnswer, request_fingerprint
 
 
 async def test_a_retry_replays_the_first_answer_byte_for_byte(serve: Serve) -> None:
@@ -75,7 +75,7 @@ async def test_keys_expire_after_the_retention() -> None:
         calls += 1
         return Response(f'{{"n": {calls}}}', status_code=201)
 
-    fp = fingerprint("POST", "/v1/starts", b'{"a": 1}')
+    fp = request_fingerprint("POST", "/v1/starts", b'{"a": 1}')
     for _ in range(2):
         r, replayed = await replayer.run(
             principal="p", tenant="t", key="k", fp=fp, now=lambda: now[0], answer=answer
@@ -120,10 +120,10 @@ async def test_the_store_decides_a_race_between_processes() -> None:
 
 
 def test_the_fingerprint_ignores_key_order_and_spacing() -> None:
-    a = fingerprint("POST", "/v1/starts", b'{"a": 1, "b": [1, 2]}')
-    assert a == fingerprint("POST", "/v1/starts", b'{"b":[1,2],"a":1}')
-    assert a != fingerprint("POST", "/v1/starts", b'{"a": 2, "b": [1, 2]}')
-    assert a != fingerprint("POST", "/v1/other", b'{"a": 1, "b": [1, 2]}')
+    a = request_fingerprint("POST", "/v1/starts", b'{"a": 1, "b": [1, 2]}')
+    assert a == request_fingerprint("POST", "/v1/starts", b'{"b":[1,2],"a":1}')
+    assert a != request_fingerprint("POST", "/v1/starts", b'{"a": 2, "b": [1, 2]}')
+    assert a != request_fingerprint("POST", "/v1/other", b'{"a": 1, "b": [1, 2]}')
 
 
 async def test_a_replay_survives_a_restart_of_the_server(db_url: str, tokens_file: Path) -> None:

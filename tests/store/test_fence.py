@@ -60,7 +60,7 @@ async def test_every_deciding_write_of_an_ended_term_is_refused_and_changes_noth
     pair: tuple[Backend, Backend, str],
 ) -> None:
     old, new, url = pair
-    lease = await old.actors.acquire_lease(NAME, holder="old", ttl=30)
+    lease = await old.actors.leases.acquire_lease(NAME, holder="old", ttl=30)
     assert lease is not None
     store = old.executions
     store.set_fence(Fence(name=NAME, epoch=lease.epoch))
@@ -74,7 +74,7 @@ async def test_every_deciding_write_of_an_ended_term_is_refused_and_changes_noth
     [(epoch,)] = await _rows(url, "SELECT DISTINCT leader_epoch FROM yoke_executions")
     assert epoch == lease.epoch  # each grant records the term it was made under
 
-    taken = await new.actors.acquire_lease(NAME, holder="new", ttl=30, force=True)
+    taken = await new.actors.leases.acquire_lease(NAME, holder="new", ttl=30, force=True)
     assert taken is not None and taken.epoch == lease.epoch + 1
     before = {t: await _count(url, t) for t in ("yoke_starts", "yoke_executions")}
     before_ledger = await store.ledger()
@@ -125,7 +125,7 @@ async def test_a_term_that_expired_writes_nothing_even_with_no_successor(
     pair: tuple[Backend, Backend, str],
 ) -> None:
     old, _, url = pair
-    lease = await old.actors.acquire_lease(NAME, holder="old", ttl=0.3)
+    lease = await old.actors.leases.acquire_lease(NAME, holder="old", ttl=0.3)
     assert lease is not None
     old.executions.set_fence(Fence(name=NAME, epoch=lease.epoch))
     await old.executions.log_starts([new_start(instance="old")])
@@ -161,7 +161,7 @@ async def test_no_grant_of_the_old_term_commits_after_the_takeover(
     pair: tuple[Backend, Backend, str], slots: list[Slot]
 ) -> None:
     old, _, url = pair
-    lease = await old.actors.acquire_lease(NAME, holder="old", ttl=30)
+    lease = await old.actors.leases.acquire_lease(NAME, holder="old", ttl=30)
     assert lease is not None
     store = old.executions
     store.set_fence(Fence(name=NAME, epoch=lease.epoch))

@@ -51,17 +51,17 @@ async def test_the_workers_view_lists_executors_and_the_mode(start: Start) -> No
     inline = (await ops.get("/ui/workers")).text
     assert "this server's own worker: inline" in inline and "No executor process" in inline
     # Another worker, started with --executors process, recorded one of its executors.
-    await store.register_worker("elsewhere", hostname="h2", pid=9, now=now)
+    await store.fleet.register_worker("elsewhere", hostname="h2", pid=9, now=now)
     row = ExecutorRow(worker_id="elsewhere", tenant="acme", pid=4242, state="READY",
                       started_at=now, boot_ms=301.90996900000755, dispatches=7,
                       active_dispatch=1, crashes=2, isolation="process+rlimit",
                       stop_reason=None, updated_at=now)  # fmt: skip
-    await store.record_executors([row])
+    await store.executors.record_executors([row])
     # Two workers that left: one just now, one longer ago than `forget_after`.
-    await store.register_worker("left-now", hostname="h3", pid=10, now=now)
-    await store.stop_worker("left-now", now=now)
-    await store.register_worker("left-long-ago", hostname="h4", pid=11, now=now - forget - 60)
-    await store.stop_worker("left-long-ago", now=now - forget - 1)
+    await store.fleet.register_worker("left-now", hostname="h3", pid=10, now=now)
+    await store.fleet.stop_worker("left-now", now=now)
+    await store.fleet.register_worker("left-long-ago", hostname="h4", pid=11, now=now - forget - 60)
+    await store.fleet.stop_worker("left-long-ago", now=now - forget - 1)
     server.dashboard.hub.bump()  # a new version: the Workers region is rendered again
     page = (await ops.get("/ui/workers")).text
     assert '<table id="executors">' in page and "<td>4242</td>" in page

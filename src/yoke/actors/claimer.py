@@ -31,8 +31,8 @@ from yoke.actors.protocol import ActorStore
 from yoke.actors.releases import Releases
 from yoke.actors.runner import Runner
 from yoke.clock import Clock
-from yoke.errors import YokeError
-from yoke.retry import Backoff
+from yoke.errors import TRANSIENT, YokeError
+from yoke.retry import Backoff, severity
 
 log = logging.getLogger("yoke.actors.drain")
 
@@ -138,7 +138,7 @@ class Claimer:
                             quota=self._windows.quota if self._fair else None,
                             claim_id=claim_id,
                         )
-                    except YokeError:
+                    except TRANSIENT:  # its answer may be lost: it may have committed
                         self._unsure = claim_id
                         raise
                     finally:
@@ -173,8 +173,13 @@ class Claimer:
                         break
                 backoff.ok()
             except YokeError as exc:
-                pause = backoff.failed()
-                log.warning("claiming actor events failed (retrying in %.2fs): %s", pause, exc)
+                pause = backoff.failed(exc)
+                log.log(
+                    severity(exc),
+                    "claiming actor events failed (retrying in %.2fs): %s",
+                    pause,
+                    exc,
+                )
                 await asyncio.sleep(pause)
                 self._wake.set()
 

@@ -10,7 +10,9 @@ still holds rows), a batch smaller than `gather` waits for more, up to `linger` 
 drain `nudge`s the writer when it holds nothing more, so an idle worker's completions are
 written at once. (`bench_executors --drain-only`, 20,000 events through an executor: about 230
 statements without it, one per frame of 64 results or two; 100-130 with it.) A batch
-that fails because the store is unavailable is retried with backoff, never dropped; rows the
+that fails because the store is unavailable is retried with backoff, never dropped (one it
+refuses for good is written row by row, and a row refused alone becomes a dead letter of the
+refusal: `refusals.py`); rows the
 store refuses (fenced: the instance belongs to another worker now) are logged, and the drain
 is told whose they were (each completion carries a tag of the drain's choosing): those
 instances are lost here, and what the drain holds of them must not run.
@@ -29,11 +31,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 from yoke.actors.protocol import ActorStore
+from yoke.actors.refusals import bury
+from yoke.clock import Clock
+from yoke.errors import YokeError
 from yoke.retry import RetryPolicy, until_done
 from yoke.store.actor_records import Completion
 
@@ -54,6 +60,7 @@ class CompletionWriter(Generic[Tag]):
         store: ActorStore,
         worker_id: str,
         *,
+        clock: Clock,
         batch_size: int,
         retry: RetryPolicy,
         on_fenced: Callable[[list[Tag]], None],
@@ -66,6 +73,7 @@ class CompletionWriter(Generic[Tag]):
     ) -> None:
         self._store = store
         self._worker_id = worker_id
+        self._clock = clock
         self._batch = batch_size
         self._retry = retry
         self._on_fenced = on_fenced  # called with the tags of the completions refused
@@ -145,13 +153,16 @@ class CompletionWriter(Generic[Tag]):
     async def _write_batch(self) -> None:
         batch, tags = self._done[: self._batch], self._tags[: self._batch]
         del self._done[: len(batch)], self._tags[: len(batch)]
-        stored = await until_done(
-            lambda: self._verb(self._worker_id, batch),
-            policy=self._retry,
-            what=f"writing {len(batch)} {self._what}",
-            stopping=lambda: self._stopping,
-            log=log,
-        )
+        try:
+            stored = await until_done(
+                lambda: self._verb(self._worker_id, batch),
+                policy=self._retry,
+                what=f"writing {len(batch)} {self._what}",
+                stopping=lambda: self._stopping,
+                log=log,
+            )
+        except YokeError as exc:  # refused for good, not an outage: never retried as it is
+            stored = await self._alone(batch, exc), 1
         if self._on_batch is not None:
             self._on_batch(tags if stored is not None else tags + self._tags)
         if stored is None:  # stopping, and the store refuses: the rest would be refused alike
@@ -174,3 +185,32 @@ class CompletionWriter(Generic[Tag]):
         log.warning("%d %s refused: their instances belong to another worker", missing, self._what)
         written = set(ok)
         self._on_fenced([t for c, t in zip(batch, tags, strict=True) if c.queue_id not in written])
+
+    async def _alone(self, batch: list[Completion], refusal: YokeError) -> list[int]:
+        """The store refused `batch` for good: each row is written alone, and a row refused
+        alone becomes a dead letter of the refusal (`refusals.bury`). Returns the rows dealt
+        with (none is taken for fenced: a fenced one is refused by its dead letter too)."""
+        for done in batch:
+            if len(batch) > 1:
+                try:
+                    await until_done(
+                        functools.partial(self._verb, self._worker_id, [done]),
+                        policy=self._retry,
+                        what=f"writing {self._what} one at a time",
+                        stopping=lambda: self._stopping,
+                        log=log,
+                    )
+                    continue
+                except YokeError as exc:
+                    refusal = exc
+            await bury(
+                self._store,
+                self._worker_id,
+                done,
+                refusal=refusal,
+                what=f"writing it off ({self._what})",
+                now=self._clock.wall(),
+                policy=self._retry,
+                stopping=lambda: self._stopping,
+            )
+        return [done.queue_id for done in batch]

@@ -31,7 +31,7 @@ from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.kernel import Kernel
-from yoke.retry import Backoff, RetryPolicy
+from yoke.retry import Backoff, RetryPolicy, severity
 from yoke.store.actor_records import ClaimedEvent, InstanceRef, PendingEvent
 
 log = logging.getLogger("yoke.actors.drain")  # the drain's logger: a pick is part of the drain
@@ -138,11 +138,17 @@ class CustomPicker(Generic[InstT, JobT]):
                 if not inst.repick:
                     break
             inst.backoff = None
-        except YokeError as exc:  # the store is down: look again after a pause
+        except YokeError as exc:  # look again after a pause (the longest if not an outage)
             if inst.backoff is None:
                 inst.backoff = Backoff(self._retry)
-            pause = inst.backoff.failed()
-            log.warning("picking events of %s failed (retrying in %.2fs): %s", inst.ref, pause, exc)
+            pause = inst.backoff.failed(exc)
+            log.log(
+                severity(exc),
+                "picking events of %s failed (retrying in %.2fs): %s",
+                inst.ref,
+                pause,
+                exc,
+            )
             return pause
         return None
 

@@ -26,7 +26,7 @@ from yoke.actors.runner import Runner
 from yoke.actors.solo import Solo
 from yoke.actors.tenant_rules import TenantRules
 from yoke.clock import Clock
-from yoke.errors import StoreUnavailable, YokeError
+from yoke.errors import TRANSIENT, StoreUnavailable, YokeError
 from yoke.store.actor_records import Completion
 
 log = logging.getLogger("yoke.actors.drain")
@@ -84,9 +84,12 @@ class Dispatch:
                 self._end(job)
                 self._again(job)
                 return
-            except YokeError as exc:  # the store is down: not the event's fault, no attempt
+            except TRANSIENT as exc:  # the store is down: not the event's fault, no attempt
                 log.warning("loading the state of %s failed; retrying: %s", inst.ref, exc)
                 self._hold(job, self._cfg.retry.first)
+                return
+            except YokeError as exc:  # refused for good: the event cannot run
+                self._outcomes.unloadable(job, exc)
                 return
         tenant = job.row.tenant
         capped = self._rules.capped(tenant)

@@ -87,6 +87,7 @@ class QueueDrainScheduler:
         self._completions: CompletionWriter[HeldInstance] = CompletionWriter(
             store,
             worker_id,
+            clock=clock,
             batch_size=self._cfg.batch_size,
             retry=self._cfg.retry,
             on_fenced=self._refused,

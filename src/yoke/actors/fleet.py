@@ -74,7 +74,7 @@ class LiveWorkers:
         # next new instances (rather than leaving them unowned until it looks for orphans).
         if fresh or not self._ids or self._read_at is None or now - self._read_at >= self._max_age:
             wall = self._clock.wall()
-            rows = await self._store.list_workers()
+            rows = await self._store.fleet.list_workers()
             self._ids = tuple(
                 sorted(
                     w.worker_id
@@ -137,7 +137,7 @@ class Fleet:
         self._poke = asyncio.Event()
         self._cursor: InstanceRef | None = None  # `tenant` mode: where the next scan starts
         self.elector = Elector(
-            store,
+            store.leases,
             name=BALANCER_LEASE,
             holder=holder_name(self.worker_id),
             ttl=settings.stale_after,
@@ -181,7 +181,9 @@ class Fleet:
 
     async def give(self) -> int:
         """Finish the moves marked on this worker's instances. Returns how many moved."""
-        orders = await self._store.moves_from(self.worker_id, limit=self._s.rebalance_max_moves)
+        orders = await self._store.fleet.moves_from(
+            self.worker_id, limit=self._s.rebalance_max_moves
+        )
         if not orders:
             return 0
         for o in orders:
@@ -222,7 +224,9 @@ class Fleet:
             )
         async with gate:
             stale_before = self._clock.wall() - self._s.stale_after
-            return await self._store.finish_move(self.worker_id, order, stale_before=stale_before)
+            return await self._store.fleet.finish_move(
+                self.worker_id, order, stale_before=stale_before
+            )
 
     # -- the balancer ----------------------------------------------------------------------------
     async def _balance_loop(self, lease: Lease) -> None:
@@ -237,7 +241,9 @@ class Fleet:
     async def balance(self) -> list[Move]:
         """One step: mark the moves that bring every live worker within its share."""
         live = await self._live.get(fresh=True)
-        counts = await self._store.fleet_counts(with_pending=self.mode is PlacementMode.BALANCED)
+        counts = await self._store.fleet.fleet_counts(
+            with_pending=self.mode is PlacementMode.BALANCED
+        )
         budget = self._s.rebalance_max_moves - sum(c.moving_out for c in counts)
         if budget <= 0 or len(live) < 2:
             return []
@@ -254,8 +260,8 @@ class Fleet:
             # idlest one's, for swaps that move backlog (`plan_moves` decides if any helps).
             giver = max(live, key=lambda w: (pending.get(w, 0), w))
             taker = min(live, key=lambda w: (pending.get(w, 0), w))
-            heavy = await self._store.pending_heads(giver, limit=budget)
-            light = await self._store.owned_page(worker_id=taker, after=None, limit=budget)
+            heavy = await self._store.fleet.pending_heads(giver, limit=budget)
+            light = await self._store.fleet.owned_page(worker_id=taker, after=None, limit=budget)
             loads = dict(heavy)
             candidates = [(ref, giver) for ref, _ in heavy] + light
         moves = plan_moves(
@@ -269,7 +275,7 @@ class Fleet:
             loads=loads,
         )
         if moves:
-            n = await self._store.mark_moves(
+            n = await self._store.fleet.mark_moves(
                 [(m.ref, m.giver, m.taker) for m in moves], now=self._clock.wall()
             )
             self.marked += n
@@ -281,7 +287,9 @@ class Fleet:
     ) -> list[tuple[InstanceRef, str]]:
         limit = budget * _SCAN_PER_MOVE
         if self.mode is PlacementMode.TENANT:
-            page = await self._store.owned_page(worker_id=None, after=self._cursor, limit=limit)
+            page = await self._store.fleet.owned_page(
+                worker_id=None, after=self._cursor, limit=limit
+            )
             self._cursor = page[-1][0] if len(page) == limit else None  # wrap around
             return page
         if within(owned, self._s.rebalance_tolerance):
@@ -290,5 +298,5 @@ class Fleet:
         out: list[tuple[InstanceRef, str]] = []
         for w in live:
             if owned[w] > fair:
-                out += await self._store.owned_page(worker_id=w, after=None, limit=limit)
+                out += await self._store.fleet.owned_page(worker_id=w, after=None, limit=limit)
         return out

@@ -193,8 +193,8 @@ class ActorInspector:
 
     async def workers(self) -> list[WorkerView]:
         store = self._store()
-        rows = await store.list_workers()
-        counts = {c.worker_id: c for c in await store.fleet_counts(with_pending=True)}
+        rows = await store.fleet.list_workers()
+        counts = {c.worker_id: c for c in await store.fleet.fleet_counts(with_pending=True)}
         total = sum(c.owned for c in counts.values())
         none = FleetCounts(worker_id="", owned=0, moving_out=0, moving_in=0, pending=0)
         now = self._clock.wall()
@@ -223,9 +223,9 @@ class ActorInspector:
         with the status of its worker: a stale worker's rows are what it last wrote; a
         forgotten worker's are left out."""
         store = self._store()
-        rows = await store.list_executors(tenant=tenant, limit=limit)
+        rows = await store.executors.list_executors(tenant=tenant, limit=limit)
         now = self._clock.wall()
-        workers = await store.list_workers()
+        workers = await store.fleet.list_workers()
         gone = {
             w.worker_id for w in workers if forgotten(w, now=now, forget_after=self.forget_after)
         }

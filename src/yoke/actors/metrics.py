@@ -194,7 +194,7 @@ class ActorMetrics:
         """Read both gauges from the store (every worker's heartbeats, every instance's rows)."""
         if not self.enabled:
             return
-        workers = await store.list_workers()
+        workers = await store.fleet.list_workers()
         live = [
             w
             for w in workers

@@ -6,7 +6,9 @@ honours them) or becomes a dead letter after `max_attempts`; a fenced call drops
 instance holds here; a call whose executor was lost goes back to pending at no cost, or counts
 a crash attempt when it is blamed. The writes are retried until the store takes them
 (`retry.until_done`), the group slot held meanwhile, so nothing of its group overtakes it;
-only a stopping drain gives them up. The counts behind `DrainStats` are kept here.
+only a stopping drain gives them up. A write the store refuses for good makes the event a
+dead letter of the refusal (`refusals.bury`) and frees the slot. The counts behind
+`DrainStats` are kept here.
 
 The slots themselves are the drain's (`drain.py`): this module tells it through `end` (both
 slots freed), `hold` (run again after a delay, the group slot kept) and `again` (a fenced row
@@ -28,9 +30,11 @@ from yoke.actors.fairness import TenantTelemetry
 from yoke.actors.holdings import Holdings
 from yoke.actors.metrics import ActorMetrics
 from yoke.actors.protocol import ActorStore
+from yoke.actors.refusals import bury
 from yoke.actors.releases import Releases
 from yoke.actors.runner import ExecutorLost, describe
 from yoke.clock import Clock
+from yoke.errors import YokeError
 from yoke.retry import until_done
 from yoke.store.actor_records import ClaimedEvent, Completion
 
@@ -128,15 +132,19 @@ class Outcomes:
         )
         if delay is None:
             # Its group slot stays held until the store takes the dead letter: FIFO holds.
-            stored = await until_done(
-                lambda: self._store.dead_letter(
-                    self._worker_id, job.completion, error=text, now=self._clock.wall()
-                ),
-                what=f"recording dead letter {job.row.queue_id}",
-                policy=self._retry,
-                stopping=self._stopping,
-                log=log,
-            )
+            try:
+                stored = await until_done(
+                    lambda: self._store.dead_letter(
+                        self._worker_id, job.completion, error=text, now=self._clock.wall()
+                    ),
+                    what=f"recording dead letter {job.row.queue_id}",
+                    policy=self._retry,
+                    stopping=self._stopping,
+                    log=log,
+                )
+            except YokeError as exc:  # refused for good: a dead letter of the refusal instead
+                buried = await self._bury(job.completion, exc, "its dead letter")
+                stored = (True, 1) if buried else None
             if stored is None:
                 self.counts["given_up"] += 1
             elif stored[0]:
@@ -147,15 +155,24 @@ class Outcomes:
             return
         # Written before the retry runs, so that a takeover meanwhile honours the attempt and
         # the backoff; the group slot stays held until then (nothing of its group overtakes).
-        stored = await until_done(
-            lambda: self._store.requeue(
-                self._worker_id, job.completion, available_at=self._clock.wall() + delay, error=text
-            ),
-            what=f"recording the retry of event {job.row.queue_id}",
-            policy=self._retry,
-            stopping=self._stopping,
-            log=log,
-        )
+        try:
+            stored = await until_done(
+                lambda: self._store.requeue(
+                    self._worker_id,
+                    job.completion,
+                    available_at=self._clock.wall() + delay,
+                    error=text,
+                ),
+                what=f"recording the retry of event {job.row.queue_id}",
+                policy=self._retry,
+                stopping=self._stopping,
+                log=log,
+            )
+        except YokeError as exc:  # refused for good: retried, it would be refused forever
+            buried = await self._bury(job.completion, exc, "its retry")
+            self.counts["dead" if buried else "given_up"] += 1
+            self._end(job)
+            return
         if stored is None:  # stopping: stop_worker puts the row back to pending
             self.counts["given_up"] += 1
             self._end(job)
@@ -168,6 +185,17 @@ class Outcomes:
             return
         job.event = event_of(job.row, attempt=failures + 1)
         self._hold(job, delay)
+
+    def unloadable(self, job: Job, refusal: YokeError) -> None:
+        """The store refused for good to read the state of the instance of `job`: the event
+        becomes a dead letter of the refusal and frees its slots, rather than waiting forever."""
+
+        async def bury_it() -> None:
+            buried = await self._bury(job.completion, refusal, "loading its instance's state")
+            self.counts["dead" if buried else "given_up"] += 1
+            self._end(job)
+
+        self._chore(bury_it)
 
     def release(self, job: Job) -> None:
         """No running executor: the row goes back to pending at no cost, then the rest of its
@@ -215,12 +243,28 @@ class Outcomes:
         async def put_back() -> None:
             # The row stays claimed either way (a requeue keeps its place); what is written is
             # its attempt and `available_at`, which a worker taking the instance over honours.
-            await until_done(
-                lambda: self._store.requeue(self._worker_id, comp, available_at=at, error=why),
-                what=f"putting back event {row.queue_id}",
-                policy=self._retry,
-                stopping=self._stopping,
-                log=log,
-            )
+            try:
+                await until_done(
+                    lambda: self._store.requeue(self._worker_id, comp, available_at=at, error=why),
+                    what=f"putting back event {row.queue_id}",
+                    policy=self._retry,
+                    stopping=self._stopping,
+                    log=log,
+                )
+            except YokeError as exc:
+                await self._bury(comp, exc, "putting it back")
 
         self._chore(put_back)
+
+    async def _bury(self, done: Completion, refusal: YokeError, what: str) -> bool:
+        """A write of the row of `done` refused for good: a dead letter of the refusal."""
+        return await bury(
+            self._store,
+            self._worker_id,
+            done,
+            refusal=refusal,
+            what=what,
+            now=self._clock.wall(),
+            policy=self._retry,
+            stopping=self._stopping,
+        )

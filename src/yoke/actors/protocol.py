@@ -48,8 +48,196 @@ from yoke.store.actor_records import (
 from yoke.store.tenantverbs import TenantRow, TenantValues, Tokens
 
 
-class ActorStore(LeaseStore, Protocol):
-    """The actor verbs, and the lease verbs (a singleton portal runs under a lease)."""
+class FleetStore(Protocol):
+    """Workers, takeovers and moves (`store/fleetverbs.py`): the heartbeat, the balancer and the
+    giver's verbs."""
+
+    async def register_worker(self, worker_id: str, *, hostname: str, pid: int, now: float) -> None:
+        """Upsert the worker row. A (re)start is a new incarnation: instances it already owns
+        get a new epoch, and what an earlier incarnation had claimed is pending again, as it
+        is after a takeover (`claim_orphans`): each row a suspect, the one marked `solo`
+        charged a crash attempt (a dead letter at `CRASH_ATTEMPTS`)."""
+        ...
+
+    async def worker_heartbeat(self, worker_id: str, *, now: float) -> bool:
+        """False if the worker row is gone or stopped."""
+        ...
+
+    async def stop_worker(self, worker_id: str, *, now: float, to: Owner = None) -> int:
+        """Mark stopped and give up every owned instance (their claims go back to pending) to
+        `to`: none (the first worker to look takes them), or a rule naming each one's owner."""
+        ...
+
+    async def claim_orphans(
+        self, worker_id: str, *, stale_before: float, now: float, to: Owner | None = None
+    ) -> Takeover:
+        """Take (for `worker_id`, or for the owner the rule `to` names) every instance
+        with no owner, or whose owner's worker row is stopped or silent since `stale_before`;
+        bump their epochs and put their claimed rows back to pending. An owner with no worker
+        row yet keeps its instances: owners are named by registered workers, or by a direct
+        caller for a worker about to start (rows are never deleted)."""
+        ...
+
+    async def list_workers(self) -> list[WorkerRow]: ...
+
+    async def forget_workers(self, *, before: float) -> int:
+        """Delete the workers stopped, or silent, since `before` that own no instance and are
+        no move's taker, with the executors and tenant counters they recorded; how many."""
+        ...
+
+    # -- the fleet: placement and rebalancing (`yoke.actors.fleet`) ---------------------------
+    async def fleet_counts(
+        self, *, tenant: str | None = None, with_pending: bool = False
+    ) -> list[FleetCounts]:
+        """Per worker: instances owned (of `tenant`, or of all), moves under way out and in,
+        and, with `with_pending` (a scan of the pending rows), pending rows."""
+        ...
+
+    async def owned_page(
+        self, *, worker_id: str | None, after: InstanceRef | None, limit: int
+    ) -> list[tuple[InstanceRef, str]]:
+        """Instances owned by `worker_id` (None: by any worker) and not moving, with their
+        owner, in key order after `after`."""
+        ...
+
+    async def pending_heads(self, worker_id: str, *, limit: int) -> list[tuple[InstanceRef, int]]:
+        """The instances `worker_id` owns (not moving) with the most pending rows, and how
+        many each holds, most first."""
+        ...
+
+    async def mark_moves(self, moves: Sequence[tuple[InstanceRef, str, str]], *, now: float) -> int:
+        """Mark (instance, giver, taker) moves, each only if its giver still owns the instance
+        and it is not moving already; NOTIFY so that givers look. Returns how many."""
+        ...
+
+    async def moves_from(self, worker_id: str, *, limit: int) -> list[MoveOrder]:
+        """The moves marked on instances `worker_id` owns."""
+        ...
+
+    async def finish_move(
+        self, worker_id: str, order: MoveOrder, *, stale_before: float
+    ) -> MoveResult:
+        """Hand the instance to its taker (new epoch, claimed rows pending again) if
+        `worker_id` still owns it under `order.epoch`; keep it (new epoch) if the taker is no
+        longer live."""
+        ...
+
+    async def owned_instances(self) -> dict[str, int]:
+        """Worker id -> how many instances it owns (workers owning none are left out)."""
+        ...
+
+
+class ExecutorStore(Protocol):
+    """The rows of executor processes and what their deaths write (`store/executorverbs.py`):
+    the lifecycle's, the pool's and the drain's releases."""
+
+    async def release_claims(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
+        """Put claimed rows back to pending without counting an attempt (their executor died,
+        or they were claimed for a tenant whose executor is not running); returns the queue
+        ids released (others: not this worker's claim any more)."""
+        ...
+
+    async def charge_crash(
+        self, worker_id: str, done: Completion, *, error: str, dead_after: int, now: float
+    ) -> CrashCharge:
+        """The executor died running this claim alone: count a crash attempt and put the row
+        back to pending, or make it a dead letter (with `error`) at `dead_after` crashes."""
+        ...
+
+    async def pending_tenants(self, worker_id: str, *, after: str = "", limit: int) -> list[str]:
+        """Tenants with pending rows of instances `worker_id` owns, in name order after
+        `after` (at most `limit`)."""
+        ...
+
+    async def tenants_with_pending(self, worker_id: str, tenants: Sequence[str]) -> list[str]:
+        """Which of `tenants` have pending rows of instances `worker_id` owns."""
+        ...
+
+    async def timer_tenants(
+        self, worker_id: str, *, before_ms: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """(tenant, earliest fire_at_ms) of tenants with a timer due before `before_ms` and
+        an instance `worker_id` owns, soonest first."""
+        ...
+
+    async def record_executors(self, rows: Sequence[ExecutorRow]) -> None:
+        """Upsert the latest state of these (worker, tenant) executors."""
+        ...
+
+    async def record_spares(self, rows: Sequence[SpareRow]) -> None:
+        """Upsert the latest state of these (worker, slot) warm spares."""
+        ...
+
+    async def list_executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRow]:
+        """Executor rows (of `tenant`, or of all), by tenant and worker; with no tenant asked
+        for, the warm spares' too, after them (tenant None)."""
+        ...
+
+
+class TenantStore(Protocol):
+    """Fleet-wide tenant settings, the per-tenant cap's counters and the rate buckets
+    (`store/tenantverbs.py`)."""
+
+    async def tenant_settings(self, *, limit: int) -> list[TenantRow]:
+        """Every tenant's stored settings (`*` too), by tenant, at most `limit`."""
+        ...
+
+    async def get_tenant_settings(self, tenant: str) -> TenantRow | None: ...
+
+    async def put_tenant_settings(
+        self,
+        tenant: str,
+        values: TenantValues,
+        *,
+        audit: NewControl,
+        expect: int = 0,
+    ) -> TenantRow | None:
+        """Write a tenant's settings and their control-log entry in one transaction, if its
+        row is still at version `expect` (0: none); else None, and nothing is written."""
+        ...
+
+    async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
+        """Count one more `process()` call of `tenant` on `worker_id`, unless the calls running
+        on live workers (heartbeat at or after `live_after`) already reach its max_running (its
+        own, else `*`'s): then False. Exact under races between workers."""
+        ...
+
+    async def free_tenant_slot(self, tenant: str, worker_id: str) -> None:
+        """One call of `tenant` taken by `take_tenant_slot` on `worker_id` has ended."""
+        ...
+
+    async def clear_tenant_slots(self, worker_id: str) -> None:
+        """Forget `worker_id`'s counters (it starts: none of its calls runs)."""
+        ...
+
+    async def take_tokens(
+        self, tenant: str, kind: str, *, n: int, rate: float, burst: int
+    ) -> Tokens:
+        """Take `n` tokens of the tenant's bucket `kind` (`rate` a second, at most `burst`
+        held), or none, on the database's clock (a token bucket shared by every process)."""
+        ...
+
+    async def forget_full_buckets(self) -> int:
+        """Remove the buckets that are full again (as good as none): how many."""
+        ...
+
+
+class ActorStore(Protocol):
+    """The actor verbs (streams, queues, states, timers, inspection), and its parts by entity:
+    `fleet`, `executors`, `tenants` and `leases` (a singleton portal runs under a lease), each a
+    narrow protocol of its own, so a consumer is given only the part it uses."""
+
+    @property
+    def fleet(self) -> FleetStore: ...
+
+    @property
+    def executors(self) -> ExecutorStore: ...
+
+    @property
+    def tenants(self) -> TenantStore: ...
+
+    @property
+    def leases(self) -> LeaseStore: ...
 
     # -- stream and fan-out --------------------------------------------------------------------
     async def append_events(
@@ -127,23 +315,10 @@ class ActorStore(LeaseStore, Protocol):
         self, worker_id: str, done: Completion, *, error: str | None, now: float
     ) -> bool: ...
 
-    async def release_claims(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
-        """Put claimed rows back to pending without counting an attempt (their executor died,
-        or they were claimed for a tenant whose executor is not running); returns the queue
-        ids released (others: not this worker's claim any more)."""
-        ...
-
     async def mark_solo(self, worker_id: str, done: Completion) -> bool:
         """A suspect (claimed by a worker that died) is about to run alone here: if this
         worker dies now, its recovery charges this row a crash attempt. False if the claim is
         not this worker's any more."""
-        ...
-
-    async def charge_crash(
-        self, worker_id: str, done: Completion, *, error: str, dead_after: int, now: float
-    ) -> CrashCharge:
-        """The executor died running this claim alone: count a crash attempt and put the row
-        back to pending, or make it a dead letter (with `error`) at `dead_after` crashes."""
         ...
 
     async def list_active_groups(self, ref: InstanceRef) -> list[str]:
@@ -200,77 +375,6 @@ class ActorStore(LeaseStore, Protocol):
         caller, are skipped. Returns the ids of the timers this call fired."""
         ...
 
-    # -- workers -------------------------------------------------------------------------------
-    async def register_worker(self, worker_id: str, *, hostname: str, pid: int, now: float) -> None:
-        """Upsert the worker row. A (re)start is a new incarnation: instances it already owns
-        get a new epoch, and what an earlier incarnation had claimed is pending again, as it
-        is after a takeover (`claim_orphans`): each row a suspect, the one marked `solo`
-        charged a crash attempt (a dead letter at `CRASH_ATTEMPTS`)."""
-        ...
-
-    async def worker_heartbeat(self, worker_id: str, *, now: float) -> bool:
-        """False if the worker row is gone or stopped."""
-        ...
-
-    async def stop_worker(self, worker_id: str, *, now: float, to: Owner = None) -> int:
-        """Mark stopped and give up every owned instance (their claims go back to pending) to
-        `to`: none (the first worker to look takes them), or a rule naming each one's owner."""
-        ...
-
-    async def claim_orphans(
-        self, worker_id: str, *, stale_before: float, now: float, to: Owner | None = None
-    ) -> Takeover:
-        """Take (for `worker_id`, or for the owner the rule `to` names) every instance
-        with no owner, or whose owner's worker row is stopped or silent since `stale_before`;
-        bump their epochs and put their claimed rows back to pending. An owner with no worker
-        row yet keeps its instances: owners are named by registered workers, or by a direct
-        caller for a worker about to start (rows are never deleted)."""
-        ...
-
-    async def list_workers(self) -> list[WorkerRow]: ...
-
-    async def forget_workers(self, *, before: float) -> int:
-        """Delete the workers stopped, or silent, since `before` that own no instance and are
-        no move's taker, with the executors and tenant counters they recorded; how many."""
-        ...
-
-    # -- the fleet: placement and rebalancing (`yoke.actors.fleet`) ---------------------------
-    async def fleet_counts(
-        self, *, tenant: str | None = None, with_pending: bool = False
-    ) -> list[FleetCounts]:
-        """Per worker: instances owned (of `tenant`, or of all), moves under way out and in,
-        and, with `with_pending` (a scan of the pending rows), pending rows."""
-        ...
-
-    async def owned_page(
-        self, *, worker_id: str | None, after: InstanceRef | None, limit: int
-    ) -> list[tuple[InstanceRef, str]]:
-        """Instances owned by `worker_id` (None: by any worker) and not moving, with their
-        owner, in key order after `after`."""
-        ...
-
-    async def pending_heads(self, worker_id: str, *, limit: int) -> list[tuple[InstanceRef, int]]:
-        """The instances `worker_id` owns (not moving) with the most pending rows, and how
-        many each holds, most first."""
-        ...
-
-    async def mark_moves(self, moves: Sequence[tuple[InstanceRef, str, str]], *, now: float) -> int:
-        """Mark (instance, giver, taker) moves, each only if its giver still owns the instance
-        and it is not moving already; NOTIFY so that givers look. Returns how many."""
-        ...
-
-    async def moves_from(self, worker_id: str, *, limit: int) -> list[MoveOrder]:
-        """The moves marked on instances `worker_id` owns."""
-        ...
-
-    async def finish_move(
-        self, worker_id: str, order: MoveOrder, *, stale_before: float
-    ) -> MoveResult:
-        """Hand the instance to its taker (new epoch, claimed rows pending again) if
-        `worker_id` still owns it under `order.epoch`; keep it (new epoch) if the taker is no
-        longer live."""
-        ...
-
     async def listen_actor_wakeups(
         self,
         on_queue: Callable[[], None],
@@ -280,36 +384,6 @@ class ActorStore(LeaseStore, Protocol):
         """Run until cancelled, calling back on NOTIFY (PostgreSQL): rows for the drain, a
         timer scheduled, a tenant's settings changed. Returns at once on a backend without push
         notifications; callers keep a backup poll either way."""
-        ...
-
-    # -- executor lifecycle ----------------------------------------------------------------------
-    async def pending_tenants(self, worker_id: str, *, after: str = "", limit: int) -> list[str]:
-        """Tenants with pending rows of instances `worker_id` owns, in name order after
-        `after` (at most `limit`)."""
-        ...
-
-    async def tenants_with_pending(self, worker_id: str, tenants: Sequence[str]) -> list[str]:
-        """Which of `tenants` have pending rows of instances `worker_id` owns."""
-        ...
-
-    async def timer_tenants(
-        self, worker_id: str, *, before_ms: int, limit: int
-    ) -> list[tuple[str, int]]:
-        """(tenant, earliest fire_at_ms) of tenants with a timer due before `before_ms` and
-        an instance `worker_id` owns, soonest first."""
-        ...
-
-    async def record_executors(self, rows: Sequence[ExecutorRow]) -> None:
-        """Upsert the latest state of these (worker, tenant) executors."""
-        ...
-
-    async def record_spares(self, rows: Sequence[SpareRow]) -> None:
-        """Upsert the latest state of these (worker, slot) warm spares."""
-        ...
-
-    async def list_executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRow]:
-        """Executor rows (of `tenant`, or of all), by tenant and worker; with no tenant asked
-        for, the warm spares' too, after them (tenant None)."""
         ...
 
     # -- inspection (the HTTP API; reads only) -------------------------------------------------
@@ -328,52 +402,4 @@ class ActorStore(LeaseStore, Protocol):
     ) -> list[InstanceInfo]:
         """Instances of `actor` (in `tenant`, or in all) ordered by (tenant, instance_id),
         starting after `after` (its tenant and instance id; its actor is ignored)."""
-        ...
-
-    async def owned_instances(self) -> dict[str, int]:
-        """Worker id -> how many instances it owns (workers owning none are left out)."""
-        ...
-
-    # -- tenants: fleet-wide settings and the per-tenant cap (`store/tenantverbs.py`) ---------
-    async def tenant_settings(self, *, limit: int) -> list[TenantRow]:
-        """Every tenant's stored settings (`*` too), by tenant, at most `limit`."""
-        ...
-
-    async def get_tenant_settings(self, tenant: str) -> TenantRow | None: ...
-
-    async def put_tenant_settings(
-        self,
-        tenant: str,
-        values: TenantValues,
-        *,
-        audit: NewControl,
-        expect: int = 0,
-    ) -> TenantRow | None:
-        """Write a tenant's settings and their control-log entry in one transaction, if its
-        row is still at version `expect` (0: none); else None, and nothing is written."""
-        ...
-
-    async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
-        """Count one more `process()` call of `tenant` on `worker_id`, unless the calls running
-        on live workers (heartbeat at or after `live_after`) already reach its max_running (its
-        own, else `*`'s): then False. Exact under races between workers."""
-        ...
-
-    async def free_tenant_slot(self, tenant: str, worker_id: str) -> None:
-        """One call of `tenant` taken by `take_tenant_slot` on `worker_id` has ended."""
-        ...
-
-    async def clear_tenant_slots(self, worker_id: str) -> None:
-        """Forget `worker_id`'s counters (it starts: none of its calls runs)."""
-        ...
-
-    async def take_tokens(
-        self, tenant: str, kind: str, *, n: int, rate: float, burst: int
-    ) -> Tokens:
-        """Take `n` tokens of the tenant's bucket `kind` (`rate` a second, at most `burst`
-        held), or none, on the database's clock (a token bucket shared by every process)."""
-        ...
-
-    async def forget_full_buckets(self) -> int:
-        """Remove the buckets that are full again (as good as none): how many."""
         ...

@@ -20,7 +20,9 @@ from collections.abc import Callable
 
 from yoke.actors.completions import CompletionWriter
 from yoke.actors.protocol import ActorStore
+from yoke.actors.refusals import bury
 from yoke.clock import Clock
+from yoke.errors import YokeError
 from yoke.retry import RetryPolicy, until_done
 from yoke.store.actor_records import Completion, CrashCharge
 
@@ -54,10 +56,11 @@ class Releases:
         self.writer: CompletionWriter[str] = CompletionWriter(
             store,
             worker_id,
+            clock=clock,
             batch_size=batch_size,
             retry=retry,
             on_fenced=lambda tenants: None,  # taken over: the takeover put them back already
-            verb=store.release_claims,
+            verb=store.executors.release_claims,
             on_batch=self._written,
             what="released claims",
         )
@@ -84,8 +87,8 @@ class Releases:
         self.counts["crashed"] += 1
         text = f"executor crashed while running this event: {reason}"
         try:
-            stored = await until_done(
-                lambda: self._store.charge_crash(
+            stored: tuple[CrashCharge, int] | None = await until_done(
+                lambda: self._store.executors.charge_crash(
                     self._worker_id,
                     done,
                     error=text,
@@ -97,6 +100,18 @@ class Releases:
                 stopping=self._stopping,
                 log=log,
             )
+        except YokeError as exc:  # refused for good: a dead letter of the refusal instead
+            buried = await bury(
+                self._store,
+                self._worker_id,
+                done,
+                refusal=exc,
+                what="its crash charge",
+                now=self._clock.wall(),
+                policy=self._retry,
+                stopping=self._stopping,
+            )
+            stored = (CrashCharge.DEAD, 1) if buried else None
         finally:
             self._written([tenant])
         if stored is None:

@@ -298,7 +298,7 @@ class ActorRuntime:
         )
 
     async def workers(self) -> list[WorkerRow]:
-        return await self._require().list_workers()
+        return await self._require().fleet.list_workers()
 
     async def refresh_gauges(self) -> None:
         """Read `yoke_queue_depth` and `yoke_runtime_workers` from the store now."""
@@ -412,7 +412,7 @@ class ActorRuntime:
             portals = PortalRunner(
                 portals=self.portals,
                 host=self,
-                store=st,
+                store=st.leases,
                 worker_id=s.worker_id,
                 clock=self._clock,
                 lease_ttl=s.stale_after,

@@ -6,14 +6,13 @@ Each field carries its meaning; `docs/CONFIGURATION.md` lists them with their va
 
 from __future__ import annotations
 
-import os
 import socket
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from yoke.config import setting
+from yoke.config import load_env, setting
 from yoke.errors import BadValue
 
 
@@ -136,21 +135,7 @@ class ActorSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> ActorSettings:
-        source = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = source.get(ENV[f.name], "").strip()
-            if not raw:
-                continue
-            kind = str(f.type)
-            try:
-                values[f.name] = (
-                    int(raw) if kind == "int" else float(raw) if kind == "float" else raw
-                )
-            except ValueError:
-                raise BadValue(f"{ENV[f.name]} must be a number, got {raw!r}") from None
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        return load_env(cls, ENV, env, overrides)
 
     def with_(self, **changes: Any) -> ActorSettings:
         return replace(self, **changes)

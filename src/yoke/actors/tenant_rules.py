@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from yoke.actors.claims import ClaimWindows
 from yoke.actors.protocol import ActorStore
@@ -76,16 +76,13 @@ class TenantRules:
         self._wake.set()
 
     async def run(self) -> None:
-        await until_done(
-            lambda: self._store.clear_tenant_slots(self._worker_id),
-            what="clearing this worker's tenant counters",
-            policy=self._retry,
-            stopping=self._stopping,
-            log=log,
+        await self._write(
+            lambda: self._store.tenants.clear_tenant_slots(self._worker_id),
+            "clearing this worker's tenant counters",
         )
         while True:
             try:
-                rows = await self._store.tenant_settings(limit=MAX_TENANT_SETTINGS)
+                rows = await self._store.tenants.tenant_settings(limit=MAX_TENANT_SETTINGS)
             except YokeError as exc:
                 log.warning("reading the tenants' settings failed: %s", exc)
             else:
@@ -142,7 +139,7 @@ class TenantRules:
         """One of the tenant's fleet-wide slots, or False (full, or the store is down)."""
         live_after = self._clock.wall() - self._stale_after
         try:
-            return await self._store.take_tenant_slot(
+            return await self._store.tenants.take_tenant_slot(
                 tenant, self._worker_id, live_after=live_after
             )
         except YokeError as exc:
@@ -150,10 +147,16 @@ class TenantRules:
             return False
 
     async def free(self, tenant: str) -> None:
-        await until_done(
-            lambda: self._store.free_tenant_slot(tenant, self._worker_id),
-            what=f"freeing a slot of tenant {tenant!r}",
-            policy=self._retry,
-            stopping=self._stopping,
-            log=log,
+        await self._write(
+            lambda: self._store.tenants.free_tenant_slot(tenant, self._worker_id),
+            f"freeing a slot of tenant {tenant!r}",
         )
+
+    async def _write(self, write: Callable[[], Awaitable[None]], what: str) -> None:
+        """A counter write, waited out while the store is down. One the store refuses for good
+        is logged and dropped: this worker's counters are cleared at its next start, and a
+        stale worker's are not counted (`live_after`), so a refusal never stops the drain."""
+        try:
+            await until_done(write, what=what, policy=self._retry, stopping=self._stopping, log=log)
+        except YokeError as exc:
+            log.error("%s was refused by the store: %s", what, exc)

@@ -36,7 +36,7 @@ from yoke.actors.definitions import ActorRegistry
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
-from yoke.retry import Backoff, RetryPolicy
+from yoke.retry import Backoff, RetryPolicy, severity
 from yoke.store.actor_records import DueTimer, NewEvent, Owner
 
 log = logging.getLogger("yoke.actors.timers")
@@ -201,8 +201,8 @@ class TimerDispatch:
                 delay = await self.fire_due()
                 backoff.ok()
             except YokeError as exc:
-                delay = backoff.failed()
-                log.warning("firing timers failed (retrying in %.2fs): %s", delay, exc)
+                delay = backoff.failed(exc)
+                log.log(severity(exc), "firing timers failed (retrying in %.2fs): %s", delay, exc)
             self._waiting = True
             try:
                 with contextlib.suppress(TimeoutError):

@@ -29,7 +29,7 @@ from yoke.actors.metrics import DEPTH_LIMIT, ActorMetrics
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
-from yoke.retry import Backoff, RetryPolicy
+from yoke.retry import Backoff, RetryPolicy, severity
 from yoke.store.actor_records import Takeover
 
 if TYPE_CHECKING:
@@ -76,14 +76,14 @@ class WorkerHeartbeat:
 
     async def boot(self) -> Takeover:
         now = self._clock.wall()
-        await self._store.register_worker(
+        await self._store.fleet.register_worker(
             self.worker_id, hostname=socket.gethostname(), pid=os.getpid(), now=now
         )
         return await self._claim(now)
 
     async def _claim(self, now: float) -> Takeover:
         to = None if self._placer is None else await self._placer.rule()
-        got = await self._store.claim_orphans(
+        got = await self._store.fleet.claim_orphans(
             self.worker_id, stale_before=now - self._stale_after, now=now, to=to
         )
         if got.instances:
@@ -102,13 +102,13 @@ class WorkerHeartbeat:
         """One heartbeat: refresh our row, take orphans over, forget long-gone workers, refresh
         the gauges."""
         now = self._clock.wall()
-        if not await self._store.worker_heartbeat(self.worker_id, now=now):
+        if not await self._store.fleet.worker_heartbeat(self.worker_id, now=now):
             log.warning("worker %s was stopped or forgotten; registering again", self.worker_id)
-            await self._store.register_worker(
+            await self._store.fleet.register_worker(
                 self.worker_id, hostname=socket.gethostname(), pid=os.getpid(), now=now
             )
         got = await self._claim(now)
-        forgotten = await self._store.forget_workers(before=now - self._forget_after)
+        forgotten = await self._store.fleet.forget_workers(before=now - self._forget_after)
         if forgotten:
             log.info("forgot %d workers gone for %.0fs", forgotten, self._forget_after)
         await self._metrics.refresh(
@@ -145,8 +145,8 @@ class WorkerHeartbeat:
             except YokeError as exc:
                 if down_since is None:
                     down_since = self._clock.monotonic()
-                delay = min(backoff.failed(), self._interval)
-                log.warning("heartbeat failed (retrying in %.2fs): %s", delay, exc)
+                delay = min(backoff.failed(exc), self._interval)
+                log.log(severity(exc), "heartbeat failed (retrying in %.2fs): %s", delay, exc)
             self._poke.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
@@ -162,6 +162,8 @@ class WorkerHeartbeat:
                 to = await self._placer.rule(without=self.worker_id, fresh=True)
             except YokeError as exc:
                 log.warning("reading the live workers failed; instances left unowned: %s", exc)
-        released = await self._store.stop_worker(self.worker_id, now=self._clock.wall(), to=to)
+        released = await self._store.fleet.stop_worker(
+            self.worker_id, now=self._clock.wall(), to=to
+        )
         self._metrics.moved("stop", released)
         log.info("worker %s stopped; handed over %d instances", self.worker_id, released)

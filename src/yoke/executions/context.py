@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from yoke.errors import BadType, BadValue, Conflict, ReplayMismatch, StoreUnavailable
+from yoke.errors import TRANSIENT, BadType, BadValue, Conflict, ReplayMismatch, StoreUnavailable
 from yoke.executions.failures import failure_of, log_failed
 from yoke.executions.model import Failure, encode_json
 from yoke.executions.steps import (
@@ -202,14 +202,13 @@ class Context:
         write = self._write_step
         try:
             written: bool | None = await write(record)
-        except StoreUnavailable:  # waited out by the one retry rule (most writes need none)
+        except TRANSIENT:  # waited out by the one retry rule (most writes need none)
             again = await until_done(
                 lambda: write(record),
                 policy=self._store_retry,
                 what=f"recording step {name!r} of {self.execution_id}",
                 stopping=self._stopping,
                 log=log,
-                transient=StoreUnavailable,
             )
             if again is None:
                 raise StoreUnavailable(

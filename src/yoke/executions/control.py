@@ -16,13 +16,9 @@ from typing import Any
 
 from yoke.errors import (
     BadType,
-    Conflict,
-    NotFound,
     Vetoed,
 )
 from yoke.executions.model import (
-    ADMIN,
-    OPERATOR,
     AuditEntry,
     Change,
     Limits,
@@ -30,8 +26,9 @@ from yoke.executions.model import (
     Start,
     check_priority,
 )
-from yoke.executions.state import Shared, check_id, need
-from yoke.store import NewControl, StartStatus
+from yoke.executions.policy import Act, need
+from yoke.executions.state import Shared, check_id
+from yoke.store import NewControl
 
 
 class Control:
@@ -43,7 +40,7 @@ class Control:
 
     async def set_limits(self, limits: Limits, *, principal: Principal) -> Limits:
         """Replace the limits (role ADMIN), after the reviewers; recorded in the control log."""
-        need(principal, ADMIN)
+        need(principal, Act.SET_LIMITS)
         self._s.require_leader()
         if not isinstance(limits, Limits):
             raise BadType("limits must be a yoke.Limits")
@@ -67,15 +64,13 @@ class Control:
 
     async def set_priority(self, start_id: str, priority: int, *, principal: Principal) -> Start:
         """Change a QUEUED start's priority (role OPERATOR or ADMIN), after the reviewers."""
-        need(principal, OPERATOR, ADMIN)
+        need(principal, Act.SET_PRIORITY)
         check_priority(priority)
         self._s.require_leader()
         store = self._s.require()
-        row = await store.get_start(check_id(start_id, "start_id"))
-        if row is None:
-            raise NotFound(f"no start {start_id}")
-        if row.status is not StartStatus.QUEUED:
-            raise Conflict(f"start {start_id} is {row.status.name}, not QUEUED")
+        row = self._s.core.may_change(
+            start_id, await store.get_start(check_id(start_id, "start_id"))
+        )
         before, after = {"priority": row.priority}, {"priority": priority}
         await self._review(
             Change(
@@ -85,10 +80,9 @@ class Control:
         # The change and its audit entry are one transaction: neither lands without the other.
         audit = self._entry("priority", principal, start_id, before, after)
         new = await store.set_start_priority(start_id, priority, audit=audit)
-        if new is None or new.status is not StartStatus.QUEUED:
-            raise Conflict(f"start {start_id} was decided meanwhile")
-        self._s.core.reprioritized(new)
-        self._s.wake()
+        self._s.core.reprioritized(start_id, new)
+        self._s.wake()  # the kernel's next picks go to the ledger through the dispatcher
+        assert new is not None  # else `reprioritized` raised Conflict
         return self._s.answer(new)
 
     async def audit(self, *, limit: int = 100, offset: int = 0) -> builtins.list[AuditEntry]:

@@ -30,7 +30,7 @@ import enum
 import logging
 from collections.abc import Callable, Sequence
 
-from yoke.errors import LimitExceeded, NotLeader, ShuttingDown
+from yoke.errors import Conflict, LimitExceeded, NotFound, NotLeader, ShuttingDown
 from yoke.executions.admission import (
     Caps,
     DrainRate,
@@ -352,10 +352,24 @@ class AdmissionCore:
         return slots
 
     # -- changes from outside ----------------------------------------------------------------------
-    def cancelled(self, row: StartRow) -> list[Action]:
-        """The store recorded the start CANCELLED. A queued one leaves the kernel now; one
-        being logged leaves when its log answers; a grant in flight finds it GONE (or FULL,
-        and then it leaves instead of going back in line)."""
+    def may_change(self, start_id: str, row: StartRow | None) -> StartRow:
+        """Whether a cancel or a priority change may be written for the start whose stored row
+        is `row`: only while it is QUEUED (`NotFound`, `Conflict`). The store's write checks
+        it again under its lock; its answer comes back to `cancelled` or `reprioritized`."""
+        if row is None:
+            raise NotFound(f"no start {start_id}")
+        if row.status is not StartStatus.QUEUED:
+            raise Conflict(f"start {start_id} is {row.status.name}, not QUEUED")
+        return row
+
+    def cancelled(self, start_id: str, row: StartRow | None) -> list[Action]:
+        """The store's answer to a cancel: `row` CANCELLED, or decided meanwhile (`Conflict`).
+        A queued one leaves the kernel now; one being logged leaves when its log answers; a
+        grant in flight finds it GONE (or FULL, and then it leaves instead of going back in
+        line)."""
+        if row is None or row.status is not StartStatus.CANCELLED:
+            status = "gone" if row is None else row.status.name
+            raise Conflict(f"start {start_id} is {status}, not QUEUED")
         t = self.tickets.get(row.start_id)
         if t is None:
             return []
@@ -367,9 +381,12 @@ class AdmissionCore:
             return self._end(t)
         return [Answer(t)]  # whoever waits for it to be decided learns it now
 
-    def reprioritized(self, row: StartRow) -> None:
-        """The store changed a QUEUED start's priority (a grant in flight applies it if it
-        comes back)."""
+    def reprioritized(self, start_id: str, row: StartRow | None) -> None:
+        """The store's answer to a priority change: `row` still QUEUED with its new priority,
+        or decided meanwhile (`Conflict`). The kernel takes the new priority at once (a grant
+        in flight applies it if it comes back); its next picks are `next_grants`'."""
+        if row is None or row.status is not StartStatus.QUEUED:
+            raise Conflict(f"start {start_id} was decided meanwhile")
         t = self.tickets.get(row.start_id)
         if t is None:
             return

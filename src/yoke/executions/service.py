@@ -27,13 +27,15 @@ import asyncio
 import builtins
 import contextlib
 import contextvars
-import hashlib
+import functools
 import json
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from typing import Any
 
 from yoke.clock import Clock
 from yoke.errors import (
+    TRANSIENT,
     BadType,
     BadValue,
     Conflict,
@@ -49,6 +51,7 @@ from yoke.executions.context import Context, run_bounded, stopped_failure
 from yoke.executions.control import Control
 from yoke.executions.core import Role
 from yoke.executions.failures import failure_of, log_failed
+from yoke.executions.fingerprints import fingerprint
 from yoke.executions.model import (
     AuditEntry,
     Execution,
@@ -73,7 +76,7 @@ from yoke.executions.state import (
     log,
 )
 from yoke.executions.tenant_book import Rates, TenantBook
-from yoke.executions.tenant_settings import start_tenant
+from yoke.executions.tenant_settings import default_session, start_tenant
 from yoke.executions.tickets import (
     Action,
     Answer,
@@ -417,13 +420,13 @@ class Executions:
             storable_text(principal.name, "principal name")
         payload = encode_json(input, "input")
         if session is None:
-            session = principal.tenant if principal and principal.tenant else "default"
+            session = default_session(principal)
         owner = start_tenant(principal, session, tenant)
         # What a retry with the same key must match; without a key nothing is ever compared.
-        fingerprint = (
+        request = (
             ""
             if idempotency_key is None
-            else hashlib.sha256(json.dumps([name, payload, session]).encode()).hexdigest()
+            else fingerprint(name, json.loads(payload), session, priority)
         )
         await self._spend(owner)
         new = NewStart(
@@ -434,7 +437,7 @@ class Executions:
             tenant=owner,
             priority=priority,
             input=payload,
-            fingerprint=fingerprint,
+            fingerprint=request,
             principal=principal.name if principal else None,
             idempotency_key=idempotency_key,
             source_execution_id=None,
@@ -663,7 +666,7 @@ class Executions:
         requests = [g.request for g in grants]
         try:
             return await store.grant_starts(requests, now=s.clock.wall())
-        except YokeError as exc:
+        except TRANSIENT as exc:  # a permanent refusal committed nothing: no read-back
             found = await read_back(
                 store, requests, policy=s.retry, stopping=lambda: s.core.closing
             )
@@ -699,18 +702,12 @@ class Executions:
         store = s.require()
         start_id = check_id(start_id, "start_id")
         s.require_leader()
-        before = await store.get_start(start_id)
-        if before is None:
-            raise NotFound(f"no start {start_id}")
-        if before.status is not StartStatus.QUEUED:
-            raise Conflict(f"start {start_id} is {before.status.name}, not QUEUED")
+        s.core.may_change(start_id, await store.get_start(start_id))
         row = await store.decide_start(
             start_id, StartStatus.CANCELLED, reason="cancelled", now=s.clock.wall()
         )
-        if row is None or row.status is not StartStatus.CANCELLED:
-            row = row or before
-            raise Conflict(f"start {start_id} is {row.status.name}, not QUEUED")
-        self._perform(s.core.cancelled(row))
+        self._perform(s.core.cancelled(start_id, row))
+        assert row is not None  # else `cancelled` raised Conflict
         return s.answer(row)
 
     async def cancel(self, execution_id: str, *, principal: Principal | None = None) -> Execution:
@@ -932,15 +929,19 @@ class Executions:
             # Until the store takes it, the slot stays taken, here and in the ledger. Stopping,
             # it is given up after a few tries: once this instance has stopped, a peer's
             # recovery records the execution ABORTED and frees its slot.
-            done = await until_done(
-                lambda: _to_the_end(self._finisher.submit(finish), self._finisher),
-                policy=s.retry,
-                what=f"recording the end of {ex.execution_id}",
-                stopping=lambda: s.core.closing,
-                log=log,
-            )
-            if done is not None and done[0][0]:  # recorded as it is: `wait` needs no read
-                s.ended.add(ex, finish, done[0][1])
+            try:
+                done = await until_done(
+                    lambda: _to_the_end(self._finisher.submit(finish), self._finisher),
+                    policy=s.retry,
+                    what=f"recording the end of {ex.execution_id}",
+                    stopping=lambda: s.core.closing,
+                    log=log,
+                )
+            except YokeError as exc:  # refused for good: retried, it would be refused forever
+                await self._finish_refused(finish, exc)
+            else:
+                if done is not None and done[0][0]:  # recorded as it is: `wait` needs no read
+                    s.ended.add(ex, finish, done[0][1])
         finally:
             s.runs.pop(ex.execution_id, None)
             s.core.finished(t, now=s.clock.wall())
@@ -950,6 +951,32 @@ class Executions:
             self._dispatch()
             if t.trace is not None:
                 t.trace.ended(status.name, traces.failed(status, error))
+
+    async def _finish_refused(self, finish: Finish, refusal: YokeError) -> None:
+        """The store refused a batch of finishes for good. This one is written alone (another
+        of its batch may have been the cause); refused alone, the execution ends FAILED with
+        the refusal as its error, so its slot is freed; refused again, it is logged (a peer's
+        recovery records it ABORTED once this instance is gone)."""
+        s = self._s
+        one = finish
+        for attempt in ("alone", "as failed"):
+            try:
+                await until_done(
+                    functools.partial(self._finish_alone, one),
+                    policy=s.retry,
+                    what=f"recording the end of {finish.execution_id} {attempt}",
+                    stopping=lambda: s.core.closing,
+                    log=log,
+                )
+                return
+            except YokeError as exc:
+                refusal = exc
+                error = failure_of(exc).encoded()
+                one = replace(finish, status=ExecutionStatus.FAILED, output=None, error=error)
+        log.error("the store refused the end of %s: %s", finish.execution_id, refusal)
+
+    async def _finish_alone(self, finish: Finish) -> None:
+        await self._s.require().finish_executions([finish], now=self._s.clock.wall())
 
     async def shutdown(self, timeout: float) -> None:
         """Admit nothing new, refuse the queued starts, give running executions `timeout`

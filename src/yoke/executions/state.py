@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from yoke.clock import Clock
-from yoke.errors import BadType, Forbidden, NotRunning
+from yoke.errors import BadType, NotRunning
 from yoke.executions.core import AdmissionCore, Role
-from yoke.executions.model import Change, Execution, Failure, Limits, Principal, Start
+from yoke.executions.model import Change, Execution, Failure, Limits, Start
 from yoke.executions.tenant_book import TenantBook
 from yoke.executions.tickets import Ticket
 from yoke.executions.workflows import Registry
@@ -197,13 +197,6 @@ class Shared:
             decided_at=row.decided_at,
             recovery=row.recovery,
         )
-
-
-def need(principal: Principal, *roles: str) -> None:
-    if not isinstance(principal, Principal):
-        raise Forbidden(f"this change needs a principal with role {' or '.join(roles)}")
-    if not principal.has_any(*roles):
-        raise Forbidden(f"{principal.name} lacks role {' or '.join(roles)}")
 
 
 def check_id(value: object, what: str) -> str:

@@ -245,13 +245,30 @@ def check_tenant(tenant: object, *, defaults_ok: bool = False) -> str:
     return tenant
 
 
+def own_tenant(principal: Principal | None) -> str | None:
+    """The tenant `principal` is bound to: its own, or a plain principal's name (a principal
+    without OPERATOR or ADMIN is a tenant of its own); None for a trusted caller (no principal,
+    or an OPERATOR or ADMIN bound to no tenant)."""
+    if principal is None:
+        return None
+    if principal.tenant or not principal.has_any(OPERATOR, ADMIN):
+        return principal.tenant or principal.name
+    return None
+
+
+def default_session(principal: Principal | None) -> str:
+    """The session of a start that names none, by every path (the API, the Python call): the
+    tenant its principal is bound to, else `default`."""
+    return own_tenant(principal) or "default"
+
+
 def start_tenant(principal: Principal | None, session: str, tenant: str | None) -> str:
     """Whose start it is. A principal bound to a tenant (its own, or a plain principal's
     name) starts in that tenant and no other; a trusted caller (the Python API without a
     principal, an OPERATOR or ADMIN without a tenant) names it with `tenant`, else it is the
     session's first segment before `/`."""
-    if principal is not None and (principal.tenant or not principal.has_any(OPERATOR, ADMIN)):
-        own = principal.tenant or principal.name
+    own = own_tenant(principal)
+    if principal is not None and own is not None:
         if tenant is not None and tenant != own:
             raise Forbidden(f"{principal.name} starts in tenant {own!r} only, not {tenant!r}")
         return check_tenant(own)

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from yoke.clock import Clock
 from yoke.errors import Conflict, Forbidden, Vetoed
 from yoke.executions.model import ADMIN, OPERATOR, Change, Principal
-from yoke.executions.state import need
+from yoke.executions.policy import Act, need
 from yoke.executions.tenant_settings import (
     SECTIONS,
     TenantSettings,
@@ -146,7 +146,7 @@ class Tenants:
         field left out stays as it was, None clears it. The row and its control-log entry are
         written in one transaction, only if no other change landed since this one read the
         row (else `Conflict`, nothing written)."""
-        need(principal, ADMIN)
+        need(principal, Act.SET_TENANT)
         check_tenant(tenant, defaults_ok=True)
         change = parse_change(
             **{

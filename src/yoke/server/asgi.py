@@ -191,7 +191,7 @@ class Server:
                 await replayer.answers.forget_answers(now=self.app.clock.wall())
                 # Tenants' token buckets full again are as good as none: the table holds a
                 # row per tenant sending now, not per tenant ever seen.
-                await self.app.actors.store().forget_full_buckets()
+                await self.app.actors.store().tenants.forget_full_buckets()
             except YokeError as exc:
                 log.warning("forgetting expired idempotency keys failed: %s", exc)
             await asyncio.sleep(PURGE_EVERY)  # a period, not a synchronisation

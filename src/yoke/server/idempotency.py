@@ -23,7 +23,6 @@ never look inside an answer's body: it keeps and replays bytes.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -33,6 +32,7 @@ from typing import Protocol, runtime_checkable
 from starlette.responses import Response
 
 from yoke.errors import BadValue, IdempotencyConflict, StoreUnavailable
+from yoke.executions.fingerprints import fingerprint
 from yoke.retry import within
 from yoke.store import AnswerRow, Store
 
@@ -109,12 +109,16 @@ def check_key(key: str) -> str:
     return key
 
 
-def fingerprint(method: str, path: str, body: bytes) -> str:
+def request_fingerprint(method: str, path: str, body: bytes) -> str:
+    """The fingerprint of a creating POST (`executions.fingerprints`, the one rule)."""
     try:
-        canon = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
+        content: object = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
-        canon = body  # not JSON (or too deep): it will be refused, but compare it as bytes
-    return hashlib.sha256(method.encode() + b" " + path.encode() + b"\n" + canon).hexdigest()
+        content = {"bytes": body.hex()}  # not JSON (or too deep): refused, compared as bytes
+    try:
+        return fingerprint(method, path, content)
+    except (ValueError, RecursionError):  # too deep to write back
+        return fingerprint(method, path, {"bytes": body.hex()})
 
 
 def replay(answer: StoredAnswer) -> Response:

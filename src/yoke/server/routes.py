@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from yoke.executions import ADMIN, OPERATOR
+from yoke.executions.policy import Act
 from yoke.server import models as m
 from yoke.server import models_actors as ma
 from yoke.server.auth import METRICS
@@ -24,11 +25,9 @@ from yoke.server.routes_ops import OpsRoutes
 from yoke.server.routes_schedules import SchedulesRoutes
 from yoke.server.routes_starts import StartsRoutes
 from yoke.server.routes_streams import StreamsRoutes
-from yoke.server.routing import ANY, PUBLIC, Answer, Op, role
+from yoke.server.routing import ANY, PUBLIC, Answer, Op, may, role
 from yoke.store.text import MAX_TEXT
 
-OPERATORS = role(OPERATOR, ADMIN)
-ADMINS = role(ADMIN)
 SCRAPERS = role(METRICS, OPERATOR, ADMIN)
 
 
@@ -145,10 +144,11 @@ def table(
         Op("GET", "/v1/starts/{start_id}", starts.show, ANY, "getStart",
            "A start, with its execution id once granted",
            query=(WAIT,), answers=ok(m.StartOut, "The start"), errors=(404, 422)),
-        Op("PATCH", "/v1/starts/{start_id}", starts.reprioritize, OPERATORS, "setStartPriority",
+        Op("PATCH", "/v1/starts/{start_id}", starts.reprioritize, may(Act.SET_PRIORITY),
+           "setStartPriority",
            "Change a queued start's priority",
            body=m.PriorityIn, answers=ok(m.StartOut, "The start"), errors=(404, 409, 422)),
-        Op("DELETE", "/v1/starts/{start_id}", starts.cancel, ANY, "cancelStart",
+        Op("DELETE", "/v1/starts/{start_id}", starts.cancel, may(Act.CANCEL_START), "cancelStart",
            "Cancel a queued start",
            answers=ok(m.StartOut, "The cancelled start"), errors=(404, 409, 422)),
         Op("GET", "/v1/starts/{start_id}/why", starts.why, ANY, "whyStart",
@@ -163,15 +163,16 @@ def table(
         Op("GET", "/v1/executions/{execution_id}", executions.show, ANY, "getExecution",
            "An execution: status, output or error, links",
            query=(WAIT_END,), answers=ok(m.ExecutionOut, "The execution"), errors=(404, 422)),
-        Op("POST", "/v1/executions/{execution_id}/restart", executions.restart, ANY,
+        Op("POST", "/v1/executions/{execution_id}/restart", executions.restart, may(Act.RESTART),
            "restartExecution", "Restart (whole, or from a step); answers like POST /v1/starts",
            body=m.RestartIn, body_required=False, query=(WAIT, IDEM), answers=STARTED,
            errors=(*START_ERRORS, 403)),
-        Op("POST", "/v1/executions/{execution_id}/resume", executions.resume, ANY,
+        Op("POST", "/v1/executions/{execution_id}/resume", executions.resume, may(Act.RESUME),
            "resumeExecution", "Resume, re-using the steps done; answers like POST /v1/starts",
            body=m.ResumeIn, body_required=False, query=(WAIT, IDEM), answers=STARTED,
            errors=(*START_ERRORS, 403)),
-        Op("POST", "/v1/executions/{execution_id}/cancel", executions.cancel, ANY,
+        Op("POST", "/v1/executions/{execution_id}/cancel", executions.cancel,
+           may(Act.CANCEL_EXECUTION),
            "cancelExecution",
            "Cancel a running execution, whichever server runs it (its children with it)",
            answers={**ok(m.ExecutionOut, "Stopped: the cancelled execution"),
@@ -181,20 +182,21 @@ def table(
         # -- control ---------------------------------------------------------------------------
         Op("GET", "/v1/limits", control.limits, ANY, "getLimits", "The limits",
            answers=ok(m.LimitsOut, "The limits")),
-        Op("PUT", "/v1/limits", control.set_limits, ADMINS, "setLimits",
+        Op("PUT", "/v1/limits", control.set_limits, may(Act.SET_LIMITS), "setLimits",
            "Replace the limits; a field left out is off",
            body=m.LimitsIn, answers=ok(m.LimitsOut, "The new limits"), errors=(422,)),
         Op("GET", "/v1/tenants", control.tenants, ANY, "listTenants",
            "Tenant settings: weight, executions' and actors' limits (a tenant sees its own "
            "and the defaults, `*`, that apply to it)",
            answers=ok(m.TenantListOut, "The tenants with stored settings")),
-        Op("PUT", "/v1/tenants/{tenant}", control.set_tenant, ADMINS, "setTenant",
+        Op("PUT", "/v1/tenants/{tenant}", control.set_tenant, may(Act.SET_TENANT), "setTenant",
            "Change a tenant's settings (`*`: the defaults); a field left out stays, null clears",
            body=m.TenantIn, answers=ok(m.TenantOut, "The tenant's settings"), errors=(409, 422)),
         Op("GET", "/v1/scheduler", control.scheduler, ANY, "getScheduler",
            "Slots in use, queued by session, the next picks (a tenant sees its own)",
            answers=ok(m.SchedulerOut, "The scheduler")),
-        Op("GET", "/v1/audit", control.audit, ADMINS, "getAudit", "Control-log entries",
+        Op("GET", "/v1/audit", control.audit, may(Act.READ_AUDIT), "getAudit",
+           "Control-log entries",
            query=(PAGE, offset), answers=ok(m.AuditPageOut, "Entries, oldest first"),
            errors=(422,)),
         # -- schedules -------------------------------------------------------------------------
@@ -231,10 +233,10 @@ def table(
            "getActorInstance", "An instance: state, queue depth, in flight, dead letters, owner",
            query=(INSTANCE_TENANT,), answers=ok(ma.InstanceOut, "The instance"),
            errors=(404, 422)),
-        Op("GET", "/v1/workers", actors.workers, OPERATORS, "listWorkers",
+        Op("GET", "/v1/workers", actors.workers, may(Act.READ_FLEET), "listWorkers",
            "Actor workers: heartbeats, live or stale, instances owned",
            answers=ok(ma.WorkerListOut, "The workers")),
-        Op("GET", "/v1/executors", executors.executors, OPERATORS, "listExecutors",
+        Op("GET", "/v1/executors", executors.executors, may(Act.READ_FLEET), "listExecutors",
            "Per-tenant executor processes, as their workers recorded them",
            query=(query("tenant", TEXT, "only this tenant's executors"),
                   query("limit", {"type": "integer", "minimum": 1, "maximum": 10000}, "at most")),

@@ -10,11 +10,13 @@ This module must never decide admission.
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 
 from yoke.errors import BadValue
-from yoke.executions import Execution, ExecutionStatus
+from yoke.executions import Execution, ExecutionStatus, Principal
 from yoke.server.auth import (
     check_priority,
     check_visible,
@@ -28,7 +30,34 @@ from yoke.server.routes_starts import StartsRoutes
 from yoke.server.state import ServerState, json_response, parse, query_int, read_body
 from yoke.store.text import check_text
 
-STATUSES = {s.value for s in ExecutionStatus}
+STATUSES = tuple(s.value for s in ExecutionStatus)
+
+
+async def visible_executions(
+    s: ServerState,
+    p: Principal,
+    *,
+    status: str | None,
+    session: str | None,
+    workflow: str | None,
+    cursor: str | None,
+    limit: int,
+) -> dict[str, Any]:
+    """A page of the executions `p` may see, newest first: the one filter that the API's list
+    and the dashboard's view both call. A principal without OPERATOR or ADMIN reads its own
+    tenant's rows alone, whatever the filters, and a session outside its tenant is answered as
+    empty (as if it had nothing: another tenant's sessions are not told)."""
+    if status is not None and status.upper() not in STATUSES:
+        raise BadValue(f"status must be one of {', '.join(STATUSES)}")
+    tenant = None
+    if not privileged(p):
+        if session is not None and not owns(p, session):
+            return {"items": [], "next_cursor": None}
+        tenant = tenant_of(p)
+    page = await s.executions.list(
+        status=status, session=session, workflow=workflow, limit=limit, cursor=cursor, tenant=tenant
+    )
+    return {"items": [execution_json(e) for e in page.items], "next_cursor": page.next_cursor}
 
 
 class ExecutionsRoutes:
@@ -46,30 +75,16 @@ class ExecutionsRoutes:
         p = principal_of(request)
         q = request.query_params
         status = q.get("status")
-        if status is not None and status.upper() not in STATUSES:
-            raise BadValue(f"status must be one of {', '.join(sorted(STATUSES))}")
         session = check_text(q["session"], "session") if "session" in q else None
         workflow = check_text(q["workflow"], "workflow") if "workflow" in q else None
         cursor = q.get("cursor")
         if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) < 19):
             raise BadValue("cursor must be the next_cursor of an earlier page")
         limit = query_int(request, "limit", default=100, low=1, high=1000)
-        tenant = None
-        if not privileged(p):
-            if session is not None and not owns(p, session):  # as if it had nothing
-                return json_response({"items": [], "next_cursor": None})
-            tenant = tenant_of(p)  # read from its own rows alone, whatever the filters
-        page = await self.s.executions.list(
-            status=status,
-            session=session,
-            workflow=workflow,
-            limit=limit,
-            cursor=cursor,
-            tenant=tenant,
+        page = await visible_executions(
+            self.s, p, status=status, session=session, workflow=workflow, cursor=cursor, limit=limit
         )
-        return json_response(
-            {"items": [execution_json(e) for e in page.items], "next_cursor": page.next_cursor}
-        )
+        return json_response(page)
 
     async def show(self, request: Request) -> Response:
         wait = self.starts.wait_of(request)

@@ -24,7 +24,6 @@ from yoke.server.auth import (
     check_session,
     check_visible,
     principal_of,
-    privileged,
     tenant_of,
 )
 from yoke.server.calls import Incoming
@@ -119,11 +118,9 @@ class StartsRoutes:
         wait = self.wait_of(request) if request.scope["query_string"] else None
         body = parse(StartIn, await read_body(request))
         check_priority(request, body.priority)
-        session = body.session
+        session = body.session  # None: the service's default (`default_session`)
         if session is not None:
             check_session(p, session)
-        elif not privileged(p):
-            session = p.tenant or p.name
         if wait:
             with self.polling(request, wait):
                 start = await self._start(request, body, session, p)

@@ -25,7 +25,7 @@ from starlette.responses import Response
 
 from yoke.errors import BadValue, Forbidden
 from yoke.server.auth import home_tenant, principal_of, privileged
-from yoke.server.idempotency import fingerprint
+from yoke.server.idempotency import request_fingerprint
 from yoke.server.state import BadRequest, ServerState, json_response, read_body
 from yoke.store.actor_records import EventKey
 from yoke.store.text import check_text
@@ -60,7 +60,7 @@ class StreamsRoutes:
                 once = EventKey(
                     principal=p.name,
                     key=key,
-                    fingerprint=fingerprint(request.method, target, raw),
+                    fingerprint=request_fingerprint(request.method, target, raw),
                     expires_at=self.s.app.clock.wall() + self.s.replayer.retention,
                     keep_at_most=self.s.app.settings.idempotency_max_per_tenant,
                 )

@@ -36,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from yoke.errors import Forbidden, YokeError
+from yoke.executions.policy import ROLES, Act
 from yoke.server.auth import principal_of, scraper
 from yoke.server.calls import Call, Incoming
 from yoke.server.problems import http_error_handler, yoke_error_handler
@@ -65,6 +66,12 @@ ANY = Access()
 
 def role(*names: str) -> Access:
     return Access(roles=frozenset(names))
+
+
+def may(act: Act) -> Access:
+    """Who may call a route that does `act`: the policy's entry (`executions/policy.py`), the
+    one the dashboard's controls and the services check too."""
+    return Access(roles=ROLES[act])
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

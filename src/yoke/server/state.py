@@ -26,7 +26,7 @@ from yoke.errors import BadValue, InvalidArgument, NotRunning, YokeError
 from yoke.executions import Executions
 from yoke.server.auth import TokenBook, principal_of, tenant_of
 from yoke.server.calls import Incoming
-from yoke.server.idempotency import Replayer, fingerprint
+from yoke.server.idempotency import Replayer, request_fingerprint
 from yoke.server.longpolls import LongPolls
 from yoke.server.metrics import Metrics
 from yoke.server.recorder import Recorder
@@ -85,7 +85,7 @@ class ServerState:
             principal=p.name,
             tenant=tenant_of(p),
             key=key,
-            fp=fingerprint(request.method, target or request.url.path, raw),
+            fp=request_fingerprint(request.method, target or request.url.path, raw),
             now=self.app.clock.wall,
             answer=answer,
         )

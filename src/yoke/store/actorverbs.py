@@ -33,33 +33,24 @@ from yoke.store.actor_records import (
     ActorCounts,
     ClaimedEvent,
     Completion,
-    CrashCharge,
     DeadLetter,
     DueTimer,
     EventKey,
-    ExecutorRow,
-    FleetCounts,
     InstanceInfo,
     InstanceRef,
     InstanceState,
-    MoveOrder,
-    MoveResult,
     NewEvent,
     NewTimer,
     Owner,
     PendingEvent,
     QueueDepth,
-    SpareRow,
-    Takeover,
-    WorkerRow,
     owner_of,
     ref_params,
 )
 from yoke.store.executorverbs import ExecutorVerbs
 from yoke.store.fleetverbs import FleetVerbs
-from yoke.store.leaseverbs import Lease, LeaseVerbs, Link
-from yoke.store.records import NewControl
-from yoke.store.tenantverbs import TenantRow, TenantValues, TenantVerbs, Tokens
+from yoke.store.leaseverbs import LeaseVerbs, Link
+from yoke.store.tenantverbs import TenantVerbs
 from yoke.store.tx import Row, Transactions, Tx
 
 
@@ -106,9 +97,10 @@ class ActorVerbs:
 
     def __init__(self, transactions: Transactions, *, leases: Link | None = None) -> None:
         self._t = transactions
-        # Parts of the same protocol (`ActorStore`), held by reference; their verbs are
-        # forwarded at the end of this class. Takes, renewals and releases of leases may have
-        # transactions of their own (`leases`: on PostgreSQL a pool other work never drains).
+        # Its parts by entity (`ActorStore.fleet`, `.executors`, `.tenants`, `.leases`), held by
+        # reference and called directly by their consumers. Takes, renewals and releases of
+        # leases may have transactions of their own (`leases`: on PostgreSQL a pool other work
+        # never drains).
         self.executors = ExecutorVerbs(transactions)
         self.leases = LeaseVerbs(transactions, terms=leases)
         self.tenants = TenantVerbs(transactions)
@@ -509,54 +501,6 @@ class ActorVerbs:
         )
         return sorted(fired)
 
-    # -- workers and the fleet (`fleetverbs.FleetVerbs`) ----------------------------------------
-    async def register_worker(self, worker_id: str, *, hostname: str, pid: int, now: float) -> None:
-        await self.fleet.register_worker(worker_id, hostname=hostname, pid=pid, now=now)
-
-    async def worker_heartbeat(self, worker_id: str, *, now: float) -> bool:
-        return await self.fleet.worker_heartbeat(worker_id, now=now)
-
-    async def stop_worker(self, worker_id: str, *, now: float, to: Owner = None) -> int:
-        return await self.fleet.stop_worker(worker_id, now=now, to=to)
-
-    async def claim_orphans(
-        self, worker_id: str, *, stale_before: float, now: float, to: Owner | None = None
-    ) -> Takeover:
-        return await self.fleet.claim_orphans(worker_id, stale_before=stale_before, now=now, to=to)
-
-    async def list_workers(self) -> list[WorkerRow]:
-        return await self.fleet.list_workers()
-
-    async def forget_workers(self, *, before: float) -> int:
-        return await self.fleet.forget_workers(before=before)
-
-    async def fleet_counts(
-        self, *, tenant: str | None = None, with_pending: bool = False
-    ) -> list[FleetCounts]:
-        return await self.fleet.fleet_counts(tenant=tenant, with_pending=with_pending)
-
-    async def owned_page(
-        self, *, worker_id: str | None, after: InstanceRef | None, limit: int
-    ) -> list[tuple[InstanceRef, str]]:
-        return await self.fleet.owned_page(worker_id=worker_id, after=after, limit=limit)
-
-    async def pending_heads(self, worker_id: str, *, limit: int) -> list[tuple[InstanceRef, int]]:
-        return await self.fleet.pending_heads(worker_id, limit=limit)
-
-    async def mark_moves(self, moves: Sequence[tuple[InstanceRef, str, str]], *, now: float) -> int:
-        return await self.fleet.mark_moves(moves, now=now)
-
-    async def moves_from(self, worker_id: str, *, limit: int) -> list[MoveOrder]:
-        return await self.fleet.moves_from(worker_id, limit=limit)
-
-    async def finish_move(
-        self, worker_id: str, order: MoveOrder, *, stale_before: float
-    ) -> MoveResult:
-        return await self.fleet.finish_move(worker_id, order, stale_before=stale_before)
-
-    async def owned_instances(self) -> dict[str, int]:
-        return await self.fleet.owned_instances()
-
     async def listen_actor_wakeups(
         self,
         on_queue: Callable[[], None],
@@ -604,86 +548,6 @@ class ActorVerbs:
         async with self._t.read() as tx:
             rows = await tx.all("instances_page", params)
         return [_instance(r) for r in rows]
-
-    # -- executor processes (`executorverbs.ExecutorVerbs`) --------------------------------------
-    async def release_claims(self, worker_id: str, done: Sequence[Completion]) -> list[int]:
-        return await self.executors.release_claims(worker_id, done)
-
-    async def charge_crash(
-        self, worker_id: str, done: Completion, *, error: str, dead_after: int, now: float
-    ) -> CrashCharge:
-        return await self.executors.charge_crash(
-            worker_id, done, error=error, dead_after=dead_after, now=now
-        )
-
-    async def pending_tenants(self, worker_id: str, *, after: str = "", limit: int) -> list[str]:
-        return await self.executors.pending_tenants(worker_id, after=after, limit=limit)
-
-    async def tenants_with_pending(self, worker_id: str, tenants: Sequence[str]) -> list[str]:
-        return await self.executors.tenants_with_pending(worker_id, tenants)
-
-    async def timer_tenants(
-        self, worker_id: str, *, before_ms: int, limit: int
-    ) -> list[tuple[str, int]]:
-        return await self.executors.timer_tenants(worker_id, before_ms=before_ms, limit=limit)
-
-    async def record_executors(self, rows: Sequence[ExecutorRow]) -> None:
-        await self.executors.record_executors(rows)
-
-    async def record_spares(self, rows: Sequence[SpareRow]) -> None:
-        await self.executors.record_spares(rows)
-
-    async def list_executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRow]:
-        return await self.executors.list_executors(tenant=tenant, limit=limit)
-
-    # -- leases (`leaseverbs.LeaseVerbs`) ------------------------------------------------------
-    async def acquire_lease(
-        self, name: str, *, holder: str, ttl: float, force: bool = False
-    ) -> Lease | None:
-        return await self.leases.acquire_lease(name, holder=holder, ttl=ttl, force=force)
-
-    async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease | None:
-        return await self.leases.renew_lease(lease, ttl=ttl)
-
-    async def release_lease(self, lease: Lease) -> bool:
-        return await self.leases.release_lease(lease)
-
-    async def get_lease(self, name: str) -> Lease | None:
-        return await self.leases.get_lease(name)
-
-    # -- tenants (`tenantverbs.TenantVerbs`) ---------------------------------------------------
-    async def tenant_settings(self, *, limit: int) -> list[TenantRow]:
-        return await self.tenants.tenant_settings(limit=limit)
-
-    async def get_tenant_settings(self, tenant: str) -> TenantRow | None:
-        return await self.tenants.get_tenant_settings(tenant)
-
-    async def put_tenant_settings(
-        self,
-        tenant: str,
-        values: TenantValues,
-        *,
-        audit: NewControl,
-        expect: int = 0,
-    ) -> TenantRow | None:
-        return await self.tenants.put_tenant_settings(tenant, values, audit=audit, expect=expect)
-
-    async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
-        return await self.tenants.take_tenant_slot(tenant, worker_id, live_after=live_after)
-
-    async def free_tenant_slot(self, tenant: str, worker_id: str) -> None:
-        await self.tenants.free_tenant_slot(tenant, worker_id)
-
-    async def clear_tenant_slots(self, worker_id: str) -> None:
-        await self.tenants.clear_tenant_slots(worker_id)
-
-    async def take_tokens(
-        self, tenant: str, kind: str, *, n: int, rate: float, burst: int
-    ) -> Tokens:
-        return await self.tenants.take_tokens(tenant, kind, n=n, rate=rate, burst=burst)
-
-    async def forget_full_buckets(self) -> int:
-        return await self.tenants.forget_full_buckets()
 
 
 async def _add_held(tx: Tx, kind: str, rows: Sequence[Row], *, capped: bool) -> None:

@@ -556,8 +556,8 @@ class ExecutorPool:
             )
         spares, self._dirty_spares = self._dirty_spares, {}
         try:
-            await self._store.record_executors(rows)
-            await self._store.record_spares(list(spares.values()))
+            await self._store.executors.record_executors(rows)
+            await self._store.executors.record_spares(list(spares.values()))
         except YokeError as exc:
             log.warning("recording %d executors failed: %s", len(rows) + len(spares), exc)
             for name in dirty:

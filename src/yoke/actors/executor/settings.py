@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from yoke.config import setting
+from yoke.config import load_env, setting
 from yoke.errors import BadValue
 
 Mode = Literal["inline", "process"]
@@ -122,21 +122,7 @@ class ExecutorSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> ExecutorSettings:
-        source = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = source.get(ENV[f.name], "").strip()
-            if not raw:
-                continue
-            kind = str(f.type)
-            try:
-                values[f.name] = (
-                    int(raw) if kind == "int" else float(raw) if kind == "float" else raw
-                )
-            except ValueError:
-                raise BadValue(f"{ENV[f.name]} must be a number, got {raw!r}") from None
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        return load_env(cls, ENV, env, overrides)
 
     def with_(self, **changes: Any) -> ExecutorSettings:
         return replace(self, **changes)

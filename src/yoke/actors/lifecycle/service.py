@@ -47,7 +47,7 @@ from yoke.actors.lifecycle.decide import (
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
-from yoke.retry import Backoff, RetryPolicy
+from yoke.retry import Backoff, RetryPolicy, severity
 
 log = logging.getLogger("yoke.lifecycle")
 
@@ -152,8 +152,13 @@ class RuntimeLifecycleService:
                 )
             except YokeError as exc:
                 self._counts["failed"] += 1
-                pause = backoff.failed()
-                log.warning("observing the tenants failed (retrying in %.1fs): %s", pause, exc)
+                pause = backoff.failed(exc)
+                log.log(
+                    severity(exc),
+                    "observing the tenants failed (retrying in %.1fs): %s",
+                    pause,
+                    exc,
+                )
                 await asyncio.sleep(pause)
                 self._poke.set()
                 continue
@@ -177,14 +182,16 @@ class RuntimeLifecycleService:
             # warm executor stopped for idleness just before its event arrives.
             await self._read_timers()
         if discover:
-            found = await store.pending_tenants(me, after=self._cursor, limit=DISCOVER_PAGE)
+            found = await store.executors.pending_tenants(
+                me, after=self._cursor, limit=DISCOVER_PAGE
+            )
             if len(found) < DISCOVER_PAGE and self._cursor:
-                found += await store.pending_tenants(me, limit=DISCOVER_PAGE - len(found))
+                found += await store.executors.pending_tenants(me, limit=DISCOVER_PAGE - len(found))
             self._cursor = found[-1] if len(found) >= DISCOVER_PAGE else ""
             pending.update(found)
         check = [name for name in live if name not in pending]
         if check:
-            pending.update(await store.tenants_with_pending(me, check))
+            pending.update(await store.executors.tenants_with_pending(me, check))
         held = self._held()
         now = self._clock.monotonic()
         names = pending | set(live) | {t for t, n in held.items() if n} | set(self._timers)
@@ -218,7 +225,7 @@ class RuntimeLifecycleService:
         """Tenants whose timers fall due before the next poll and a boot (pre-warm)."""
         wall, mono = self._clock.wall(), self._clock.monotonic()
         horizon = self.policy.prewarm
-        due = await self._store.timer_tenants(
+        due = await self._store.executors.timer_tenants(
             self._worker_id, before_ms=int((wall + horizon) * 1000), limit=DISCOVER_PAGE
         )
         self._timers = {tenant: mono + (ms / 1000 - wall) for tenant, ms in due}

@@ -13,9 +13,10 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from yoke.executions.policy import Act
 from yoke.server.auth import principal_of
-from yoke.server.routes import ADMINS, ok, query
-from yoke.server.routing import ANY, Op
+from yoke.server.routes import ok, query
+from yoke.server.routing import ANY, Op, may
 from yoke.server.state import ServerState, json_response, query_int
 from yoke.server.ui import models as m
 from yoke.server.ui import stored, views
@@ -70,7 +71,7 @@ class DashboardApi:
                "An execution with a page of its recorded steps and the executions it was "
                "restarted from", query=(steps, cursor),
                answers=ok(m.ExecutionDetailOut, "The execution"), errors=(404, 422)),
-            Op("GET", "/v1/audit/recent", self.audit, ADMINS, "recentAudit",
+            Op("GET", "/v1/audit/recent", self.audit, may(Act.READ_AUDIT), "recentAudit",
                "Control-log entries, newest first", query=(page, before),
                answers=ok(m.AuditRecentOut, "A page"), errors=(422,)),
         ]

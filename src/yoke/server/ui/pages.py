@@ -23,6 +23,7 @@ from starlette.responses import RedirectResponse, Response
 
 from yoke.errors import BadValue, YokeError
 from yoke.executions import ADMIN, OPERATOR, Limits, Principal
+from yoke.executions.policy import Act, need
 from yoke.server.auth import (
     LOCAL_ADMIN,
     check_priority,
@@ -37,20 +38,19 @@ from yoke.server.ui import sessions as ss
 from yoke.server.ui.hub import Hub
 from yoke.server.ui.regions import NAV, PAGES, REGIONS, Region, params_of
 from yoke.server.ui.render import FragmentCache, html, render_to
-from yoke.server.ui.stored import need
 from yoke.server.ui.throttle import LoginThrottle, client_key
 from yoke.store.text import check_text
 
 CSRF_MARK = b"__YOKE_CSRF__"
-# The roles each control needs (none: any principal, the object's owner checked after).
-ACTION_ROLES: dict[str, tuple[str, ...]] = {
-    "limits": (ADMIN,),
-    "priority": (OPERATOR, ADMIN),
-    "cancel": (),
-    # An execution's owner or OPERATOR/ADMIN, as the API's restart, resume and cancel.
-    "restart": (),
-    "resume": (),
-    "cancel_execution": (),
+# The act of each control: its roles are the policy's (`executions/policy.py`), the entry the
+# API's route for the same act reads; the object's owner is checked after.
+ACTION_ACTS: dict[str, Act] = {
+    "limits": Act.SET_LIMITS,
+    "priority": Act.SET_PRIORITY,
+    "cancel": Act.CANCEL_START,
+    "restart": Act.RESTART,
+    "resume": Act.RESUME,
+    "cancel_execution": Act.CANCEL_EXECUTION,
 }
 EXECUTION_ACTIONS = ("restart", "resume", "cancel_execution")
 FRESH = 2.0
@@ -235,12 +235,11 @@ class Pages:
         try:
             p, form = await self._control(request)
             action = request.path_params["action"]
-            if action not in ACTION_ROLES:
+            if action not in ACTION_ACTS:
                 return html(b"no such action", status=404)
             # The role first, as the API's rows do: a caller without it learns nothing from
             # how its form is judged (403, never a 422 about a field).
-            if ACTION_ROLES[action]:
-                need(p, *ACTION_ROLES[action])
+            need(p, ACTION_ACTS[action])
             if action == "limits":
                 await self._set_limits(p, form)
             elif action == "priority":

@@ -20,6 +20,7 @@ from yoke.errors import BadValue
 from yoke.executions import ADMIN, OPERATOR, Principal
 from yoke.server.auth import check_visible
 from yoke.server.explain import explain
+from yoke.server.routes_executions import visible_executions
 from yoke.server.state import ServerState
 from yoke.server.ui import stored, views
 from yoke.store.text import check_text
@@ -95,13 +96,14 @@ async def _why(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[str, Any
 
 
 async def _executions(s: ServerState, p: Principal, q: dict[str, Any]) -> dict[str, Any]:
-    return await stored.executions(
+    return await visible_executions(  # the API's list, through its own filter
         s,
         p,
         status=_text(q.get("status"), "status"),
         session=_text(q.get("session"), "session"),
         workflow=_text(q.get("workflow"), "workflow"),
         cursor=_text(q.get("cursor"), "cursor"),
+        limit=50,
     )
 
 

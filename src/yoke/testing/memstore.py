@@ -87,12 +87,30 @@ class MemoryActorStore:
     workers: dict[str, WorkerRow] = field(default_factory=dict)
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     calls: dict[str, int] = field(default_factory=dict)
-    executors: dict[tuple[str, str | None], ExecutorRow] = field(default_factory=dict)
+    executor_rows: dict[tuple[str, str | None], ExecutorRow] = field(default_factory=dict)
     spares: dict[tuple[str, int], SpareRow] = field(default_factory=dict)
-    leases: dict[str, Lease] = field(default_factory=dict)
+    lease_rows: dict[str, Lease] = field(default_factory=dict)
     clock: Callable[[], float] = time.time  # the "database's" clock of the leases
-    tenants: dict[str, TenantRow] = field(default_factory=dict)
+    tenant_rows: dict[str, TenantRow] = field(default_factory=dict)
     buckets: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    # Its parts by entity (`ActorStore.fleet`, ...): this one object holds every verb.
+    @property
+    def fleet(self) -> MemoryActorStore:
+        return self
+
+    @property
+    def executors(self) -> MemoryActorStore:
+        return self
+
+    @property
+    def tenants(self) -> MemoryActorStore:
+        return self
+
+    @property
+    def leases(self) -> MemoryActorStore:
+        return self
+
     tenant_running: dict[tuple[str, str], int] = field(default_factory=dict)
     event_keys: dict[tuple[str, str], tuple[EventKey, int]] = field(default_factory=dict)
     event_key_tenants: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -370,7 +388,7 @@ class MemoryActorStore:
     async def record_executors(self, rows: Sequence[ExecutorRow]) -> None:
         await asyncio.sleep(0)
         for r in rows:
-            self.executors[(r.worker_id, r.tenant)] = r
+            self.executor_rows[(r.worker_id, r.tenant)] = r
 
     async def record_spares(self, rows: Sequence[SpareRow]) -> None:
         await asyncio.sleep(0)
@@ -378,7 +396,7 @@ class MemoryActorStore:
             self.spares[(r.worker_id, r.slot)] = r
 
     async def list_executors(self, *, tenant: str | None, limit: int) -> list[ExecutorRow]:
-        rows = [r for r in self.executors.values() if tenant is None or r.tenant == tenant]
+        rows = [r for r in self.executor_rows.values() if tenant is None or r.tenant == tenant]
         rows.sort(key=lambda r: (r.tenant or "", r.worker_id))
         if tenant is None:
             spares = sorted(self.spares.values(), key=lambda r: (r.worker_id, r.pid or 0))
@@ -407,7 +425,7 @@ class MemoryActorStore:
     ) -> Lease | None:
         await asyncio.sleep(0)
         now = self.clock()
-        old = self.leases.get(name)
+        old = self.lease_rows.get(name)
         if not force and old is not None and old.holder is not None and old.expires_at >= now:
             return None
         lease = Lease(
@@ -417,29 +435,29 @@ class MemoryActorStore:
             expires_at=now + ttl,
             now=now,
         )
-        self.leases[name] = lease
+        self.lease_rows[name] = lease
         return lease
 
     async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease | None:
         await asyncio.sleep(0)
         now = self.clock()
-        cur = self.leases.get(lease.name)
+        cur = self.lease_rows.get(lease.name)
         if cur is None or cur.holder != lease.holder or cur.epoch != lease.epoch:
             return None
         cur = replace(cur, expires_at=now + ttl, now=now)
-        self.leases[lease.name] = cur
+        self.lease_rows[lease.name] = cur
         return cur
 
     async def release_lease(self, lease: Lease) -> bool:
         await asyncio.sleep(0)
-        cur = self.leases.get(lease.name)
+        cur = self.lease_rows.get(lease.name)
         if cur is None or cur.holder != lease.holder or cur.epoch != lease.epoch:
             return False
-        self.leases[lease.name] = replace(cur, holder=None, expires_at=0.0)
+        self.lease_rows[lease.name] = replace(cur, holder=None, expires_at=0.0)
         return True
 
     async def get_lease(self, name: str) -> Lease | None:
-        cur = self.leases.get(name)
+        cur = self.lease_rows.get(name)
         return None if cur is None else replace(cur, now=self.clock())
 
     async def list_active_groups(self, ref: InstanceRef) -> list[str]:
@@ -783,7 +801,7 @@ class MemoryActorStore:
         for worker_id in gone:
             del self.workers[worker_id]
         known = self.workers
-        self.executors = {k: r for k, r in self.executors.items() if k[0] in known}
+        self.executor_rows = {k: r for k, r in self.executor_rows.items() if k[0] in known}
         self.spares = {k: r for k, r in self.spares.items() if k[0] in known}
         self.tenant_running = {k: n for k, n in self.tenant_running.items() if k[1] in known}
         return len(gone)
@@ -846,10 +864,10 @@ class MemoryActorStore:
 
     # -- tenants ---------------------------------------------------------------------------
     async def tenant_settings(self, *, limit: int) -> list[TenantRow]:
-        return [self.tenants[t] for t in sorted(self.tenants)][:limit]
+        return [self.tenant_rows[t] for t in sorted(self.tenant_rows)][:limit]
 
     async def get_tenant_settings(self, tenant: str) -> TenantRow | None:
-        return self.tenants.get(tenant)
+        return self.tenant_rows.get(tenant)
 
     async def put_tenant_settings(
         self,
@@ -859,7 +877,7 @@ class MemoryActorStore:
         audit: NewControl,
         expect: int = 0,
     ) -> TenantRow | None:
-        old = self.tenants.get(tenant)
+        old = self.tenant_rows.get(tenant)
         if (0 if old is None else old.version) != expect:
             return None
         row = TenantRow(
@@ -869,12 +887,12 @@ class MemoryActorStore:
             updated_at=audit.at,
             version=expect + 1,
         )
-        self.tenants[tenant] = row
+        self.tenant_rows[tenant] = row
         return row
 
     async def take_tenant_slot(self, tenant: str, worker_id: str, *, live_after: float) -> bool:
-        row = self.tenants.get(tenant)
-        defaults = self.tenants.get("*")
+        row = self.tenant_rows.get(tenant)
+        defaults = self.tenant_rows.get("*")
         cap = row.max_running if row is not None else None
         if cap is None and defaults is not None:
             cap = defaults.max_running
