@@ -37,6 +37,7 @@ YOKE_TABLES = (
     "yoke_tenant_rates",
     "tenant_settings",
     "yoke_requests",
+    "yoke_signals",
 )
 
 

@@ -57,7 +57,7 @@ class Reading:
             await self._wait_decided(t, timeout)
             return await self.get(start_id)
         return await self._poll_until(
-            lambda: self.get(start_id), lambda s: s.status is not StartStatus.QUEUED, timeout
+            lambda: self.get(start_id), lambda s: s.status not in _UNDECIDED, timeout
         )
 
     async def get_execution(self, execution_id: str) -> Execution:
@@ -71,8 +71,15 @@ class Reading:
         timeout = check_timeout(timeout)
         run = self._s.runs.get(check_id(execution_id, "execution_id"))
         if run is not None and run.task is not None:
+            loop = asyncio.get_running_loop()
+            begun = loop.time()
             await asyncio.wait([run.task], timeout=timeout)
-            return await self.get_execution(execution_id)
+            ex = await self.get_execution(execution_id)
+            if ex.status.finished or not run.task.done():
+                return ex
+            # Its run ended and it waits (asleep, or for a signal): poll until it ends.
+            if timeout is not None:
+                timeout = max(0.0, timeout - (loop.time() - begun))
         return await self._poll_until(
             lambda: self.get_execution(execution_id), lambda e: e.status.finished, timeout
         )
@@ -131,3 +138,6 @@ class Reading:
             delay = backoff.failed()
             wait = delay if deadline is None else min(delay, max(0.0, deadline - loop.time()))
             await asyncio.sleep(wait)
+
+
+_UNDECIDED = (StartStatus.QUEUED, StartStatus.SCHEDULED)

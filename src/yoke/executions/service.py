@@ -42,7 +42,7 @@ from yoke.errors import (
     YokeError,
 )
 from yoke.executions.batching import Batcher, GroupCommit
-from yoke.executions.context import Context, run_bounded, stopped_failure
+from yoke.executions.context import Context, Suspended, run_bounded, stopped_failure
 from yoke.executions.control import Control
 from yoke.executions.core import Role
 from yoke.executions.failures import failure_of, log_failed
@@ -55,12 +55,14 @@ from yoke.executions.model import (
     Principal,
     Start,
     check_priority,
+    due_time,
     encode_json,
     storable_text,
 )
 from yoke.executions.readback import read_back
 from yoke.executions.reading import Reading
 from yoke.executions.rescue import Rescue
+from yoke.executions.signals import send_signal
 from yoke.executions.state import (
     ExecutionsStats,
     Reviewer,
@@ -82,6 +84,7 @@ from yoke.executions.tickets import (
     Refuse,
     Ticket,
 )
+from yoke.executions.timers import ExecutionTimers
 from yoke.executions.workflows import Registry, Workflow
 from yoke.kernel import GroupedKernel
 from yoke.retry import RetryPolicy, no_answer, until_done, within
@@ -98,6 +101,8 @@ from yoke.store import (
     StepCopy,
     Store,
 )
+from yoke.store.timeverbs import ScheduledStart
+from yoke.timers import TimerDispatch
 
 __all__ = ["Executions", "ExecutionsStats", "Reviewer", "Spawn"]
 
@@ -159,6 +164,10 @@ class Executions:
             self._send_grants, self._grants_done
         )
         self._finisher: GroupCommit[Finish, bool] = GroupCommit(self._flush_finishes)
+        # Delayed starts and wake-ups: the one timer loop over this process's scheduled starts.
+        self.timers: TimerDispatch[ScheduledStart] = TimerDispatch(
+            source=ExecutionTimers(s, self._admit_fired), clock=clock, on_fired=lambda: None
+        )
 
     def __repr__(self) -> str:
         s = self._s
@@ -365,6 +374,11 @@ class Executions:
         core.lead()
         self._perform(core.adopt(adopted, now=self._s.clock.wall()))
 
+    def _admit_fired(self, rows: Sequence[StartRow]) -> None:
+        """Starts a timer fired here (QUEUED on this process in the store) join the queue, in
+        the order they were due: the firing is their arrival."""
+        self._perform(self._s.core.adopt([(r, None) for r in rows], now=self._s.clock.wall()))
+
     # -- starts ------------------------------------------------------------------------------
     async def start(
         self,
@@ -376,10 +390,13 @@ class Executions:
         idempotency_key: str | None = None,
         principal: Principal | None = None,
         tenant: str | None = None,
+        at: float | None = None,
+        delay: float | None = None,
     ) -> Start:
         """Ask for a slot for `workflow`. The start's tenant is the principal's; for a trusted
         caller (no principal, or an OPERATOR or ADMIN without a tenant) `tenant`, else the
-        session's first segment before `/`."""
+        session's first segment before `/`. With `at` (epoch seconds) or `delay` (seconds) it
+        is SCHEDULED until then, and admitted at its time like any start."""
         s = self._s
         s.require()  # NotRunning before anything else
         name = s.registry.name_of(workflow)
@@ -398,6 +415,7 @@ class Executions:
         if principal is not None:
             storable_text(principal.name, "principal name")
         payload = encode_json(input, "input")
+        due = due_time(at, delay, now=s.clock.wall())
         if session is None:
             session = principal.tenant if principal and principal.tenant else "default"
         owner = start_tenant(principal, session, tenant)
@@ -424,7 +442,23 @@ class Executions:
             instance_id=s.instance_id,
             created_at=s.clock.wall(),
         )
+        if due is not None:
+            return await self._schedule(new, due)
         return await self._arrive(new, None)
+
+    async def _schedule(self, new: NewStart, due: float) -> Start:
+        """Log a delayed start SCHEDULED: the timer loop admits it at `due`."""
+        s = self._s
+        s.require_leader()
+        store = s.require()
+        write = store.time.schedule_start(new, due_at_ms=int(due * 1000))
+        row, created = await within(self._store_timeout, "record the start", write)
+        if not created and row.fingerprint != new.fingerprint:
+            raise IdempotencyConflict(
+                f"idempotency key {new.idempotency_key!r} was used for another start"
+            )
+        self.timers.wake()  # it may be due before every timer held here
+        return s.answer(row)
 
     async def _spend(self, tenant: str) -> None:
         """A token of the tenant's starts (`executions.rate`), before anything is written, or
@@ -678,6 +712,11 @@ class Executions:
         before = await store.get_start(start_id)
         if before is None:
             raise NotFound(f"no start {start_id}")
+        if before.status is StartStatus.SCHEDULED and before.kind is not StartKind.WAKE:
+            cancelled = await store.time.cancel_scheduled(start_id, now=s.clock.wall())
+            if cancelled is not None:
+                return s.answer(cancelled)
+            before = await store.get_start(start_id) or before  # fired meanwhile: QUEUED
         if before.status is not StartStatus.QUEUED:
             raise Conflict(f"start {start_id} is {before.status.name}, not QUEUED")
         row = await store.decide_start(
@@ -688,6 +727,20 @@ class Executions:
             raise Conflict(f"start {start_id} is {row.status.name}, not QUEUED")
         self._perform(s.core.cancelled(row))
         return s.answer(row)
+
+    async def signal(
+        self,
+        execution_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        principal: Principal | None = None,
+    ) -> Execution:
+        """Send the signal `name` (with a JSON `payload`) to an execution, whichever server
+        runs it (`signals.send_signal`); a wait for it ends, or it is kept for the next."""
+        sent = await send_signal(self._s, execution_id, name, payload, principal=principal)
+        self.timers.wake()  # its wake-up may be due now
+        return sent
 
     async def cancel(self, execution_id: str, *, principal: Principal | None = None) -> Execution:
         """Cancel a RUNNING execution, whichever process runs it (`rescue.Rescue.cancel`)."""
@@ -821,6 +874,7 @@ class Executions:
         status, output = ExecutionStatus.FAILED, None
         error: Failure | None = DID_NOT_FINISH
         ctx: Context | None = None
+        waits = False  # it gave its slot back to sleep or wait: no end to record
         try:
             if not go:
                 status = self._cancel_status()
@@ -830,7 +884,8 @@ class Executions:
             # run first, so their next starts form the next grant batch and go to the store
             # before these executions' work (and their finishes) can hold it back.
             await asyncio.sleep(0)
-            recorded = await store.steps_of(ex.execution_id) if t.copy else []
+            woken = t.row.kind is StartKind.WAKE  # its own steps, replayed
+            recorded = await store.steps_of(ex.execution_id) if t.copy or woken else []
             ctx = Context(
                 store=store,
                 registry=s.registry,
@@ -843,9 +898,13 @@ class Executions:
                 recorded=recorded,
                 retry=s.retry,
                 stopping=lambda: s.core.closing,
+                priority=t.row.priority,
+                on_wait=self.timers.wake,
             )
             ctx.cancel_status = self._cancel_status
             status, output, error = await run_bounded(s.registry.get(ex.workflow), ctx, ex.input)
+        except Suspended:
+            waits = True
         except asyncio.CancelledError:
             status = self._cancel_status()
             message = "aborted at shutdown" if self._aborting else "cancelled"
@@ -858,7 +917,18 @@ class Executions:
             status, error = ExecutionStatus.FAILED, failure_of(exc)
             log_failed(ex.workflow, ex.execution_id, status.value, error)
         finally:
-            await self._finish(t, ex, status, output, error)
+            if waits:
+                self._let_go(t, ex)
+            else:
+                await self._finish(t, ex, status, output, error)
+
+    def _let_go(self, t: Ticket, ex: ExecutionRow) -> None:
+        """A run that waits (WAITING in the store, its slot released there): it frees here."""
+        s = self._s
+        s.core.finishing(t)
+        s.runs.pop(ex.execution_id, None)
+        s.core.finished(t, now=s.clock.wall())
+        s.wake()
 
     async def _flush_finishes(self, finishes: Sequence[Finish]) -> builtins.list[bool]:
         return await self._s.require().finish_executions(finishes, now=self._s.clock.wall())

@@ -863,3 +863,23 @@ FROM actor_instances i
 WHERE i.tenant = %(tenant)s AND i.actor = %(actor)s AND i.instance_id = %(instance_id)s
     AND i.worker_id = %(worker_id)s AND i.owner_epoch = %(epoch)s AND i.moving_to IS NOT NULL
 FOR UPDATE OF i;
+
+-- name: notify_timers
+SELECT pg_notify('yoke_execution_timers', '');
+
+-- name: lock_execution
+-- A wait and a signal lock the execution's row first: they never miss each other.
+SELECT * FROM yoke_executions WHERE execution_id = %(execution_id)s FOR UPDATE;
+
+-- name: fire_starts
+-- Due scheduled starts become QUEUED on the firing instance, skipping those another
+-- process is firing (if it dies first they are still SCHEDULED for the next read).
+WITH due AS (
+    SELECT seq FROM yoke_starts
+    WHERE seq = ANY(%(seqs)s::bigint[]) AND status = 'SCHEDULED' AND due_at_ms <= %(now_ms)s
+    ORDER BY seq
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE yoke_starts s SET status = 'QUEUED', instance_id = %(instance_id)s
+FROM due WHERE s.seq = due.seq
+RETURNING s.*;

@@ -564,3 +564,17 @@ SELECT i.tenant, i.actor, i.instance_id, i.moving_to,
 FROM actor_instances i
 WHERE i.tenant = :tenant AND i.actor = :actor AND i.instance_id = :instance_id
     AND i.worker_id = :worker_id AND i.owner_epoch = :epoch AND i.moving_to IS NOT NULL;
+
+-- name: notify_timers
+SELECT 1;
+
+-- name: lock_execution
+-- One writer at a time: the write transaction is the lock.
+SELECT * FROM yoke_executions WHERE execution_id = :execution_id;
+
+-- name: fire_starts
+-- Due scheduled starts become QUEUED on the firing instance (one writer: each once).
+UPDATE yoke_starts SET status = 'QUEUED', instance_id = :instance_id
+WHERE seq IN (SELECT value FROM json_each(:seqs)) AND status = 'SCHEDULED'
+  AND due_at_ms <= :now_ms
+RETURNING *;
