@@ -221,3 +221,26 @@ async def _status_is(app: Any, execution_id: str | None, status: ExecutionStatus
     assert execution_id is not None
     ex = await app.executions.get_execution(execution_id)
     return bool(ex.status is status)
+
+
+async def test_a_waiting_execution_is_cancelled_at_once_and_never_wakes(
+    database_url: str,
+) -> None:
+    app = make_app(database_url)
+
+    @app.workflow()
+    async def nap(ctx: Context, input: Any) -> Any:
+        await ctx.sleep(0.5)
+        return "woke"
+
+    async with app.running():
+        ex = app.executions
+        s = await ex.start(nap)
+        assert s.execution_id is not None
+        await wait_until(lambda: _status_is(app, s.execution_id, ExecutionStatus.WAITING))
+        cancelled = await ex.cancel(s.execution_id)
+        assert cancelled.status is ExecutionStatus.CANCELLED
+        assert cancelled.error is not None and cancelled.error.type == "Cancelled"
+        await asyncio.sleep(0.8)  # past its wake time: nothing runs it again
+        assert (await ex.get_execution(s.execution_id)).status is ExecutionStatus.CANCELLED
+        assert app.store is not None and await app.store.time.wake_of(s.execution_id) is None

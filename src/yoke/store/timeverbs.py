@@ -188,6 +188,19 @@ class TimeVerbs:
                     await tx.run("notify_timers", {})
         return row
 
+    async def end_waiting(
+        self, execution_id: str, *, status: str, error: str, now: float
+    ) -> ExecutionRow | None:
+        """End a WAITING execution (a cancel) and its wake-up; None if it was not WAITING."""
+        async with self._t.write() as tx:
+            params = {"execution_id": execution_id, "status": status, "error": error, "now": now}
+            row = await tx.one("end_waiting_execution", params)
+            if row is None:
+                return None
+            params = {"execution_id": execution_id, "reason": "its execution ended", "now": now}
+            await tx.run("cancel_wake", params)
+        return execution_row(row)
+
     async def wake_of(self, execution_id: str) -> StartRow | None:
         """A WAITING execution's scheduled wake-up."""
         async with self._t.read() as tx:
