@@ -75,7 +75,9 @@ APPEND_TENANT = query(
     "the tenant to append for (an ingest gateway's): OPERATOR or ADMIN only, 403 for another "
     "tenant's name from anyone else; default: the caller's own tenant",
 )
-EXECUTION_STATUSES = sorted(["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED", "TIMED_OUT"])
+EXECUTION_STATUSES = sorted(
+    ["RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED", "TIMED_OUT"]
+)
 
 _START = {"operationId": "getStart", "parameters": {"start_id": "$response.body#/start_id"}}
 _START_LINKS = {
@@ -98,7 +100,7 @@ STARTED = {
     ),
     202: Answer(
         schema=m.StartOut,
-        description="Queued",
+        description="Queued, or SCHEDULED (a delayed start: `at` or `delay`)",
         headers={"Location": {"schema": {"type": "string"}}},
         links=_START_LINKS,
     ),
@@ -169,6 +171,13 @@ def table(
            answers={**ok(m.ExecutionOut, "Stopped: the cancelled execution"),
                     202: Answer(schema=m.ExecutionOut,
                                 description="Asked: its server has not stopped it yet")},
+           errors=(404, 409, 422)),
+        Op("POST", "/v1/executions/{execution_id}/signals/{name}", executions.signal, ANY,
+           "signalExecution",
+           "Send a signal to an execution (kept in order until a wait takes it), whichever "
+           "server runs it",
+           body=m.SignalIn, body_required=False, query=(IDEM,),
+           answers={202: Answer(schema=m.ExecutionOut, description="Kept for the execution")},
            errors=(404, 409, 422)),
         # -- control ---------------------------------------------------------------------------
         Op("GET", "/v1/limits", control.limits, ANY, "getLimits", "The limits",

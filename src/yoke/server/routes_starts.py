@@ -67,7 +67,7 @@ class StartsRoutes:
         if start.status is StartStatus.GRANTED:  # its wait was timed when it was granted
             self.s.metrics.count(Outcome.GRANTED)
             return json_response(start_json(start), 201)
-        if start.status is StartStatus.QUEUED:
+        if start.status in (StartStatus.QUEUED, StartStatus.SCHEDULED):
             self.s.metrics.count(Outcome.QUEUED)
             return json_response(
                 start_json(start), 202, headers={"Location": f"/v1/starts/{start.start_id}"}
@@ -115,6 +115,8 @@ class StartsRoutes:
                     priority=body.priority,
                     idempotency_key=request.headers.get("idempotency-key"),
                     principal=p,
+                    at=body.at,
+                    delay=body.delay,
                 )
                 return await self.start_answer(start, wait)
 
