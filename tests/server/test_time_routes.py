@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 
 import yoke
-from tests.server.conftest import TokenBook, running
+from tests.server.conftest import running
 from tests.server.test_errors import assert_problem
-from yoke.server import Server
+from yoke.server import Server, TokenBook
 
 
 def time_app(database_url: str) -> yoke.App:
