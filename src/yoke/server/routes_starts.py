@@ -35,6 +35,7 @@ from yoke.server.state import ServerState, json_response, parse, query_float, re
 from yoke.store.text import check_text
 
 log = logging.getLogger("yoke.server")
+UNDECIDED = (StartStatus.QUEUED, StartStatus.SCHEDULED)  # what `?wait=` waits out
 T = TypeVar("T")
 
 
@@ -62,7 +63,7 @@ class StartsRoutes:
 
     async def start_answer(self, start: Start, wait: float | None) -> Response:
         ex = self.s.executions
-        if start.status is StartStatus.QUEUED and wait:
+        if start.status in UNDECIDED and wait:
             start = await ex.wait_granted(start.start_id, timeout=wait)
         if start.status is StartStatus.GRANTED:  # its wait was timed when it was granted
             self.s.metrics.count(Outcome.GRANTED)
@@ -131,7 +132,7 @@ class StartsRoutes:
     async def show(self, request: Request) -> Response:
         wait = self.wait_of(request)
         start = await self._visible(request)
-        if start.status is StartStatus.QUEUED and wait:
+        if start.status in UNDECIDED and wait:
             with self.polling(request, wait):
                 start = await self.s.executions.wait_granted(start.start_id, timeout=wait)
         return json_response(start_json(start))
