@@ -244,3 +244,25 @@ async def test_a_waiting_execution_is_cancelled_at_once_and_never_wakes(
         await asyncio.sleep(0.8)  # past its wake time: nothing runs it again
         assert (await ex.get_execution(s.execution_id)).status is ExecutionStatus.CANCELLED
         assert app.store is not None and await app.store.time.wake_of(s.execution_id) is None
+
+
+async def test_two_servers_racing_the_same_timers_fire_each_once(database_url: str) -> None:
+    first, second = make_app(database_url), make_app(database_url)
+    ran: list[int] = []
+    for app in (first, second):
+
+        @app.workflow(name="count")
+        async def count(ctx: Context, input: Any) -> Any:
+            ran.append(input)
+
+    async with first.running(), second.running():
+        due = time.time() + 1.0
+        starts = [await first.executions.start("count", i, at=due) for i in range(100)]
+        starts += [await second.executions.start("count", i, at=due) for i in range(100, 200)]
+        for s in starts:
+            granted = await first.executions.wait_granted(s.start_id, timeout=20)
+            assert granted.status is StartStatus.GRANTED, granted
+            assert granted.execution_id is not None
+            await first.executions.wait(granted.execution_id, timeout=20)
+        fired = first.executions.timers.fired + second.executions.timers.fired
+    assert sorted(ran) == list(range(200)) and fired == 200
