@@ -112,3 +112,39 @@ async def test_sleeps_and_waits_survive_a_restart_of_their_server(database_url: 
     assert signalled.output[0] == "yes"
     assert timed_out.status is ExecutionStatus.SUCCEEDED
     assert t0 + 1.5 - 0.002 <= timed_out.output < t0 + 1.5 + 5
+
+
+async def test_a_wake_up_fired_but_not_admitted_at_shutdown_runs_on_the_next_server(
+    database_url: str,
+) -> None:
+    gate = asyncio.Event()  # never set: the blocker holds the one slot until shutdown
+
+    def build() -> Any:
+        app = make_app(database_url, limits=Limits(max_running=1), execution_shutdown_timeout=0.3)
+
+        @app.workflow()
+        async def nap(ctx: Context, input: Any) -> Any:
+            await ctx.sleep(0.2)
+            return "woke"
+
+        @app.workflow()
+        async def blocker(ctx: Context, input: Any) -> Any:
+            await gate.wait()
+
+        return app
+
+    first = build()
+    async with first.running():
+        ex = first.executions
+        napper = await ex.start("nap")
+        assert napper.execution_id is not None
+        while (await ex.get_execution(napper.execution_id)).status is not ExecutionStatus.WAITING:
+            await asyncio.sleep(0.01)
+        await ex.start("blocker")  # takes the slot the wake-up will need
+        while ex.kernel.queued < 1:  # fired, and queued behind the blocker
+            await asyncio.sleep(0.01)
+    # Stopped with the wake-up QUEUED on it: not refused, taken over by the next server.
+    second = build()
+    async with second.running():
+        done = await second.executions.wait(napper.execution_id, timeout=20)
+    assert done.status is ExecutionStatus.SUCCEEDED and done.output == "woke"
