@@ -15,7 +15,7 @@ import pytest
 
 from yoke.executions import Context, ExecutionStatus, Limits
 
-from .helpers import make_app
+from .helpers import make_app, wait_until
 
 N = 1000
 
@@ -138,11 +138,17 @@ async def test_a_wake_up_fired_but_not_admitted_at_shutdown_runs_on_the_next_ser
         ex = first.executions
         napper = await ex.start("nap")
         assert napper.execution_id is not None
-        while (await ex.get_execution(napper.execution_id)).status is not ExecutionStatus.WAITING:
-            await asyncio.sleep(0.01)
+        napping = napper.execution_id
+
+        async def waiting() -> bool:
+            return (await ex.get_execution(napping)).status is ExecutionStatus.WAITING
+
+        async def queued() -> bool:  # fired, and queued behind the blocker
+            return ex.kernel.queued >= 1
+
+        await wait_until(waiting)
         await ex.start("blocker")  # takes the slot the wake-up will need
-        while ex.kernel.queued < 1:  # fired, and queued behind the blocker
-            await asyncio.sleep(0.01)
+        await wait_until(queued)
     # Stopped with the wake-up QUEUED on it: not refused, taken over by the next server.
     second = build()
     async with second.running():
