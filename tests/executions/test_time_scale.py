@@ -141,10 +141,10 @@ async def test_a_wake_up_fired_but_not_admitted_at_shutdown_runs_on_the_next_ser
         napping = napper.execution_id
 
         async def waiting() -> bool:
-            return (await ex.get_execution(napping)).status is ExecutionStatus.WAITING
+            return bool((await ex.get_execution(napping)).status is ExecutionStatus.WAITING)
 
         async def queued() -> bool:  # fired, and queued behind the blocker
-            return ex.kernel.queued >= 1
+            return bool(ex.kernel.queued >= 1)
 
         await wait_until(waiting)
         await ex.start("blocker")  # takes the slot the wake-up will need
