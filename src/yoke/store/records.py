@@ -323,6 +323,7 @@ class Pruned:
     starts: int = 0
     answers: int = 0
     controls: int = 0
+    signals: int = 0
 
     def full(self, batch: int) -> bool:
         return max(self.executions, self.starts, self.answers, self.controls) >= batch

@@ -883,3 +883,6 @@ WITH due AS (
 UPDATE yoke_starts s SET status = 'QUEUED', instance_id = %(instance_id)s
 FROM due WHERE s.seq = due.seq
 RETURNING s.*;
+
+-- name: prune_signals_of
+DELETE FROM yoke_signals WHERE execution_id = ANY(%(ids)s::text[]);

@@ -578,3 +578,6 @@ UPDATE yoke_starts SET status = 'QUEUED', instance_id = :instance_id
 WHERE seq IN (SELECT value FROM json_each(:seqs)) AND status = 'SCHEDULED'
   AND due_at_ms <= :now_ms
 RETURNING *;
+
+-- name: prune_signals_of
+DELETE FROM yoke_signals WHERE execution_id IN (SELECT value FROM json_each(:ids));
