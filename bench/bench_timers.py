@@ -76,11 +76,11 @@ async def one_run(
         per = (time.time() - t0) / probe
         base = time.time() + per * n * 3 + 5.0  # a loaded machine schedules slower
         step = spread / n
-        for chunk in range(0, n, 50):
+        for chunk in range(0, n, 500):
             await asyncio.gather(
                 *(
                     app.executions.start(noop, at=base + i * step)
-                    for i in range(chunk, min(n, chunk + 50))
+                    for i in range(chunk, min(n, chunk + 500))
                 )
             )
         if time.time() > base:

@@ -164,6 +164,10 @@ class Executions:
             self._send_grants, self._grants_done
         )
         self._finisher: GroupCommit[Finish, bool] = GroupCommit(self._flush_finishes)
+        # Delayed starts share their transactions as finishes do.
+        self._scheduler: GroupCommit[tuple[NewStart, int], tuple[StartRow, bool]] = GroupCommit(
+            lambda batch: self._s.require().time.schedule_starts(batch)
+        )
         # Delayed starts and wake-ups: the one timer loop over this process's scheduled starts.
         self.timers: TimerDispatch[ScheduledStart] = TimerDispatch(
             source=ExecutionTimers(s, self._admit_fired), clock=clock, on_fired=lambda: None
@@ -450,8 +454,8 @@ class Executions:
         """Log a delayed start SCHEDULED: the timer loop admits it at `due`."""
         s = self._s
         s.require_leader()
-        store = s.require()
-        write = store.time.schedule_start(new, due_at_ms=int(due * 1000))
+        s.require()
+        write = _to_the_end(self._scheduler.submit((new, int(due * 1000))), self._scheduler)
         row, created = await within(self._store_timeout, "record the start", write)
         if not created and row.fingerprint != new.fingerprint:
             raise IdempotencyConflict(

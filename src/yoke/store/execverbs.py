@@ -777,6 +777,11 @@ async def log_in(tx: Tx, start: NewStart) -> tuple[StartRow, bool]:
     return logged
 
 
+async def log_many(tx: Tx, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
+    """Log starts QUEUED inside `tx`, as `log_in` does each."""
+    return await _insert_starts(tx, [(s, new_start_params(s)) for s in starts])
+
+
 async def _insert_starts(
     tx: Tx, batch: list[tuple[NewStart, dict[str, Any]]]
 ) -> list[tuple[StartRow, bool]]:

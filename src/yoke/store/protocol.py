@@ -70,7 +70,9 @@ class Retention(Protocol):
 class Time(Protocol):
     """Scheduled starts, waits and signals (`store/timeverbs.py`)."""
 
-    async def schedule_start(self, start: NewStart, *, due_at_ms: int) -> tuple[StartRow, bool]: ...
+    async def schedule_starts(
+        self, starts: Sequence[tuple[NewStart, int]]
+    ) -> list[tuple[StartRow, bool]]: ...
 
     async def upcoming(
         self, *, limit: int, after: tuple[int, int] | None

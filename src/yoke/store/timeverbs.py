@@ -65,19 +65,28 @@ class TimeVerbs:
         return list(seqs) if self._t.dialect == "postgres" else json.dumps(list(seqs))
 
     # -- scheduled starts ----------------------------------------------------------------------
-    async def schedule_start(self, start: NewStart, *, due_at_ms: int) -> tuple[StartRow, bool]:
-        """Log `start` SCHEDULED until `due_at_ms`: (its row, True), or (the start holding its
-        idempotency key, False)."""
-        from yoke.store.execverbs import log_in  # the one way a start is logged
+    async def schedule_starts(
+        self, starts: Sequence[tuple[NewStart, int]]
+    ) -> list[tuple[StartRow, bool]]:
+        """Log each start SCHEDULED until its `due_at_ms`, a batch in one transaction: (its
+        row, True), or (the start holding its idempotency key, False)."""
+        from yoke.store.execverbs import log_many  # the one way a start is logged
 
         async with self._t.write() as tx:
-            row, created = await log_in(tx, start)
-            if not created:
-                return row, False
-            got = await tx.one("schedule_start", {"start_id": row.start_id, "due_at_ms": due_at_ms})
-            assert got is not None
-            await tx.run("notify_timers", {})
-        return start_row(got), True
+            logged = await log_many(tx, [s for s, _ in starts])
+            made = [
+                {"start_id": row.start_id, "due_at_ms": due}
+                for (_, due), (row, created) in zip(starts, logged, strict=True)
+                if created
+            ]
+            if self._t.one_statement_batches and len(made) > 1:
+                rows = await tx.all("schedule_starts_many", {"batch": json.dumps(made)})
+            else:
+                rows = [r for m in made if (r := await tx.one("schedule_start", m)) is not None]
+            if rows:
+                await tx.run("notify_timers", {})
+        scheduled = {str(r["start_id"]): start_row(r) for r in rows}
+        return [(scheduled.get(row.start_id, row), created) for row, created in logged]
 
     async def upcoming(self, *, limit: int, after: tuple[int, int] | None) -> list[ScheduledStart]:
         after_ms, after_id = after if after is not None else (-(2**62), 0)

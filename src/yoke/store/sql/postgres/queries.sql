@@ -886,3 +886,11 @@ RETURNING s.*;
 
 -- name: prune_signals_of
 DELETE FROM yoke_signals WHERE execution_id = ANY(%(ids)s::text[]);
+
+-- name: schedule_starts_many
+-- %(batch)s is a JSON array of {"start_id", "due_at_ms"}: the starts just logged wait for
+-- their times.
+UPDATE yoke_starts s SET status = 'SCHEDULED', due_at_ms = b.due_at_ms
+FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, due_at_ms bigint)
+WHERE s.start_id = b.start_id AND s.status = 'QUEUED'
+RETURNING s.*;
