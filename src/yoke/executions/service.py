@@ -796,7 +796,11 @@ class Executions:
         the attempts of the others."""
         self._s.require_leader()
         old = await self._source(execution_id)
-        if old.status in (ExecutionStatus.RUNNING, ExecutionStatus.SUCCEEDED):
+        if old.status in (
+            ExecutionStatus.RUNNING,
+            ExecutionStatus.WAITING,
+            ExecutionStatus.SUCCEEDED,
+        ):
             raise Conflict(
                 f"execution {execution_id} is {old.status.name}; only a FAILED, "
                 "CANCELLED, ABORTED or TIMED_OUT execution can be resumed"
