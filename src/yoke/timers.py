@@ -6,7 +6,8 @@ wait's timeout, a delayed start: `executions/timers.py`). Each kind keeps its ro
 own transaction lives and says how to read and fire them (a `TimerSource`); the loop is shared.
 
 The loop holds the earliest pending timers in memory (read ahead, a page of `batch_size`),
-sleeps until the first is due, and fires everything due in one store call. Firing is the
+sleeps until the first is due, and fires everything due in one store call (`ahead` seconds
+early, for a source that holds what it fired until its due time). Firing is the
 source's: it must take each timer at most once however many processes fire at the same time
 (delete it, or move it out of its pending state, under a row lock or a single writer), and
 answer how many it took. So the work between "due" and "fired" is one round trip: reading
@@ -94,8 +95,12 @@ class TimerDispatch(Generic[T]):
         poll_interval: float = 10.0,
         batch_size: int = 500,
         retry: RetryPolicy | None = None,
+        ahead: float = 0.0,
     ) -> None:
         self._source = source
+        # Fire this many seconds before the due time: for a source that holds what it fired
+        # until its time (the executions'), the store's round trip is then off the due time.
+        self._ahead = ahead
         self._clock = clock
         self._on_fired = on_fired
         self._poll = poll_interval
@@ -177,7 +182,7 @@ class TimerDispatch(Generic[T]):
         while True:
             if self._must_read():
                 await self._read()
-            now = self._clock.wall()
+            now = self._clock.wall() + self._ahead  # fire what is due by then
             n = bisect.bisect_right(self._upcoming, int(now * 1000), key=_fire_at)
             if not n:
                 break
@@ -196,7 +201,7 @@ class TimerDispatch(Generic[T]):
             if len(self._upcoming) <= self._batch // 2 and self._more:
                 self._low.set()
         nxt = self._upcoming[0].fire_at_ms if self._upcoming else None
-        return next_sleep(self._clock.wall(), nxt, self._poll)
+        return next_sleep(self._clock.wall() + self._ahead, nxt, self._poll)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:

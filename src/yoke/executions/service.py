@@ -84,7 +84,7 @@ from yoke.executions.tickets import (
     Refuse,
     Ticket,
 )
-from yoke.executions.timers import ExecutionTimers
+from yoke.executions.timers import FIRE_AHEAD, ExecutionTimers
 from yoke.executions.workflows import Registry, Workflow
 from yoke.kernel import GroupedKernel
 from yoke.retry import RetryPolicy, no_answer, until_done, within
@@ -170,7 +170,10 @@ class Executions:
         )
         # Delayed starts and wake-ups: the one timer loop over this process's scheduled starts.
         self.timers: TimerDispatch[ScheduledStart] = TimerDispatch(
-            source=ExecutionTimers(s, self._admit_fired), clock=clock, on_fired=lambda: None
+            source=ExecutionTimers(s, self._admit_fired),
+            clock=clock,
+            on_fired=lambda: None,
+            ahead=FIRE_AHEAD,
         )
 
     def __repr__(self) -> str:

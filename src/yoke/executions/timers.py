@@ -4,8 +4,10 @@
 starts (`store/timeverbs.py`): a delayed start, and the wake-up of a WAITING execution (a
 sleep's end, a signal wait's timeout, or now when the signal came). Firing moves the due ones to
 QUEUED on this process in one statement (each exactly once across processes) and hands them to
-`admit`, which puts them in this process's queue as their arrival: from there they are admitted
-like any start (priority, tenant, session, arrival; the limits; the ledger).
+`admit` at their due time (fired up to `FIRE_AHEAD` early and held until then, so the store's
+round trip is off the due time), which puts them in this process's queue as their arrival: from
+there they are admitted like any start (priority, tenant, session, arrival; the limits; the
+ledger). One held when its process stops stays QUEUED on it, and recovery takes it over.
 
 A process that does not admit (a standby, or one shutting down) fires nothing: the timers stay
 SCHEDULED for a process that admits. This module must never name a store backend.
@@ -13,11 +15,14 @@ SCHEDULED for a process that admits. This module must never name a store backend
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
 from yoke.executions.state import Shared
 from yoke.store import StartRow
 from yoke.store.timeverbs import ScheduledStart
+
+FIRE_AHEAD = 0.05  # seconds: fired this early, admitted at the due time (held in between)
 
 
 class ExecutionTimers:
@@ -37,6 +42,22 @@ class ExecutionTimers:
             return 0
         seqs = [t.timer_id for t in due]
         rows = await s.require().time.fire(seqs, instance_id=s.instance_id, now=now)
-        if rows:
-            self._admit(rows)
+        # Fired up to `FIRE_AHEAD` early: each joins the queue at its due time, so the store's
+        # round trip is not part of its lateness. Held here meanwhile, it is QUEUED on this
+        # process in the store: if the process stops first, recovery takes it over.
+        wall = s.clock.wall()
+        ready = [r for r in rows if (r.due_at_ms or 0) <= wall * 1000]
+        if ready:
+            self._admit(ready)
+        loop = asyncio.get_running_loop()
+        later: dict[int, list[StartRow]] = {}
+        for r in rows:
+            if (r.due_at_ms or 0) > wall * 1000:
+                later.setdefault(r.due_at_ms or 0, []).append(r)
+        for due_ms, group in later.items():
+            loop.call_later(due_ms / 1000 - wall, self._admit_held, group)
         return len(rows)
+
+    def _admit_held(self, rows: list[StartRow]) -> None:
+        if self._s.admits():  # else they stay QUEUED on this process for recovery
+            self._admit(rows)
