@@ -266,3 +266,22 @@ async def test_two_servers_racing_the_same_timers_fire_each_once(database_url: s
             await first.executions.wait(granted.execution_id, timeout=20)
         fired = first.executions.timers.fired + second.executions.timers.fired
     assert sorted(ran) == list(range(200)) and fired == 200
+
+
+async def test_signals_racing_their_waits_are_never_missed(database_url: str) -> None:
+    # A signal sent while its wait is being recorded: the wait either takes it at once or is
+    # woken by it (both lock the execution's row first). A missed one would wait for ever.
+    app = make_app(database_url)
+
+    @app.workflow()
+    async def waiter(ctx: Context, input: Any) -> Any:
+        return await ctx.wait_for("go")  # no timeout: only the signal ends it
+
+    async with app.running():
+        ex = app.executions
+        starts = await asyncio.gather(*(ex.start(waiter, i) for i in range(60)))
+        ids = [s.execution_id for s in starts]
+        assert all(ids)
+        await asyncio.gather(*(ex.signal(i, "go", n) for n, i in enumerate(ids) if i))
+        done = [await ex.wait(i, timeout=20) for i in ids if i]
+    assert [d.output for d in done] == list(range(60))

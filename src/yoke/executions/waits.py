@@ -21,7 +21,7 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from yoke.errors import BadType, Conflict, WaitTimeout
+from yoke.errors import BadType, BadValue, Conflict, WaitTimeout
 from yoke.executions.model import check_seconds, storable_text
 from yoke.store.records import NewStart, StartKind, StepRecord, StepStatus
 
@@ -106,8 +106,6 @@ async def sleep_until(ctx: Context, wake: float) -> None:
 
 
 async def wait_for(ctx: Context, name: str, timeout: float | None) -> Any:
-    if not isinstance(name, str) or not name:
-        raise BadType("a signal name must be a non-empty str")
     check_signal_name(name)
     step_name = f"wait_for:{name}"
     position, done = ctx.next_position(step_name)
@@ -142,7 +140,5 @@ def check_signal_name(name: object) -> str:
     if not isinstance(name, str) or not name:
         raise BadType("a signal name must be a non-empty str")
     if len(name) > MAX_SIGNAL_NAME:
-        from yoke.errors import BadValue
-
         raise BadValue(f"a signal name must be at most {MAX_SIGNAL_NAME} characters")
     return storable_text(name, "signal name")

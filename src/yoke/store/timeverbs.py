@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from yoke.errors import Conflict
 from yoke.store.records import ExecutionRow, NewStart, StartRow, StepRecord
-from yoke.store.rows import execution_row, keys_of, new_start_params, start_row
+from yoke.store.rows import execution_row, keys_of, start_row
 from yoke.store.tx import Transactions, Tx
 
 
@@ -236,4 +236,4 @@ async def _take(tx: Tx, execution_id: str, name: str, step: StepRecord, now: flo
     return payload
 
 
-__all__ = ["ScheduledStart", "TimeVerbs", "new_start_params"]
+__all__ = ["ScheduledStart", "TimeVerbs"]
