@@ -771,14 +771,9 @@ async def _log_fitting(
     return logged
 
 
-async def log_in(tx: Tx, start: NewStart) -> tuple[StartRow, bool]:
-    """Log one start QUEUED inside `tx`: (its row, True), or (the key's holder, False)."""
-    (logged,) = await _insert_starts(tx, [(start, new_start_params(start))])
-    return logged
-
-
 async def log_many(tx: Tx, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
-    """Log starts QUEUED inside `tx`, as `log_in` does each."""
+    """Log starts QUEUED inside `tx`: for each, (its row, True), or (the start holding its
+    idempotency key, False)."""
     return await _insert_starts(tx, [(s, new_start_params(s)) for s in starts])
 
 

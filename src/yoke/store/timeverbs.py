@@ -39,6 +39,20 @@ class ScheduledStart:
     fire_at_ms: int
 
 
+def _wake_params(s: NewStart, due_at_ms: int | None) -> dict[str, object]:
+    return {
+        "start_id": s.start_id,
+        "workflow": s.workflow,
+        "session": s.session,
+        "tenant": s.tenant,
+        "priority": s.priority,
+        "source_execution_id": s.source_execution_id,
+        "instance_id": s.instance_id,
+        "created_at": s.created_at,
+        "due_at_ms": due_at_ms,
+    }
+
+
 def _step_params(r: StepRecord, now: float) -> dict[str, object]:
     return {
         "execution_id": r.execution_id,
@@ -133,26 +147,32 @@ class TimeVerbs:
         signal that is already kept, nothing is suspended: the signal is taken and recorded as
         `step`'s result instead, and its payload returned."""
         async with self._t.write() as tx:
-            ex = await tx.one("lock_execution", {"execution_id": execution_id})
-            if ex is None or ex["status"] != "RUNNING" or ex["instance_id"] != instance_id:
-                raise Conflict(f"execution {execution_id} does not run here any more")
-            if waiting_for is not None:
+            if waiting_for is not None:  # a signal kept already is taken instead
                 assert step is not None
-                got = await _take(tx, execution_id, waiting_for, step, now)
-                if got is not None:
-                    return got
+                ex = await tx.one("lock_execution", {"execution_id": execution_id})
+                if ex is not None and ex["status"] == "RUNNING":
+                    got = await _take(tx, execution_id, waiting_for, step, now)
+                    if got is not None:
+                        return got
+            params = {
+                "execution_id": execution_id,
+                "instance_id": instance_id,
+                "waiting_for": waiting_for,
+            }
+            ex = await tx.one("suspend_execution", params)  # its row locked from here
+            if ex is None:
+                raise Conflict(f"execution {execution_id} does not run here any more")
             if step is not None:
                 await tx.run("record_step", _step_params(step, now))
-            params = {"execution_id": execution_id, "waiting_for": waiting_for}
-            await tx.run("suspend_execution", params)
-            for key in sorted(keys_of(ex["slot_keys"])):
-                await tx.run("release_slot", {"key": key, "n": 1})
-                await tx.run("drop_idle_slot", {"key": key})
-            await self._t.notify_slot_freed(tx)
-            from yoke.store.execverbs import log_in
-
-            row, _ = await log_in(tx, wake)
-            await tx.one("schedule_start", {"start_id": row.start_id, "due_at_ms": due_at_ms})
+            # Its slots, as a finish frees them (key order; on PostgreSQL one statement that
+            # drops a row back at zero and sends the NOTIFY).
+            keys = sorted(keys_of(ex["slot_keys"]))
+            if keys:
+                counts = json.dumps(dict.fromkeys(keys, 1))
+                await tx.run("release_slot_counts", {"counts": counts})
+                if not self._t.one_statement_batches:
+                    await tx.run("drop_idle_slots", {"counts": counts})
+            await tx.run("insert_wake", _wake_params(wake, due_at_ms))
             await tx.run("notify_timers", {})
         return None
 

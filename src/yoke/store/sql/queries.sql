@@ -557,8 +557,18 @@ WHERE start_id = :start_id AND status = 'SCHEDULED'
 RETURNING *;
 
 -- name: suspend_execution
+-- A run gives its slot back to wait: only while it runs here.
 UPDATE yoke_executions SET status = 'WAITING', waiting_for = :waiting_for
-WHERE execution_id = :execution_id AND status = 'RUNNING';
+WHERE execution_id = :execution_id AND status = 'RUNNING' AND instance_id = :instance_id
+RETURNING slot_keys;
+
+-- name: insert_wake
+-- A WAITING execution's wake-up: a start SCHEDULED at its time (NULL: only a signal wakes it).
+INSERT INTO yoke_starts (start_id, kind, workflow, session, tenant, priority, input,
+    fingerprint, principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
+    execution_id, instance_id, created_at, decided_at, due_at_ms)
+VALUES (:start_id, 'wake', :workflow, :session, :tenant, :priority, 'null', '', NULL, '', NULL,
+    :source_execution_id, NULL, 'SCHEDULED', NULL, :instance_id, :created_at, NULL, :due_at_ms);
 
 -- name: oldest_signal
 SELECT seq, payload FROM yoke_signals
