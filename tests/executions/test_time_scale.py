@@ -20,7 +20,7 @@ from .helpers import make_app, wait_until
 N = 1000
 
 
-@pytest.mark.slow  # 2,000 runs through two slots: about 15 s on SQLite, 50 s on PostgreSQL
+@pytest.mark.slow  # 2,000 runs through two slots: 15-25 s on SQLite, 50-60 s on PostgreSQL
 @pytest.mark.timeout(180)
 async def test_a_thousand_sleepers_under_two_slots_all_finish_holding_none(
     database_url: str,
