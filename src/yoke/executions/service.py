@@ -322,6 +322,7 @@ class Executions:
         s.runs = {}
         s.wake_event = asyncio.Event()
         self._aborting = False
+        self.timers.wake()  # what it held from an earlier run is read again
 
     def detach(self) -> None:
         self._s.store = None
