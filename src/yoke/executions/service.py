@@ -168,13 +168,9 @@ class Executions:
         self._scheduler: GroupCommit[tuple[NewStart, int], tuple[StartRow, bool]] = GroupCommit(
             lambda batch: self._s.require().time.schedule_starts(batch)
         )
-        # Delayed starts and wake-ups: the one timer loop over this process's scheduled starts.
-        self.timers: TimerDispatch[ScheduledStart] = TimerDispatch(
-            source=ExecutionTimers(s, self._admit_fired),
-            clock=clock,
-            on_fired=lambda: None,
-            ahead=FIRE_AHEAD,
-        )
+        # Delayed starts and wake-ups: the one timer loop over this process's scheduled starts
+        # (a new one for each run of the app: its events belong to that run's loop).
+        self.timers: TimerDispatch[ScheduledStart] = self._timer_loop()
 
     def __repr__(self) -> str:
         s = self._s
@@ -322,7 +318,15 @@ class Executions:
         s.runs = {}
         s.wake_event = asyncio.Event()
         self._aborting = False
-        self.timers.wake()  # what it held from an earlier run is read again
+        self.timers = self._timer_loop()
+
+    def _timer_loop(self) -> TimerDispatch[ScheduledStart]:
+        return TimerDispatch(
+            source=ExecutionTimers(self._s, self._admit_fired),
+            clock=self._s.clock,
+            on_fired=lambda: None,
+            ahead=FIRE_AHEAD,
+        )
 
     def detach(self) -> None:
         self._s.store = None
