@@ -30,6 +30,7 @@ ORDER = (
     "fair",
     "kernel",
     "executions",
+    "timers",
     "server",
     "connections",
     "admission",

@@ -38,6 +38,7 @@ YOKE_TABLES = (
     "tenant_settings",
     "yoke_requests",
     "yoke_schedules",
+    "yoke_signals",
 )
 
 

@@ -28,11 +28,14 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"config"} | BASE,
     # The lease elector: the store's lease verbs in a loop; used by portals (and HA).
     "leases": {"store"} | BASE,
-    "executions": {"kernel", "store", "config", "leases"} | BASE,
-    "actors": {"kernel", "fair", "store", "config", "leases"} | BASE,
+    # The one timer loop (sources of timers plug into it): below executions and actors.
+    "timers": BASE,
+    "executions": {"kernel", "store", "config", "leases", "timers"} | BASE,
+    "actors": {"kernel", "fair", "store", "config", "leases", "timers"} | BASE,
     # `python -m yoke.executor`: the executor process's entry point (see actors/executor/).
     "executor": {"actors"} | BASE,
-    "app": {"kernel", "fair", "store", "executions", "actors", "config", "leases", "otel"} | BASE,
+    "app": {"kernel", "fair", "store", "executions", "actors", "config", "leases", "otel", "timers"}
+    | BASE,
     "server": {
         "__init__",
         "kernel",

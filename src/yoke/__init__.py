@@ -24,6 +24,7 @@ from yoke.errors import (
     StoreError,
     StoreUnavailable,
     Unauthorized,
+    WaitTimeout,
     YokeError,
 )
 from yoke.lazy import lazy_names
@@ -45,6 +46,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "Unauthorized",
+    "WaitTimeout",
     "YokeError",
     "__version__",
 ]

@@ -506,6 +506,10 @@ class App:
             ),
             tg.create_task(self._heartbeat(store, instance_id), name="yoke-heartbeat"),
             tg.create_task(self.executions.rescue.run_requests(), name="yoke-requests"),
+            tg.create_task(self.executions.timers.run(), name="yoke-execution-timers"),
+            tg.create_task(
+                store.time.listen(self.executions.timers.wake), name="yoke-timer-listener"
+            ),
             tg.create_task(
                 store.requests.listen(self.executions.rescue.heard), name="yoke-request-listener"
             ),

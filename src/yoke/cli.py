@@ -398,6 +398,12 @@ def start(
     priority: int = typer.Option(0, "--priority"),
     idempotency_key: str = typer.Option(None, "--idempotency-key"),
     wait: float = WAIT,
+    at: float = typer.Option(
+        None, "--at", help="Start at this time (epoch seconds): SCHEDULED until then."
+    ),
+    delay: float = typer.Option(
+        None, "--delay", help="Start this many seconds from now: SCHEDULED until then."
+    ),
     result: bool = typer.Option(
         False,
         "--result",
@@ -408,8 +414,12 @@ def start(
     token: str = TOKEN,
     as_json: bool = AS_JSON,
 ) -> None:
-    """Ask for a slot: prints the execution id (granted) or the queue position (queued)."""
+    """Ask for a slot: prints the execution id (granted), the queue position (queued) or when
+    it is due (scheduled, with --at or --delay)."""
     value = _json_arg(input, "--input")
+    if result and (at is not None or delay is not None):
+        err.print("[red]error:[/red] --result waits for a start now; not with --at or --delay")
+        raise typer.Exit(2)
     if result:
         _start_for_result(workflow, value, session, priority, idempotency_key, wait, url, token)
         return
@@ -421,8 +431,27 @@ def start(
             priority=priority,
             wait=wait,
             idempotency_key=idempotency_key,
+            at=at,
+            delay=delay,
         )
     _show(started, as_json, "start")
+
+
+@app.command()
+def signal(
+    execution_id: str = typer.Argument(..., help="The execution to signal."),
+    name: str = typer.Argument(..., help="The signal's name (what ctx.wait_for waits for)."),
+    payload: str = typer.Option("null", "--payload", help="Payload as JSON."),
+    idempotency_key: str = typer.Option(None, "--idempotency-key"),
+    url: str = URL,
+    token: str = TOKEN,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Send a signal to an execution: its wait for it ends, or it is kept for the next."""
+    value = _json_arg(payload, "--payload")
+    with _client(url, token) as c:
+        execution = c.signal(execution_id, name, value, idempotency_key=idempotency_key)
+    _show(execution, as_json, "execution")
 
 
 def _start_for_result(
@@ -462,7 +491,9 @@ def _start_for_result(
 @executions_app.command("list")
 def executions_list(
     status: str = typer.Option(
-        None, "--status", help="RUNNING, SUCCEEDED, FAILED, CANCELLED, ABORTED or TIMED_OUT."
+        None,
+        "--status",
+        help="RUNNING, WAITING, SUCCEEDED, FAILED, CANCELLED, ABORTED or TIMED_OUT.",
     ),
     session: str = typer.Option(None, "--session"),
     workflow: str = typer.Option(None, "--workflow"),

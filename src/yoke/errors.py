@@ -174,3 +174,9 @@ class ReplayMismatch(Conflict):
     """A replayed workflow asked for a different step than the one recorded at that position."""
 
     title = "Replay does not match the recorded steps"
+
+
+class WaitTimeout(YokeError, TimeoutError):
+    """`ctx.wait_for(name, timeout=)` ran past its timeout with no signal `name`."""
+
+    status = 408

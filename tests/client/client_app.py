@@ -50,3 +50,8 @@ def unlucky(change: Change) -> str | None:
 
 
 app.add_reviewer(unlucky)
+
+
+@app.workflow()
+async def approval(ctx: yoke.Context, input: Any) -> Any:
+    return await ctx.wait_for("approve", timeout=30)  # holds no slot while it waits

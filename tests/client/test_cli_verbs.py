@@ -67,6 +67,32 @@ def test_start_result_prints_the_output_or_says_why_not(server: str) -> None:
     yoke(server, "acme", "executions", "cancel", running.group(1))
 
 
+def test_start_later_and_signal_from_the_command_line(server: str) -> None:
+    code, out, err = yoke(server, "acme", "start", "echo", "--delay", "60", "--json")
+    assert code == 0, err
+    scheduled = json.loads(out)
+    assert scheduled["status"] == "SCHEDULED" and scheduled["due_at"] is not None
+    code, out, err = yoke(server, "acme", "start", "echo", "--delay", "1", "--result")
+    assert code == 2 and "--result" in err
+    code, out, err = yoke(server, "acme", "start", "approval", "--wait", "5", "--json")
+    execution_id = json.loads(out)["execution_id"]
+    for _ in range(500):
+        code, out, err = yoke(server, "acme", "executions", "list", "--status", "WAITING")
+        if execution_id in out:
+            break
+    assert execution_id in out, out + err
+    code, out, err = yoke(server, "acme", "signal", execution_id, "approve", "--payload", "5")
+    assert code == 0, err
+    code, out, err = yoke(server, "acme", "executions", "show", execution_id, "--json")
+    for _ in range(500):
+        if json.loads(out)["status"] == "SUCCEEDED":
+            break
+        code, out, err = yoke(server, "acme", "executions", "show", execution_id, "--json")
+    assert json.loads(out)["output"] == 5
+    code, out, err = yoke(server, "acme", "signal", execution_id, "approve", "--payload", "{")
+    assert code == 2 and "JSON" in err
+
+
 def test_tables_fit_the_width_and_never_cut_a_word(server: str) -> None:
     session = "acme/a-session-whose-name-is-one-long-word-of-fifty-chars"
     ids = []

@@ -41,6 +41,26 @@ def test_a_start_waits_for_its_grant_and_its_result(client: Make) -> None:
     assert "asked to fail: x" in failed.error.message
 
 
+def test_a_delayed_start_and_a_signal(client: Make) -> None:
+    c = client("acme")
+    start = c.start("echo", "later", delay=0.3)
+    assert start.status is StartStatus.SCHEDULED and start.due_at is not None
+    granted = c.wait_granted(start.start_id, timeout=10)
+    assert granted.status is StartStatus.GRANTED and granted.execution_id is not None
+    assert c.wait(granted.execution_id, timeout=10).output == "later"
+    cancelled = c.cancel_start(c.start("echo", at=time.time() + 60).start_id)
+    assert cancelled.status is StartStatus.CANCELLED
+    waiter = c.start("approval", wait=5)
+    assert waiter.execution_id is not None
+    deadline = time.monotonic() + 10
+    while c.execution(waiter.execution_id).status is not ExecutionStatus.WAITING:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)  # polling the API, as a client would
+    sent = c.signal(waiter.execution_id, "approve", {"ok": True})
+    assert sent.execution_id == waiter.execution_id
+    assert c.wait(waiter.execution_id, timeout=10).output == {"ok": True}
+
+
 def test_a_wait_ends_when_the_execution_ends_not_at_its_bound(client: Make) -> None:
     c = client("acme")
     start = c.start("hold", 0.5, wait=5)

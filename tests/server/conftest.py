@@ -64,6 +64,10 @@ def make_app(database_url: str, limits: Limits | None = None) -> yoke.App:
             raise RuntimeError("asked to fail")
         return {"a": a, "b": b}
 
+    @app.workflow()
+    async def waiter(ctx: yoke.Context, input: Any) -> Any:
+        return await ctx.wait_for("go", timeout=60)  # WAITING: holds no slot
+
     app.gate = gate  # type: ignore[attr-defined]
     return app
 

@@ -30,6 +30,7 @@ ACCESS: dict[tuple[str, str], tuple[str, ...] | str] = {
     ("POST", "/v1/executions/{execution_id}/restart"): "any",
     ("POST", "/v1/executions/{execution_id}/resume"): "any",
     ("POST", "/v1/executions/{execution_id}/cancel"): "any",
+    ("POST", "/v1/executions/{execution_id}/signals/{name}"): "any",
     ("GET", "/v1/limits"): "any",
     ("PUT", "/v1/limits"): ("ADMIN",),
     ("GET", "/v1/tenants"): "any",

@@ -88,3 +88,24 @@ async def test_resume_restart_and_cancel_from_the_page_are_the_api_s_calls(
         "/ui/actions/cancel_execution", data={"execution_id": held["execution_id"], "csrf": csrf}
     )
     assert r.status_code == 409  # already CANCELLED: the API's answer, as an error page
+
+
+async def test_a_waiting_execution_shows_what_it_waits_for_and_can_be_cancelled(
+    serve: Serve,
+) -> None:
+    _, client = await serve()
+    acme = client("acme")
+    eid = (await acme.post("/v1/starts", json={"workflow": "waiter"})).json()["execution_id"]
+    for _ in range(500):
+        if (await acme.get(f"/v1/executions/{eid}")).json()["status"] == "WAITING":
+            break
+        await asyncio.sleep(0.01)  # polling the API, as a client would
+    browser, _ = await logged_in(client, "acme")
+    page = (await browser.get(f"/ui/executions/{eid}")).text
+    assert "s-waiting" in page and 'id="do-cancel"' in page
+    waiting = page.split('id="waiting-for"')[1].split("</dd>")[0]
+    assert "<code>go</code>" in waiting and "holds no slot" in waiting
+    listed = (await browser.get("/ui/executions?status=WAITING")).text
+    assert eid in listed
+    cancelled = await acme.post(f"/v1/executions/{eid}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "CANCELLED"

@@ -1,67 +1,63 @@
 """Timer dispatch (the actors specification's `timer_dispatch`): fire due `scheduled_events`
-into their stream.
+into their stream, through the one timer machinery of `yoke.timers`.
 
-The loop holds the earliest pending timers in memory (read ahead, a page of `batch_size`),
-sleeps until the first is due, and fires everything due in one store call: each timer's event
-is appended (with its fan-out) and the timer deleted in one transaction, one statement on
-PostgreSQL, skipping timers that another worker fired or is firing. So a timer fires exactly
-once however many workers run this loop, and the work between "due" and "fired" is one round
-trip: reading and routing happen before the due time, not after it, so they add no lateness.
-
-While `run()` runs, a second task reads the next page (after the last timer held) when the
-held ones run low, so that a steady stream of timers never waits for a read either. The
-firing loop reads the first page itself: when it holds nothing, when a timer was scheduled
-(woken by `LISTEN yoke_schedule_change` on PostgreSQL, in-process on SQLite: the new timer may
-come first), after an error, and at the latest after the backup poll. A timer another worker
-was firing when that worker died stays in the table and is found by such a read.
-`next_sleep` is the timing decision, a pure function of `now`, so it is tested with a fake
-clock; both tasks change the held list only between awaits. `stats()` names the loop's state
-(`waiting`: asleep until a wake, the next due timer or the backup poll), so that tests of the
-wake-ups can tell a loop that only a wake would rouse (tests/actors/test_wakeups.py).
+`ActorTimers` is the actors' `TimerSource`: its pending timers are the `scheduled_events`
+rows, and firing a batch appends each timer's event (with its fan-out, routed before the due
+time) and deletes the timer in one transaction, one statement on PostgreSQL, skipping timers
+that another worker fired or is firing. So a timer fires exactly once however many workers run
+the loop. `TimerDispatch` is the shared loop over that source (woken by `LISTEN
+yoke_schedule_change` on PostgreSQL, in-process on SQLite).
 
 This module must never name a store backend and reads time only through its `Clock`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import bisect
-import contextlib
 import json
-import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 
 from yoke.actors.definitions import ActorRegistry
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
-from yoke.errors import YokeError
-from yoke.retry import Backoff, RetryPolicy, severity
+from yoke.retry import RetryPolicy
 from yoke.store.actor_records import DueTimer, NewEvent, Owner
+from yoke.timers import TimerDispatch as Dispatch
+from yoke.timers import TimerStats, next_sleep
 
-log = logging.getLogger("yoke.actors.timers")
-
-
-def next_sleep(now: float, next_fire_at_ms: int | None, poll: float) -> float:
-    """Seconds to sleep before looking again: until the next timer, at most `poll`."""
-    if next_fire_at_ms is None:
-        return poll
-    return min(poll, max(0.0, next_fire_at_ms / 1000.0 - now))
+__all__ = ["ActorTimers", "TimerDispatch", "TimerStats", "next_sleep"]
 
 
-def _fire_at(t: DueTimer) -> int:
-    return t.fire_at_ms
+class ActorTimers:
+    """The actors' timers (`scheduled_events`) as a `yoke.timers.TimerSource`."""
+
+    def __init__(
+        self, *, store: ActorStore, registry: ActorRegistry, owner: Callable[[], Owner]
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._owner = owner
+
+    def _route(self, t: DueTimer) -> NewEvent:
+        return NewEvent(
+            tenant=t.tenant,
+            stream=t.stream,
+            data=t.data,
+            targets=self._registry.route(t.stream, json.loads(t.data)),
+        )
+
+    async def upcoming(self, *, limit: int, after: tuple[int, int] | None) -> list[DueTimer]:
+        return await self._store.upcoming_timers(limit=limit, after=after)
+
+    async def fire(self, due: Sequence[DueTimer], *, now: float) -> int:
+        fired = await self._store.fire_timers(
+            [(t.timer_id, self._route(t)) for t in due], owner=self._owner(), now=now
+        )
+        return len(fired)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TimerStats:
-    fired: int  # timers this loop fired (not those another worker fired first)
-    held: int  # pending timers read and held here, earliest first
-    reads: int  # first-page reads done (at boot, on a wake, after an error, on the backup poll)
-    waiting: bool  # asleep until a wake, the next held timer or the backup poll
+class TimerDispatch(Dispatch[DueTimer]):
+    """The shared timer loop over the actors' timers (only its construction is its own)."""
 
-
-class TimerDispatch:
     def __init__(
         self,
         *,
@@ -74,139 +70,11 @@ class TimerDispatch:
         batch_size: int = 500,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self._store = store
-        self._registry = registry
-        self._clock = clock
-        self._owner = owner
-        self._on_fired = on_fired
-        self._poll = poll_interval
-        self._batch = batch_size
-        self._retry = retry or RetryPolicy()
-        self._wake = asyncio.Event()
-        # The earliest pending timers as last read, by (fire_at_ms, timer_id); `_stale` asks
-        # for a new first page (a timer was scheduled, or a fire failed). `_page` numbers the
-        # first-page reads: a next page read before the latest one is dropped. `_more`: the
-        # last page was full, so the table may hold later timers.
-        self._upcoming: list[DueTimer] = []
-        self._read_at = 0.0
-        self._stale = True
-        self._page = 0
-        self._more = False
-        self._low = asyncio.Event()  # the held timers run low: read the next page
-        self._waiting = False
-        self._reads = 0
-        self.fired = 0
-
-    def __repr__(self) -> str:
-        return (
-            f"TimerDispatch(fired={self.fired}, upcoming={len(self._upcoming)}, "
-            f"more={self._more}, stale={self._stale}, waiting={self._waiting}, "
-            f"poll={self._poll})"
+        super().__init__(
+            source=ActorTimers(store=store, registry=registry, owner=owner),
+            clock=clock,
+            on_fired=on_fired,
+            poll_interval=poll_interval,
+            batch_size=batch_size,
+            retry=retry,
         )
-
-    def stats(self) -> TimerStats:
-        return TimerStats(
-            fired=self.fired, held=len(self._upcoming), reads=self._reads, waiting=self._waiting
-        )
-
-    def wake(self) -> None:
-        """A timer was scheduled (here or, through NOTIFY, elsewhere): read again, it may be
-        earlier than every timer held here."""
-        self._stale = True
-        self._wake.set()
-
-    def _route(self, t: DueTimer) -> NewEvent:
-        return NewEvent(
-            tenant=t.tenant,
-            stream=t.stream,
-            data=t.data,
-            targets=self._registry.route(t.stream, json.loads(t.data)),
-        )
-
-    async def _read(self) -> None:
-        # Cleared before the await: a wake() while the read runs asks for one more read.
-        self._stale = False
-        self._read_at = self._clock.monotonic()
-        self._page += 1
-        page = self._page
-        got = await self._store.upcoming_timers(limit=self._batch)
-        self._reads += 1
-        if page == self._page:
-            self._upcoming, self._more = got, len(got) == self._batch
-
-    async def _read_next_pages(self) -> None:
-        """Keep the held timers topped up: read the page after the last one held when asked."""
-        while True:
-            await self._low.wait()
-            self._low.clear()
-            if not self._upcoming or not self._more or len(self._upcoming) > self._batch // 2:
-                continue
-            page, last = self._page, self._upcoming[-1]
-            try:
-                got = await self._store.upcoming_timers(
-                    limit=self._batch, after=(last.fire_at_ms, last.timer_id)
-                )
-            except YokeError as exc:  # the firing loop reads for itself when it runs out
-                log.warning("reading the next timers failed: %s", exc)
-                continue
-            if page == self._page:  # no first page read meanwhile: `got` follows `last`
-                self._upcoming.extend(got)
-                self._more = len(got) == self._batch
-
-    def _must_read(self) -> bool:
-        return (
-            self._stale
-            or not self._upcoming
-            or self._clock.monotonic() - self._read_at >= self._poll
-        )
-
-    async def fire_due(self) -> float:
-        """Fire every due timer; returns how long to sleep before the next look."""
-        while True:
-            if self._must_read():
-                await self._read()
-            now = self._clock.wall()
-            n = bisect.bisect_right(self._upcoming, int(now * 1000), key=_fire_at)
-            if not n:
-                break
-            due = self._upcoming[:n]
-            try:
-                fired = await self._store.fire_timers(
-                    [(t.timer_id, self._route(t)) for t in due], owner=self._owner(), now=now
-                )
-            except BaseException:
-                self._stale = True  # some may have fired (a lost reply): read what is left
-                raise
-            # The others were fired by another worker (or are being: if it dies first, they
-            # are still in the table for the next read).
-            del self._upcoming[:n]
-            if fired:
-                self.fired += len(fired)
-                self._on_fired()
-            if len(self._upcoming) <= self._batch // 2 and self._more:
-                self._low.set()
-        nxt = self._upcoming[0].fire_at_ms if self._upcoming else None
-        return next_sleep(self._clock.wall(), nxt, self._poll)
-
-    async def run(self) -> None:
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(self._read_next_pages(), name="yoke-timer-read-ahead")
-            await self._fire_loop()
-
-    async def _fire_loop(self) -> None:
-        backoff = Backoff(self._retry)
-        while True:
-            self._wake.clear()
-            try:
-                delay = await self.fire_due()
-                backoff.ok()
-            except YokeError as exc:
-                delay = backoff.failed(exc)
-                log.log(severity(exc), "firing timers failed (retrying in %.2fs): %s", delay, exc)
-            self._waiting = True
-            try:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await self._wake.wait()
-            finally:
-                self._waiting = False

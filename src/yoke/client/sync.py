@@ -146,13 +146,20 @@ class Client:
         priority: int = 0,
         wait: float | None = None,
         idempotency_key: str | None = None,
+        at: float | None = None,
+        delay: float | None = None,
     ) -> Start:
         """Ask for a slot: GRANTED (with its `execution_id`) or QUEUED (with its position);
-        `wait`: seconds (at most 60) to wait for the grant. Retried with one Idempotency-Key
+        with `at` (epoch seconds) or `delay` (seconds), SCHEDULED until then. `wait`: seconds
+        (at most 60) to wait for the grant. Retried with one Idempotency-Key
         (`idempotency_key`, else a fresh one), so it never starts twice."""
         body: dict[str, Any] = {"workflow": workflow, "input": input, "priority": priority}
         if session is not None:
             body["session"] = session
+        if at is not None:
+            body["at"] = at
+        if delay is not None:
+            body["delay"] = delay
         call = Call(
             method="POST",
             path="/v1/starts",
@@ -176,7 +183,7 @@ class Client:
         while True:
             wait = _poll(deadline)
             start = self.get_start(start_id, wait=wait)
-            if start.status is not StartStatus.QUEUED or wait == 0:
+            if start.status not in _UNDECIDED or wait == 0:
                 return start
 
     def set_priority(self, start_id: str, priority: int) -> Start:
@@ -186,7 +193,7 @@ class Client:
         return decode(Start, (self._send(call)).json())
 
     def cancel_start(self, start_id: str) -> Start:
-        """Cancel a queued start."""
+        """Cancel a queued or scheduled start."""
         call = Call(method="DELETE", path=f"/v1/starts/{segment(start_id)}")
         return decode(Start, (self._send(call)).json())
 
@@ -314,6 +321,22 @@ class Client:
     def cancel(self, execution_id: str) -> Execution:
         """Cancel a running execution."""
         call = Call(method="POST", path=f"/v1/executions/{segment(execution_id)}/cancel")
+        return decode(Execution, (self._send(call)).json())
+
+    def signal(
+        self,
+        execution_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Execution:
+        """Send the signal `name` to an execution: its wait for it ends, or it is kept, in
+        order, for the next. Retried with one Idempotency-Key, so it is sent once."""
+        path = f"/v1/executions/{segment(execution_id)}/signals/{segment(name)}"
+        call = Call(
+            method="POST", path=path, body={"payload": payload}, key=idempotency_key or new_key()
+        )
         return decode(Execution, (self._send(call)).json())
 
     # -- control ---------------------------------------------------------------------------
@@ -505,6 +528,9 @@ class Client:
         params = {"tenant": tenant, "limit": limit}
         call = Call(method="GET", path="/v1/executors", params=params)
         return decode(Executors, (self._send(call)).json())
+
+
+_UNDECIDED = (StartStatus.QUEUED, StartStatus.SCHEDULED)
 
 
 def _left(deadline: float | None) -> float | None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from yoke.errors import TRANSIENT, BadType, BadValue, Conflict, ReplayMismatch, StoreUnavailable
 from yoke.executions.failures import failure_of, log_failed
-from yoke.executions.model import Failure, encode_json
+from yoke.executions.model import Failure, check_seconds, encode_json
 from yoke.executions.steps import (
     ONCE,
     Attempts,
@@ -42,6 +42,7 @@ from yoke.executions.steps import (
     check_retry,
     check_step_timeout,
 )
+from yoke.executions.waits import Suspended, sleep_until, wait_for
 from yoke.executions.workflows import Registry, Workflow
 from yoke.retry import RetryPolicy, until_done
 from yoke.store.records import ExecutionStatus, NewExecution, StepRecord, StepStatus
@@ -49,6 +50,8 @@ from yoke.store.records import ExecutionStatus, NewExecution, StepRecord, StepSt
 if TYPE_CHECKING:  # an app's module names `yoke.Context` in annotations: keep it light
     from yoke.clock import Clock
     from yoke.store import StepRow, Store
+
+__all__ = ["ChildFailed", "Context", "Suspended", "run_bounded", "run_workflow", "stopped_failure"]
 
 log = logging.getLogger("yoke.executions")
 Outcome = tuple[ExecutionStatus, str | None, Failure | None]
@@ -75,10 +78,16 @@ class Context:
         retry: RetryPolicy | None = None,
         stopping: Callable[[], bool] = lambda: False,
         write_step: WriteStep | None = None,
+        priority: int = 0,
+        on_wait: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
         # The executions' group commit of steps (`service`), or one transaction per record.
         self._write_step = write_step or self._write_alone
+        # A top-level run may give its slot back to wait (`waits.py`); a child runs on its
+        # parent's slot and may not. `on_wait`: a wake-up was scheduled (the timer loop looks).
+        self._priority = priority
+        self._on_wait = on_wait
         # How a step's record waits out a store that does not answer: a step done while the
         # store is down is recorded once it is back, never lost (stopping: given up).
         self._store_retry = retry or RetryPolicy()
@@ -105,6 +114,38 @@ class Context:
             f"Context(execution_id={self.execution_id!r}, workflow={self.workflow!r}, "
             f"position={self._position}, recorded={len(self._recorded)})"
         )
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep `seconds`, holding no slot: the execution is WAITING until then, and is then
+        admitted again through the queue (its recorded steps replayed). Durable: the wake time
+        is recorded, so a restart or recovery ends the sleep at the same time."""
+        wake = self._clock.wall() + check_seconds(seconds, "seconds")
+        await sleep_until(self, wake)
+
+    async def sleep_until(self, epoch_seconds: float) -> None:
+        """Sleep until `epoch_seconds` (wall clock), as `sleep`."""
+        if isinstance(epoch_seconds, bool) or not isinstance(epoch_seconds, int | float):
+            raise BadType("sleep_until takes epoch seconds (a number)")
+        await sleep_until(self, float(epoch_seconds))
+
+    async def wait_for(self, name: str, timeout: float | None = None) -> Any:
+        """Wait, holding no slot, for the signal `name` (`app.executions.signal`) and return
+        its payload; signals sent before the wait are kept, in order, for it. Past `timeout`
+        seconds with none, raise `yoke.WaitTimeout`."""
+        return await wait_for(self, name, timeout)
+
+    def next_position(self, name: str) -> tuple[int, StepRow | None]:
+        """The next position in the execution's log, and what is recorded there (checked to
+        be a step named `name`)."""
+        position = self._position
+        self._position += 1
+        done = self._recorded.get(position)
+        if done is not None and done.name != name:
+            raise ReplayMismatch(
+                f"step {position} of execution {self.execution_id} was recorded as "
+                f"{done.name!r}, the replay asked for {name!r}"
+            )
+        return position, done
 
     async def step(
         self,

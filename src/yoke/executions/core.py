@@ -194,6 +194,8 @@ class AdmissionCore:
                 self.kernel.cancel(item.id)
                 self.order.sync(item)
             self._release(t)
+            if _timed(t):
+                return self._end(t)
             return self._refuse(t, SHUTTING_DOWN, _shutting_down(), cause=Cause.SHUTDOWN)
         if self.role is Role.STANDBY:  # stepped down: no write, the new leader adopts it
             if item.state is _QUEUED:
@@ -315,7 +317,12 @@ class AdmissionCore:
         return GrantRequest(
             start_id=row.start_id,
             execution=NewExecution(
-                execution_id=self._new_id(),
+                # A wake-up runs its own execution again.
+                execution_id=(
+                    row.source_execution_id
+                    if kind is StartKind.WAKE and row.source_execution_id is not None
+                    else self._new_id()
+                ),
                 start_id=row.start_id,
                 workflow=row.workflow,
                 session=row.session,
@@ -434,13 +441,15 @@ class AdmissionCore:
         self.drain_rate.freed(now)
 
     def shutdown(self) -> list[Action]:
-        """Admit nothing new and refuse every queued start."""
+        """Admit nothing new and refuse every queued start (but those timers fired)."""
         self.closing = True
         out: list[Action] = []
         for item in self.kernel.drain():
             self.order.sync(item)
             t = self.tickets.get(str(item.id))
-            if t is not None:
+            if t is not None and _timed(t):
+                out += self._end(t)  # left QUEUED in the store: recovery takes it over
+            elif t is not None:
                 out += self._refuse(t, SHUTTING_DOWN, _shutting_down(), cause=Cause.SHUTDOWN)
         return out
 
@@ -536,6 +545,12 @@ class AdmissionCore:
         t.settled = True
         t.error = error
         return [Refuse(t, StartStatus.REFUSED, reason, forget_key, cause)]
+
+
+def _timed(t: Ticket) -> bool:
+    """A start a timer fired (a delayed start, a wake-up): nobody waits for its answer, and
+    refusing it would lose it, so a stopping process leaves it QUEUED for the next one."""
+    return t.row.kind is StartKind.WAKE or t.row.due_at_ms is not None
 
 
 def _shutting_down() -> ShuttingDown:

@@ -181,6 +181,7 @@ class Start:
     created_at: float = 0.0
     decided_at: float | None = None
     recovery: int = 0  # automatic recoveries in a row that made it (0: asked by a caller)
+    due_at: float | None = None  # a delayed start or wake-up: when it is (was) due
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -254,6 +255,7 @@ class Execution:
     resumed_from: str | None = None
     created_at: float = 0.0
     finished_at: float | None = None
+    waiting_for: str | None = None  # WAITING: the signal it waits for (None: a sleep)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -296,3 +298,33 @@ def check_timeout(timeout: float | None) -> float | None:
     if math.isnan(timeout) or timeout < 0:
         raise BadValue(f"timeout must be >= 0, got {timeout}")
     return float(timeout)
+
+
+MAX_DELAY = 366 * 86_400.0 * 100  # how far ahead a start, sleep or wait may be (a century)
+
+
+def check_seconds(value: object, what: str) -> float:
+    """A finite, non-negative number of seconds (not a bool), or `BadType` / `BadValue`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadType(f"{what} must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise BadValue(f"{what} must be a finite number >= 0, got {value}")
+    if value > MAX_DELAY:
+        raise BadValue(f"{what} must be at most {MAX_DELAY:.0f} seconds ahead")
+    return float(value)
+
+
+def due_time(at: object, delay: object, *, now: float) -> float | None:
+    """When a delayed start is due (`at`: epoch seconds, in the past means now; `delay`:
+    seconds from `now`), or None for a start now."""
+    if at is None and delay is None:
+        return None
+    if at is not None and delay is not None:
+        raise BadValue("give at or delay, not both")
+    if delay is not None:
+        return now + check_seconds(delay, "delay")
+    if isinstance(at, bool) or not isinstance(at, int | float):
+        raise BadType(f"at must be epoch seconds, not {type(at).__name__}")
+    if not math.isfinite(at):
+        raise BadValue(f"at must be finite, got {at}")
+    return max(now, now + check_seconds(max(0.0, float(at) - now), "at"))

@@ -58,7 +58,7 @@ class Reading:
             await self._wait_decided(t, timeout)
             return await self.get(start_id)
         return await self._poll_until(
-            lambda: self.get(start_id), lambda s: s.status is not StartStatus.QUEUED, timeout
+            lambda: self.get(start_id), lambda s: s.status not in _UNDECIDED, timeout
         )
 
     async def get_execution(self, execution_id: str) -> Execution:
@@ -76,9 +76,18 @@ class Reading:
             return ended
         run = s.runs.get(execution_id)
         if run is not None and run.task is not None:
+            loop = asyncio.get_running_loop()
+            begun = loop.time()
             await asyncio.wait([run.task], timeout=timeout)
             ended = s.ended.get(execution_id)
-            return ended if ended is not None else await self.get_execution(execution_id)
+            if ended is not None:  # it ran here to its end
+                return ended
+            ex = await self.get_execution(execution_id)
+            if ex.status.finished or not run.task.done():
+                return ex
+            # Its run ended and it waits (asleep, or for a signal): poll until it ends.
+            if timeout is not None:
+                timeout = max(0.0, timeout - (loop.time() - begun))
         return await self._poll_until(
             lambda: self.get_execution(execution_id), lambda e: e.status.finished, timeout
         )
@@ -137,3 +146,6 @@ class Reading:
             delay = backoff.failed()
             wait = delay if deadline is None else min(delay, max(0.0, deadline - loop.time()))
             await asyncio.sleep(wait)
+
+
+_UNDECIDED = (StartStatus.QUEUED, StartStatus.SCHEDULED)

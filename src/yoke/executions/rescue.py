@@ -26,11 +26,11 @@ import asyncio
 import logging
 
 from yoke.errors import Conflict, NotFound, StoreUnavailable
-from yoke.executions.model import Execution, Principal
+from yoke.executions.model import Execution, Failure, Principal
 from yoke.executions.reading import Reading
 from yoke.executions.requests import CANCEL, Inbox
-from yoke.executions.state import Shared, check_id
-from yoke.store import Recovery, Resume
+from yoke.executions.state import Shared, check_id, execution_of
+from yoke.store import ExecutionStatus, Recovery, Resume
 
 log = logging.getLogger("yoke.executions")
 
@@ -75,6 +75,14 @@ class Rescue:
             )
         if row.status.finished:
             raise Conflict(f"execution {execution_id} is already {row.status.name}")
+        if row.status is ExecutionStatus.WAITING:  # no server runs it: it ends here
+            error = Failure(type="Cancelled", message="cancelled while it waited")
+            ended = await store.time.end_waiting(
+                row.execution_id, status="CANCELLED", error=error.encoded(), now=s.clock.wall()
+            )
+            if ended is not None:
+                return execution_of(ended)
+            row = await store.get_execution(row.execution_id) or row  # woken meanwhile
         run = s.runs.get(row.execution_id)
         if run is not None and run.task is not None:
             s.stop(run)

@@ -47,7 +47,7 @@ from yoke.errors import (
 )
 from yoke.executions import traces
 from yoke.executions.batching import Batcher, GroupCommit
-from yoke.executions.context import Context, run_bounded, stopped_failure
+from yoke.executions.context import Context, Suspended, run_bounded, stopped_failure
 from yoke.executions.control import Control
 from yoke.executions.core import Role
 from yoke.executions.failures import failure_of, log_failed
@@ -61,12 +61,14 @@ from yoke.executions.model import (
     Principal,
     Start,
     check_priority,
+    due_time,
     encode_json,
     storable_text,
 )
 from yoke.executions.readback import read_back
 from yoke.executions.reading import Reading
 from yoke.executions.rescue import Rescue
+from yoke.executions.signals import send_signal
 from yoke.executions.state import (
     ExecutionsStats,
     Reviewer,
@@ -88,6 +90,7 @@ from yoke.executions.tickets import (
     Refuse,
     Ticket,
 )
+from yoke.executions.timers import FIRE_AHEAD, ExecutionTimers
 from yoke.executions.workflows import Registry, Workflow
 from yoke.kernel import GroupedKernel
 from yoke.retry import RetryPolicy, no_answer, until_done, within
@@ -105,6 +108,8 @@ from yoke.store import (
     StepRecord,
     Store,
 )
+from yoke.store.timeverbs import ScheduledStart
+from yoke.timers import TimerDispatch
 from yoke.tracing import NO_TRACING, Tracing
 
 __all__ = ["Executions", "ExecutionsStats", "Reviewer", "Spawn"]
@@ -173,6 +178,13 @@ class Executions:
         # Steps too: the records of every execution that recorded one in the same turn share
         # one commit, and each step goes on only once it is committed.
         self._stepper: GroupCommit[StepRecord, bool] = GroupCommit(self._flush_steps)
+        # Delayed starts share their transactions as finishes do.
+        self._scheduler: GroupCommit[tuple[NewStart, int], tuple[StartRow, bool]] = GroupCommit(
+            lambda batch: self._s.require().time.schedule_starts(batch)
+        )
+        # Delayed starts and wake-ups: the one timer loop over this process's scheduled starts
+        # (a new one for each run of the app: its events belong to that run's loop).
+        self.timers: TimerDispatch[ScheduledStart] = self._timer_loop()
 
     def __repr__(self) -> str:
         s = self._s
@@ -322,6 +334,15 @@ class Executions:
         s.runs = {}
         s.wake_event = asyncio.Event()
         self._aborting = False
+        self.timers = self._timer_loop()
+
+    def _timer_loop(self) -> TimerDispatch[ScheduledStart]:
+        return TimerDispatch(
+            source=ExecutionTimers(self._s, self._admit_fired),
+            clock=self._s.clock,
+            on_fired=lambda: None,
+            ahead=FIRE_AHEAD,
+        )
 
     def detach(self) -> None:
         self._s.store = None
@@ -386,6 +407,11 @@ class Executions:
         core.lead()
         self._perform(core.adopt(adopted, now=self._s.clock.wall()))
 
+    def _admit_fired(self, rows: Sequence[StartRow]) -> None:
+        """Starts a timer fired here (QUEUED on this process in the store) join the queue, in
+        the order they were due: the firing is their arrival."""
+        self._perform(self._s.core.adopt([(r, None) for r in rows], now=self._s.clock.wall()))
+
     # -- starts ------------------------------------------------------------------------------
     async def start(
         self,
@@ -397,10 +423,13 @@ class Executions:
         idempotency_key: str | None = None,
         principal: Principal | None = None,
         tenant: str | None = None,
+        at: float | None = None,
+        delay: float | None = None,
     ) -> Start:
         """Ask for a slot for `workflow`. The start's tenant is the principal's; for a trusted
         caller (no principal, or an OPERATOR or ADMIN without a tenant) `tenant`, else the
-        session's first segment before `/`."""
+        session's first segment before `/`. With `at` (epoch seconds) or `delay` (seconds) it
+        is SCHEDULED until then, and admitted at its time like any start."""
         s = self._s
         s.require()  # NotRunning before anything else
         name = s.registry.name_of(workflow)
@@ -419,6 +448,7 @@ class Executions:
         if principal is not None:
             storable_text(principal.name, "principal name")
         payload = encode_json(input, "input")
+        due = due_time(at, delay, now=s.clock.wall())
         if session is None:
             session = default_session(principal)
         owner = start_tenant(principal, session, tenant)
@@ -445,7 +475,23 @@ class Executions:
             instance_id=s.instance_id,
             created_at=s.clock.wall(),
         )
+        if due is not None:
+            return await self._schedule(new, due)
         return await self._arrive(new, None)
+
+    async def _schedule(self, new: NewStart, due: float) -> Start:
+        """Log a delayed start SCHEDULED: the timer loop admits it at `due`."""
+        s = self._s
+        s.require_leader()
+        s.require()
+        write = _to_the_end(self._scheduler.submit((new, int(due * 1000))), self._scheduler)
+        row, created = await within(self._store_timeout, "record the start", write)
+        if not created and row.fingerprint != new.fingerprint:
+            raise IdempotencyConflict(
+                f"idempotency key {new.idempotency_key!r} was used for another start"
+            )
+        self.timers.wake()  # it may be due before every timer held here
+        return s.answer(row)
 
     async def _spend(self, tenant: str) -> None:
         """A token of the tenant's starts (`executions.rate`), before anything is written, or
@@ -702,13 +748,38 @@ class Executions:
         store = s.require()
         start_id = check_id(start_id, "start_id")
         s.require_leader()
-        s.core.may_change(start_id, await store.get_start(start_id))
+        before = await store.get_start(start_id)
+        # A delayed start is cancelled while SCHEDULED (a wake-up is its execution's to cancel).
+        if (
+            before is not None
+            and before.status is StartStatus.SCHEDULED
+            and before.kind is not StartKind.WAKE
+        ):
+            cancelled = await store.time.cancel_scheduled(start_id, now=s.clock.wall())
+            if cancelled is not None:
+                return s.answer(cancelled)
+            before = await store.get_start(start_id) or before  # fired meanwhile: QUEUED
+        s.core.may_change(start_id, before)
         row = await store.decide_start(
             start_id, StartStatus.CANCELLED, reason="cancelled", now=s.clock.wall()
         )
         self._perform(s.core.cancelled(start_id, row))
         assert row is not None  # else `cancelled` raised Conflict
         return s.answer(row)
+
+    async def signal(
+        self,
+        execution_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        principal: Principal | None = None,
+    ) -> Execution:
+        """Send the signal `name` (with a JSON `payload`) to an execution, whichever server
+        runs it (`signals.send_signal`); a wait for it ends, or it is kept for the next."""
+        sent = await send_signal(self._s, execution_id, name, payload, principal=principal)
+        self.timers.wake()  # its wake-up may be due now
+        return sent
 
     async def cancel(self, execution_id: str, *, principal: Principal | None = None) -> Execution:
         """Cancel a RUNNING execution, whichever process runs it (`rescue.Rescue.cancel`)."""
@@ -760,7 +831,11 @@ class Executions:
         the attempts of the others."""
         self._s.require_leader()
         old = await self._source(execution_id)
-        if old.status in (ExecutionStatus.RUNNING, ExecutionStatus.SUCCEEDED):
+        if old.status in (
+            ExecutionStatus.RUNNING,
+            ExecutionStatus.WAITING,
+            ExecutionStatus.SUCCEEDED,
+        ):
             raise Conflict(
                 f"execution {execution_id} is {old.status.name}; only a FAILED, "
                 "CANCELLED, ABORTED or TIMED_OUT execution can be resumed"
@@ -843,6 +918,7 @@ class Executions:
         status, output = ExecutionStatus.FAILED, None
         error: Failure | None = DID_NOT_FINISH
         ctx: Context | None = None
+        waits = False  # it gave its slot back to sleep or wait: no end to record
         try:
             if not go:
                 status = self._cancel_status()
@@ -852,7 +928,8 @@ class Executions:
             # run first, so their next starts form the next grant batch and go to the store
             # before these executions' work (and their finishes) can hold it back.
             await asyncio.sleep(0)
-            recorded = await store.steps_of(ex.execution_id) if t.copy else []
+            woken = t.row.kind is StartKind.WAKE  # its own steps, replayed
+            recorded = await store.steps_of(ex.execution_id) if t.copy or woken else []
             ctx = Context(
                 store=store,
                 registry=s.registry,
@@ -866,11 +943,15 @@ class Executions:
                 retry=s.retry,
                 stopping=lambda: s.core.closing,
                 write_step=self._stepper.submit,
+                priority=t.row.priority,
+                on_wait=self.timers.wake,
             )
             ctx.cancel_status = self._cancel_status
             with traces.running(t):
                 body = s.registry.get(ex.workflow)
                 status, output, error = await run_bounded(body, ctx, ex.input)
+        except Suspended:
+            waits = True
         except asyncio.CancelledError:
             status = self._cancel_status()
             message = "aborted at shutdown" if self._aborting else "cancelled"
@@ -883,7 +964,21 @@ class Executions:
             status, error = ExecutionStatus.FAILED, failure_of(exc)
             log_failed(ex.workflow, ex.execution_id, status.value, error)
         finally:
-            await self._finish(t, ex, status, output, error)
+            if waits:
+                self._let_go(t, ex)
+            else:
+                await self._finish(t, ex, status, output, error)
+
+    def _let_go(self, t: Ticket, ex: ExecutionRow) -> None:
+        """A run that waits (WAITING in the store, its slot released there): it frees here."""
+        s = self._s
+        s.core.finishing(t)
+        s.runs.pop(ex.execution_id, None)
+        s.core.finished(t, now=s.clock.wall())
+        self._dispatch()  # its slot goes to the next pick now, as a finish's does
+        if t.trace is not None:  # this start's span ends here; its wake-up is a start of its own
+            t.trace.ran(ExecutionStatus.WAITING.name, None)
+            t.trace.ended(ExecutionStatus.WAITING.name, None)
 
     async def _flush_finishes(
         self, finishes: Sequence[Finish]

@@ -165,6 +165,12 @@ class Shared:
         if self.core.role is Role.STANDBY:
             raise self.core.not_leader()
 
+    def admits(self) -> bool:
+        """True while this process admits starts (not a standby, not shutting down)."""
+        return (
+            self.store is not None and not self.core.closing and self.core.role is not Role.STANDBY
+        )
+
     def wake(self) -> None:
         """A slot may have freed (here or in another process): let the dispatcher look."""
         self.wake_event.set()
@@ -196,6 +202,7 @@ class Shared:
             created_at=row.created_at,
             decided_at=row.decided_at,
             recovery=row.recovery,
+            due_at=None if row.due_at_ms is None else row.due_at_ms / 1000,
         )
 
 
@@ -221,4 +228,5 @@ def execution_of(r: ExecutionRow) -> Execution:
         resumed_from=r.resumed_from,
         created_at=r.created_at,
         finished_at=r.finished_at,
+        waiting_for=r.waiting_for,
     )

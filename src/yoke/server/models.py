@@ -34,6 +34,8 @@ Text = Annotated[
 ]
 Priority = Annotated[int, Strict(), Field(ge=-INT_MAX, le=INT_MAX)]
 Count = Annotated[int, Strict(), Field(ge=0, le=INT_MAX)]
+# Seconds (a delay) or epoch seconds (a time): a finite number >= 0 (the scheduler bounds it).
+Seconds = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
 
 
 class _Body(BaseModel):
@@ -45,6 +47,16 @@ class StartIn(_Body):
     input: Any = None
     session: Text | None = None
     priority: Priority = 0
+    at: Seconds | None = Field(
+        default=None, description="start at this time (epoch seconds): 202 SCHEDULED until then"
+    )
+    delay: Seconds | None = Field(
+        default=None, description="start this many seconds from now (not with `at`)"
+    )
+
+
+class SignalIn(_Body):
+    payload: Any = None
 
 
 class PriorityIn(_Body):
@@ -80,8 +92,10 @@ class LimitsIn(_Body):
 
 
 # -- answers -------------------------------------------------------------------------------------
-StartStatusName = Literal["QUEUED", "GRANTED", "REFUSED", "CANCELLED", "ABORTED"]
-ExecutionStatusName = Literal["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED", "TIMED_OUT"]
+StartStatusName = Literal["SCHEDULED", "QUEUED", "GRANTED", "REFUSED", "CANCELLED", "ABORTED"]
+ExecutionStatusName = Literal[
+    "RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED", "TIMED_OUT"
+]
 RESUMABLE = ("FAILED", "CANCELLED", "ABORTED", "TIMED_OUT")
 
 
@@ -92,7 +106,7 @@ class StartOut(BaseModel):
     session: str
     tenant: str = Field(description="whose start it is (a tenant sees only its own)")
     priority: int
-    kind: Literal["start", "restart", "resume"]
+    kind: Literal["start", "restart", "resume", "wake"]
     execution_id: str | None
     position: int | None = Field(description="1 = next; only while QUEUED in this server")
     reason: str | None
@@ -101,6 +115,9 @@ class StartOut(BaseModel):
     decided_at: float | None
     recovery: int = Field(
         description="automatic recoveries in a row that made it (0: asked by a caller)"
+    )
+    due_at: float | None = Field(
+        default=None, description="a delayed start or a wake-up: when it is (was) due"
     )
 
 
@@ -120,6 +137,7 @@ def start_json(s: Start) -> dict[str, Any]:
         "created_at": s.created_at,
         "decided_at": s.decided_at,
         "recovery": s.recovery,
+        "due_at": s.due_at,
     }
 
 
@@ -153,6 +171,9 @@ class ExecutionOut(BaseModel):
     resumed_from: str | None
     created_at: float
     finished_at: float | None
+    waiting_for: str | None = Field(
+        default=None, description="WAITING: the signal it waits for (null: it sleeps)"
+    )
     links: Links
 
 
@@ -175,6 +196,7 @@ def execution_json(e: Execution) -> dict[str, Any]:
         "resumed_from": e.resumed_from,
         "created_at": e.created_at,
         "finished_at": e.finished_at,
+        "waiting_for": e.waiting_for,
         "links": {
             "self": base,
             "restart": f"{base}/restart" if top else None,

@@ -81,7 +81,9 @@ SCHEDULE_TENANT = query(
     "the schedule's tenant: OPERATOR or ADMIN name any (default: `default`; the list: every "
     "tenant); anyone else only its own (another tenant's name is 403)",
 )
-EXECUTION_STATUSES = sorted(["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED", "TIMED_OUT"])
+EXECUTION_STATUSES = sorted(
+    ["RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED", "ABORTED", "TIMED_OUT"]
+)
 
 _START = {"operationId": "getStart", "parameters": {"start_id": "$response.body#/start_id"}}
 _START_LINKS = {
@@ -104,7 +106,7 @@ STARTED = {
     ),
     202: Answer(
         schema=m.StartOut,
-        description="Queued",
+        description="Queued, or SCHEDULED (a delayed start: `at` or `delay`)",
         headers={"Location": {"schema": {"type": "string"}}},
         links=_START_LINKS,
     ),
@@ -178,6 +180,13 @@ def table(
            answers={**ok(m.ExecutionOut, "Stopped: the cancelled execution"),
                     202: Answer(schema=m.ExecutionOut,
                                 description="Asked: its server has not stopped it yet")},
+           errors=(404, 409, 422)),
+        Op("POST", "/v1/executions/{execution_id}/signals/{name}", executions.signal, ANY,
+           "signalExecution",
+           "Send a signal to an execution (kept in order until a wait takes it), whichever "
+           "server runs it",
+           body=m.SignalIn, body_required=False, query=(IDEM,),
+           answers={202: Answer(schema=m.ExecutionOut, description="Kept for the execution")},
            errors=(404, 409, 422)),
         # -- control ---------------------------------------------------------------------------
         Op("GET", "/v1/limits", control.limits, ANY, "getLimits", "The limits",

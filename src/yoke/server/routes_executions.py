@@ -1,4 +1,4 @@
-"""`/v1/executions`: list and show executions, and restart, resume or cancel one.
+"""`/v1/executions`: list and show executions, and restart, resume, cancel or signal one.
 
 Restart and resume ask for a slot like a new start and answer like `POST /v1/starts` (201, 202,
 429, 503, `?wait=`, Idempotency-Key). `GET /v1/executions/{id}?wait=` long-polls until the
@@ -25,7 +25,7 @@ from yoke.server.auth import (
     privileged,
     tenant_of,
 )
-from yoke.server.models import RestartIn, ResumeIn, execution_json
+from yoke.server.models import RestartIn, ResumeIn, SignalIn, execution_json
 from yoke.server.routes_starts import StartsRoutes
 from yoke.server.state import ServerState, json_response, parse, query_int, read_body
 from yoke.store.text import check_text
@@ -132,3 +132,19 @@ class ExecutionsRoutes:
         ex = await self._visible(request)
         after = await self.s.executions.cancel(ex.execution_id, principal=principal_of(request))
         return json_response(execution_json(after), 200 if after.status.finished else 202)
+
+    async def signal(self, request: Request) -> Response:
+        """202: the signal is kept for the execution (a wait for it ends, or the next takes
+        it). Idempotency-Key: a retry replays the first answer and sends nothing again."""
+
+        async def answer() -> Response:
+            ex = await self._visible(request)
+            name = check_text(request.path_params["name"], "signal name")
+            body = parse(SignalIn, await read_body(request), empty_ok=True)
+            after = await self.s.executions.signal(
+                ex.execution_id, name, body.payload, principal=principal_of(request)
+            )
+            return json_response(execution_json(after), 202)
+
+        response, _ = await self.s.idempotent(request, answer)
+        return response

@@ -34,6 +34,7 @@ from yoke.server.state import ServerState, json_response, parse, query_float, re
 from yoke.store.text import check_text
 
 log = logging.getLogger("yoke.server")
+UNDECIDED = (StartStatus.QUEUED, StartStatus.SCHEDULED)  # what `?wait=` waits out
 T = TypeVar("T")
 
 
@@ -60,16 +61,17 @@ class StartsRoutes:
         return self.s.long_polls.hold(tenant_of(principal_of(request)))
 
     async def start_answer(self, start: Start, wait: float | None) -> Response:
-        if start.status is StartStatus.QUEUED and wait:
+        if start.status in UNDECIDED and wait:
             start = await self.s.executions.wait_granted(start.start_id, timeout=wait)
         return self.answer_of(start)
 
     def answer_of(self, start: Start) -> Response:
-        """201 granted, 202 queued (with its Location); 409 cancelled, 503 refused."""
+        """201 granted, 202 queued or scheduled (with its Location); 409 cancelled, 503
+        refused."""
         if start.status is StartStatus.GRANTED:  # its wait was timed when it was granted
             self.s.metrics.count(Outcome.GRANTED)
             return json_response(start_json(start), 201)
-        if start.status is StartStatus.QUEUED:
+        if start.status in (StartStatus.QUEUED, StartStatus.SCHEDULED):
             self.s.metrics.count(Outcome.QUEUED)
             return json_response(
                 start_json(start), 202, headers={"Location": f"/v1/starts/{start.start_id}"}
@@ -137,6 +139,8 @@ class StartsRoutes:
             priority=body.priority,
             idempotency_key=request.headers.get("idempotency-key"),
             principal=p,
+            at=body.at,
+            delay=body.delay,
         )
 
     async def _visible(self, request: Request) -> Start:
@@ -148,7 +152,7 @@ class StartsRoutes:
     async def show(self, request: Request) -> Response:
         wait = self.wait_of(request)
         start = await self._visible(request)
-        if start.status is StartStatus.QUEUED and wait:
+        if start.status in UNDECIDED and wait:
             with self.polling(request, wait):
                 start = await self.s.executions.wait_granted(start.start_id, timeout=wait)
         return json_response(start_json(start))

@@ -44,6 +44,7 @@ from yoke.store.records import (
     Recovery,
     Resume,
     Slot,
+    StartKind,
     StartRow,
     StartStatus,
     StepCopy,
@@ -68,6 +69,7 @@ from yoke.store.rows import (
     written_execution,
     written_start,
 )
+from yoke.store.timeverbs import TimeVerbs
 from yoke.store.tx import Transactions, Tx
 
 
@@ -80,6 +82,7 @@ class ExecutionVerbs:
         # Parts over the same transactions: requests to executions, and retention.
         self.requests = RequestVerbs(transactions)
         self.retention = PruneVerbs(transactions)
+        self.time = TimeVerbs(transactions)  # scheduled starts, waits and signals
 
     def __repr__(self) -> str:
         return f"ExecutionVerbs({self._t!r}, fence={self._fence})"
@@ -251,6 +254,7 @@ class ExecutionVerbs:
                 if created and row.status is StartStatus.GRANTED
             )
             planned: list[int] = []
+            woken_rows: dict[str | None, ExecutionRow] = {}
             seen = Counter(peeked)
             for i in hopeful:
                 req = requests[i]
@@ -262,7 +266,25 @@ class ExecutionVerbs:
                 else:
                     seen.update(s.key for s in req.slots)
                     planned.append(i)
-            executions = await self._insert_executions(tx, [requests[i] for i in planned])
+            # A wake-up runs its WAITING execution again instead of creating one; one whose
+            # execution ended meanwhile (cancelled) is gone.
+            wakes = {i for i in planned if marked[requests[i].start_id].kind is StartKind.WAKE}
+            for i in sorted(wakes):
+                woken = await self._wake_execution(tx, requests[i])
+                if woken is None:
+                    start_id = requests[i].start_id
+                    await tx.run("unmark_granted", {"start_id": start_id})
+                    params = {"start_id": start_id, "status": "CANCELLED", "now": now}
+                    params |= {"reason": "its execution ended", "forget_key": False}
+                    await tx.one("decide_start", params)
+                    results[i] = await _gone(tx, start_id)
+                    planned.remove(i)
+                else:
+                    woken_rows[requests[i].start_id] = woken
+            executions = await self._insert_executions(
+                tx, [requests[i] for i in planned if i not in wakes]
+            )
+            executions.update(woken_rows)
             # The ledger rows are the hot ones: take them last, once per key for the whole
             # batch, so they stay locked for a statement or two and the commit. Increment
             # first, decide after: the counts before the batch are the counts after minus it.
@@ -287,8 +309,11 @@ class ExecutionVerbs:
                 # Another process took the slot since the peek: undo this grant's writes.
                 unfit.update(s.key for s in req.slots)
                 ex_id = req.execution.execution_id
-                await tx.run("delete_steps_of", {"execution_id": ex_id})
-                await tx.run("delete_execution", {"execution_id": ex_id})
+                if i in wakes:  # its execution waits again, its steps kept
+                    await tx.run("unwake_execution", {"execution_id": ex_id})
+                else:
+                    await tx.run("delete_steps_of", {"execution_id": ex_id})
+                    await tx.run("delete_execution", {"execution_id": ex_id})
                 await tx.run("unmark_granted", {"start_id": req.start_id})
                 results[i] = _full(full)
             if unfit:
@@ -370,6 +395,16 @@ class ExecutionVerbs:
                 [again] = await self.grant_starts([req], now=now)
                 results.append(again)
         return results
+
+    async def _wake_execution(self, tx: Tx, req: GrantRequest) -> ExecutionRow | None:
+        params = {
+            "execution_id": req.execution.execution_id,
+            "instance_id": req.execution.instance_id,
+            "slot_keys": encoded_keys(tuple(s.key for s in req.slots)),
+            "leader_epoch": None if self._fence is None else self._fence.epoch,
+        }
+        row = await tx.one("wake_execution", params)
+        return None if row is None else execution_row(row)
 
     async def _insert_executions(
         self, tx: Tx, requests: Sequence[GrantRequest]
@@ -739,6 +774,12 @@ async def _log_fitting(
         if not created:
             results[i] = GrantResult(outcome=GrantOutcome.GONE, start=row)
     return logged
+
+
+async def log_many(tx: Tx, starts: Sequence[NewStart]) -> list[tuple[StartRow, bool]]:
+    """Log starts QUEUED inside `tx`: for each, (its row, True), or (the start holding its
+    idempotency key, False)."""
+    return await _insert_starts(tx, [(s, new_start_params(s)) for s in starts])
 
 
 async def _insert_starts(

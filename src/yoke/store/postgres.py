@@ -476,6 +476,13 @@ class PostgresStore:
         # `on_freed` on connect too: anything freed while we were not listening.
         await self._listen("freed slots", (CHANNEL,), on_freed, lambda _c, _p: on_freed())
 
+    async def listen_timers(self, on_change: Callable[[], None]) -> None:
+        """NOTIFY yoke_execution_timers: a scheduled start was logged or made due (on connect
+        too: whatever was scheduled while we were not listening)."""
+        await self._listen(
+            "execution timers", ("yoke_execution_timers",), on_change, lambda _c, _p: on_change()
+        )
+
     async def listen_requests(self, on_request: Callable[[str], None]) -> None:
         """NOTIFY yoke_execution_request, its payload the instance that runs the execution
         asked; on connect, every instance is told to look (`""`)."""

@@ -42,6 +42,7 @@ from yoke.store.records import (
     StepRecord,
     StepRow,
 )
+from yoke.store.timeverbs import ScheduledStart
 
 
 class Requests(Protocol):
@@ -66,6 +67,59 @@ class Retention(Protocol):
     ) -> Pruned: ...
 
 
+class Time(Protocol):
+    """Scheduled starts, waits and signals (`store/timeverbs.py`)."""
+
+    async def schedule_starts(
+        self, starts: Sequence[tuple[NewStart, int]]
+    ) -> list[tuple[StartRow, bool]]: ...
+
+    async def upcoming(
+        self, *, limit: int, after: tuple[int, int] | None
+    ) -> list[ScheduledStart]: ...
+
+    async def fire(
+        self, seqs: Sequence[int], *, instance_id: str, now: float
+    ) -> list[StartRow]: ...
+
+    async def cancel_scheduled(self, start_id: str, *, now: float) -> StartRow | None: ...
+
+    async def suspend(
+        self,
+        execution_id: str,
+        *,
+        instance_id: str,
+        step: StepRecord | None,
+        wake: NewStart,
+        due_at_ms: int | None,
+        waiting_for: str | None,
+        now: float,
+    ) -> str | None: ...
+
+    async def take_signal(
+        self, execution_id: str, name: str, step: StepRecord, *, now: float
+    ) -> str | None: ...
+
+    async def signal(
+        self,
+        execution_id: str,
+        name: str,
+        payload: str,
+        *,
+        principal: str | None,
+        now: float,
+        admit: Callable[[ExecutionRow], None],
+    ) -> ExecutionRow | None: ...
+
+    async def end_waiting(
+        self, execution_id: str, *, status: str, error: str, now: float
+    ) -> ExecutionRow | None: ...
+
+    async def wake_of(self, execution_id: str) -> StartRow | None: ...
+
+    async def listen(self, on_change: Callable[[], None]) -> None: ...
+
+
 class Store(Protocol):
     """The execution verbs; a backend exposes them as its `executions` (and the actor verbs,
     `yoke.actors.ActorStore`, as its `actors`). `requests` and `retention` are parts over
@@ -76,6 +130,9 @@ class Store(Protocol):
 
     @property
     def retention(self) -> Retention: ...
+
+    @property
+    def time(self) -> Time: ...
 
     @property
     def batch_overlap(self) -> int:

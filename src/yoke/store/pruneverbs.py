@@ -31,10 +31,11 @@ class PruneVerbs:
         async with self._t.write() as tx:
             rows = await tx.all("prune_executions", {"before": before, "batch": batch})
             ids = [str(r["execution_id"]) for r in rows]
-            steps = requests = 0
+            steps = requests = signals = 0
             if ids:
                 steps = await tx.run("prune_steps_of", {"ids": self._t.array(ids)})
                 requests = await tx.run("prune_requests_of", {"ids": self._t.array(ids)})
+                signals = await tx.run("prune_signals_of", {"ids": self._t.array(ids)})
             starts = await tx.run("prune_starts", {"before": before, "batch": batch})
             answers = await tx.run("prune_answers", {"now": now, "batch": batch})
             controls = 0
@@ -47,4 +48,5 @@ class PruneVerbs:
             starts=starts,
             answers=answers,
             controls=controls,
+            signals=signals,
         )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 
 class StartStatus(enum.Enum):
+    SCHEDULED = "SCHEDULED"  # waits for its time (`due_at_ms`), then is QUEUED where it fired
     QUEUED = "QUEUED"
     GRANTED = "GRANTED"
     REFUSED = "REFUSED"
@@ -33,10 +34,12 @@ class ExecutionStatus(enum.Enum):
     CANCELLED = "CANCELLED"
     ABORTED = "ABORTED"
     TIMED_OUT = "TIMED_OUT"  # ran past its workflow's timeout
+    # Asleep or waiting for a signal: it holds no slot; a wake start runs it again.
+    WAITING = "WAITING"
 
     @property
     def finished(self) -> bool:
-        return self is not ExecutionStatus.RUNNING
+        return self is not ExecutionStatus.RUNNING and self is not ExecutionStatus.WAITING
 
 
 class StepStatus(enum.Enum):
@@ -49,6 +52,7 @@ class StartKind(enum.Enum):
     START = "start"
     RESTART = "restart"
     RESUME = "resume"
+    WAKE = "wake"  # a WAITING execution's wake-up: its grant runs the same execution again
 
 
 @dataclass(kw_only=True, slots=True)
@@ -117,6 +121,7 @@ class StartRow:
     created_at: float
     decided_at: float | None
     recovery: int = 0  # automatic recoveries in a row that made it (0: asked by a caller)
+    due_at_ms: int | None = None  # a timer's start: when it was (or is) due
 
 
 @dataclass(kw_only=True, slots=True)
@@ -153,6 +158,7 @@ class ExecutionRow:
     instance_id: str
     created_at: float
     finished_at: float | None
+    waiting_for: str | None = None  # WAITING: the signal it waits for (None: a sleep)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -317,6 +323,7 @@ class Pruned:
     starts: int = 0
     answers: int = 0
     controls: int = 0
+    signals: int = 0
 
     def full(self, batch: int) -> bool:
         return max(self.executions, self.starts, self.answers, self.controls) >= batch

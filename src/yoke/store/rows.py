@@ -72,6 +72,7 @@ def start_row(r: Row) -> StartRow:
         created_at=float(r["created_at"]),
         decided_at=None if r["decided_at"] is None else float(r["decided_at"]),
         recovery=int(r["recovery"]),
+        due_at_ms=None if r["due_at_ms"] is None else int(r["due_at_ms"]),
     )
 
 
@@ -202,6 +203,7 @@ def execution_row(r: Row) -> ExecutionRow:
         instance_id=str(r["instance_id"]),
         created_at=float(r["created_at"]),
         finished_at=None if r["finished_at"] is None else float(r["finished_at"]),
+        waiting_for=opt(r["waiting_for"]),
     )
 
 

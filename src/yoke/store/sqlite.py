@@ -391,6 +391,9 @@ class SQLiteStore:
     async def listen_requests(self, on_request: Callable[[str], None]) -> None:
         return None  # the owners of executions poll for their requests
 
+    async def listen_timers(self, on_change: Callable[[], None]) -> None:
+        return None  # a timer scheduled here wakes the loop in-process; a peer's, the poll
+
     async def listen_actor_wakeups(
         self,
         on_queue: Callable[[], None],

@@ -102,6 +102,11 @@ class Transactions(Protocol):
         written, until cancelled; a backend with no push notification returns at once."""
         ...
 
+    async def listen_timers(self, on_change: Callable[[], None]) -> None:
+        """Call `on_change` when a scheduled start is logged or made due, until cancelled; a
+        backend with no push notification returns at once."""
+        ...
+
     async def listen_actor_wakeups(
         self,
         on_queue: Callable[[], None],

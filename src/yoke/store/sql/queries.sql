@@ -601,3 +601,83 @@ UPDATE yoke_schedules SET firing = NULL, firing_until = NULL, last_tick_at = :la
     last_fired_at = :now, last_start_id = :last_start_id, last_outcome = :last_outcome,
     fired = fired + :fired, seq = seq + 1
 WHERE tenant = :tenant AND name = :name AND seq = :seq;
+
+-- time in workflows (store/timeverbs.py): scheduled starts, waits, signals.
+
+-- name: schedule_start
+UPDATE yoke_starts SET status = 'SCHEDULED', due_at_ms = :due_at_ms
+WHERE start_id = :start_id AND status = 'QUEUED'
+RETURNING *;
+
+-- name: upcoming_starts
+-- The earliest scheduled starts after (after_ms, after_id), by (due_at_ms, seq): the partial
+-- index yoke_starts_scheduled.
+SELECT seq, due_at_ms FROM yoke_starts
+WHERE status = 'SCHEDULED' AND due_at_ms IS NOT NULL
+  AND (due_at_ms > :after_ms OR (due_at_ms = :after_ms AND seq > :after_id))
+ORDER BY due_at_ms, seq
+LIMIT :limit;
+
+-- name: cancel_scheduled_start
+UPDATE yoke_starts SET status = 'CANCELLED', reason = :reason, decided_at = :now
+WHERE start_id = :start_id AND status = 'SCHEDULED'
+RETURNING *;
+
+-- name: suspend_execution
+-- A run gives its slot back to wait: only while it runs here.
+UPDATE yoke_executions SET status = 'WAITING', waiting_for = :waiting_for
+WHERE execution_id = :execution_id AND status = 'RUNNING' AND instance_id = :instance_id
+RETURNING slot_keys;
+
+-- name: insert_wake
+-- A WAITING execution's wake-up: a start SCHEDULED at its time (NULL: only a signal wakes it).
+INSERT INTO yoke_starts (start_id, kind, workflow, session, tenant, priority, input,
+    fingerprint, principal, idem_scope, idempotency_key, source_execution_id, from_step, status,
+    execution_id, instance_id, created_at, decided_at, due_at_ms)
+VALUES (:start_id, 'wake', :workflow, :session, :tenant, :priority, 'null', '', NULL, '', NULL,
+    :source_execution_id, NULL, 'SCHEDULED', NULL, :instance_id, :created_at, NULL, :due_at_ms);
+
+-- name: oldest_signal
+SELECT seq, payload FROM yoke_signals
+WHERE execution_id = :execution_id AND name = :name AND taken_at IS NULL
+ORDER BY seq
+LIMIT 1;
+
+-- name: take_signal
+UPDATE yoke_signals SET taken_at = :now WHERE seq = :seq AND taken_at IS NULL;
+
+-- name: insert_signal
+INSERT INTO yoke_signals (execution_id, name, payload, principal, created_at)
+VALUES (:execution_id, :name, :payload, :principal, :now);
+
+-- name: wake_now
+-- A signal the execution waits for: its wake-up is due now (not later than it was).
+UPDATE yoke_starts SET due_at_ms = :now_ms
+WHERE source_execution_id = :execution_id AND kind = 'wake' AND status = 'SCHEDULED'
+  AND (due_at_ms IS NULL OR due_at_ms > :now_ms);
+
+-- name: wake_of
+SELECT * FROM yoke_starts
+WHERE source_execution_id = :execution_id AND kind = 'wake' AND status = 'SCHEDULED';
+
+-- name: wake_execution
+-- A wake-up's grant: the WAITING execution runs again, here, on the slots just taken.
+UPDATE yoke_executions
+SET status = 'RUNNING', instance_id = :instance_id, slot_keys = :slot_keys,
+    leader_epoch = :leader_epoch
+WHERE execution_id = :execution_id AND status = 'WAITING'
+RETURNING *;
+
+-- name: unwake_execution
+-- A wake-up's grant that did not fit after all: WAITING again, as before the grant.
+UPDATE yoke_executions SET status = 'WAITING'
+WHERE execution_id = :execution_id AND status = 'RUNNING';
+
+-- name: end_waiting_execution
+UPDATE yoke_executions SET status = :status, error = :error, finished_at = :now
+WHERE execution_id = :execution_id AND status = 'WAITING'
+RETURNING *;
+
+-- name: cancel_wake
+UPDATE yoke_starts SET status = 'CANCELLED', reason = :reason, decided_at = :now
+WHERE source_execution_id = :execution_id AND kind = 'wake' AND status IN ('SCHEDULED', 'QUEUED');

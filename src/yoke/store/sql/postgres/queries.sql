@@ -868,3 +868,34 @@ FOR UPDATE OF i;
 -- name: notify_schedules
 -- Every server's ticker reads the schedules again at once (its poll is the backup).
 SELECT pg_notify('yoke_schedules', '');
+
+-- name: notify_timers
+SELECT pg_notify('yoke_execution_timers', '');
+
+-- name: lock_execution
+-- A wait and a signal lock the execution's row first: they never miss each other.
+SELECT * FROM yoke_executions WHERE execution_id = %(execution_id)s FOR UPDATE;
+
+-- name: fire_starts
+-- Due scheduled starts become QUEUED on the firing instance, skipping those another
+-- process is firing (if it dies first they are still SCHEDULED for the next read).
+WITH due AS (
+    SELECT seq FROM yoke_starts
+    WHERE seq = ANY(%(seqs)s::bigint[]) AND status = 'SCHEDULED' AND due_at_ms <= %(now_ms)s
+    ORDER BY seq
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE yoke_starts s SET status = 'QUEUED', instance_id = %(instance_id)s
+FROM due WHERE s.seq = due.seq
+RETURNING s.*;
+
+-- name: prune_signals_of
+DELETE FROM yoke_signals WHERE execution_id = ANY(%(ids)s::text[]);
+
+-- name: schedule_starts_many
+-- %(batch)s is a JSON array of {"start_id", "due_at_ms"}: the starts just logged wait for
+-- their times.
+UPDATE yoke_starts s SET status = 'SCHEDULED', due_at_ms = b.due_at_ms
+FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, due_at_ms bigint)
+WHERE s.start_id = b.start_id AND s.status = 'QUEUED'
+RETURNING s.*;

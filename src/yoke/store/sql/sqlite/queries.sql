@@ -568,3 +568,20 @@ WHERE i.tenant = :tenant AND i.actor = :actor AND i.instance_id = :instance_id
 -- name: notify_schedules
 -- No NOTIFY: the changing process wakes its own ticker; the others' poll finds the change.
 SELECT 1;
+
+-- name: notify_timers
+SELECT 1;
+
+-- name: lock_execution
+-- One writer at a time: the write transaction is the lock.
+SELECT * FROM yoke_executions WHERE execution_id = :execution_id;
+
+-- name: fire_starts
+-- Due scheduled starts become QUEUED on the firing instance (one writer: each once).
+UPDATE yoke_starts SET status = 'QUEUED', instance_id = :instance_id
+WHERE seq IN (SELECT value FROM json_each(:seqs)) AND status = 'SCHEDULED'
+  AND due_at_ms <= :now_ms
+RETURNING *;
+
+-- name: prune_signals_of
+DELETE FROM yoke_signals WHERE execution_id IN (SELECT value FROM json_each(:ids));

@@ -326,6 +326,24 @@ CREATE INDEX yoke_requests_pending ON yoke_requests (instance_id, seq) WHERE han
 CREATE INDEX yoke_requests_execution ON yoke_requests (execution_id);
 
 
+-- 0018: time in workflows (see the migration).
+ALTER TABLE yoke_starts ADD COLUMN due_at_ms BIGINT;
+ALTER TABLE yoke_executions ADD COLUMN waiting_for TEXT;
+CREATE INDEX yoke_starts_scheduled ON yoke_starts (due_at_ms, seq) WHERE status = 'SCHEDULED';
+CREATE INDEX yoke_starts_wakes ON yoke_starts (source_execution_id)
+    WHERE status = 'SCHEDULED' AND kind = 'wake';
+
+CREATE TABLE yoke_signals (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    execution_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    principal TEXT,
+    created_at REAL NOT NULL,
+    taken_at REAL
+);
+CREATE INDEX yoke_signals_kept ON yoke_signals (execution_id, name, seq) WHERE taken_at IS NULL;
+
 -- 0019: schedules (see the migration for each column).
 
 CREATE TABLE yoke_schedules (
