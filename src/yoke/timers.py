@@ -134,6 +134,11 @@ class TimerDispatch(Generic[T]):
             fired=self.fired, held=len(self._upcoming), reads=self._reads, waiting=self._waiting
         )
 
+    @property
+    def idle(self) -> bool:
+        """Asleep with no wake pending: nothing fires until the next timer, poll or wake."""
+        return self._waiting and not self._wake.is_set()
+
     def wake(self) -> None:
         """A timer was scheduled (here or, through NOTIFY, elsewhere): read again, it may be
         earlier than every timer held here."""

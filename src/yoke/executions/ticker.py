@@ -2,12 +2,12 @@
 
 Two steps, kept apart so that a shared timer machinery can drive the second: `Ticker.next_due()`
 says when the next tick (or the deadline of ticks another server claimed) is due, and
-`Ticker.fire_due()` fires what is due now. `TickLoop` is this module's driver: it sleeps until
-`next_due`, at most `poll` seconds, and is woken early by a schedule's change (NOTIFY
-yoke_schedules on PostgreSQL; in-process, by `Schedules`, on SQLite). On a shared timer loop
-the ticker is one more timer source: its pending timers are the schedules by `next_at` (and
-claimed ticks by their deadline), and firing a due batch is `_fire` of each row, which the
-claim already makes a no-op in every process but one.
+`Ticker.fire_due()` fires what is due now. `TickLoop` puts the ticker on the one timer loop
+(`yoke.timers.TimerDispatch`, which fires actor timers and the executions' wake-ups too) as
+one more timer source: its one pending timer is `next_due`; firing it is `fire_due`, which the
+claim makes a no-op in every process but one. It sleeps until then, at most `poll` seconds,
+and is woken early by a schedule's change (NOTIFY yoke_schedules on PostgreSQL; in-process, by
+`Schedules`, on SQLite).
 
 Firing a schedule is three writes. (1) The claim: of the servers that read the schedule due,
 one moves its `next_at` on by a compare-and-set and records the ticks it decided to start
@@ -26,7 +26,6 @@ This module must never name a store backend, and reads time only through its `Cl
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -45,8 +44,9 @@ from yoke.errors import (
 from yoke.executions.cadence import CatchUp, plan, tick_ms
 from yoke.executions.model import Start
 from yoke.executions.schedules import cadence_of
-from yoke.retry import Backoff, RetryPolicy
+from yoke.retry import RetryPolicy
 from yoke.store.scheduleverbs import Fired, ScheduleRow
+from yoke.timers import TimerDispatch
 
 log = logging.getLogger("yoke.executions.ticker")
 
@@ -233,53 +233,67 @@ class Ticker:
         await store.finish(row.tenant, row.name, seq=seq, fired=done)
 
 
+@dataclass(frozen=True, slots=True)
+class _NextTick:
+    """The ticker's next due time as one timer of the shared loop: every firing reads the
+    schedules due again, so one timer stands for all of them."""
+
+    fire_at_ms: int
+    timer_id: int = 0
+
+
+class _TickSource:
+    """The ticker as a `TimerSource` of the one timer loop (`yoke.timers`)."""
+
+    def __init__(self, loop: TickLoop) -> None:
+        self._loop = loop
+
+    async def upcoming(self, *, limit: int, after: tuple[int, int] | None) -> list[_NextTick]:
+        if after is not None:  # the one timer has no next page
+            return []
+        self._loop.looks += 1
+        ticker = self._loop.ticker
+        due = await ticker.next_due() if ticker.active else None
+        return [] if due is None else [_NextTick(fire_at_ms=int(due * 1000))]
+
+    async def fire(self, due: Sequence[_NextTick], *, now: float) -> int:
+        try:
+            await self._loop.ticker.fire_due()
+        except ShuttingDown:  # admission is closing: the ticks stay claimed for another server
+            return 0
+        return len(due)
+
+
 class TickLoop:
-    """Drives a `Ticker`: fire what is due, sleep until the next tick (at most `poll`), again."""
+    """Drives a `Ticker` on the one timer loop (`yoke.timers.TimerDispatch`, as actor timers
+    and the executions' wake-ups): fire what is due, sleep until the next tick (at most
+    `poll`), woken early by a schedule's change."""
 
     def __init__(
         self, ticker: Ticker, *, clock: Clock, poll: float, retry: RetryPolicy | None = None
     ) -> None:
         self.ticker = ticker
-        self._clock = clock
-        self._poll = poll
-        self._retry = retry or RetryPolicy()
-        self._wake = asyncio.Event()
-        self.waiting = False
-        self.looks = 0  # passes of fire_due: a wake or the poll makes one
+        self.looks = 0  # reads of the next tick: a wake or the poll makes one
+        self._dispatch: TimerDispatch[_NextTick] = TimerDispatch(
+            source=_TickSource(self),
+            clock=clock,
+            on_fired=lambda: None,
+            poll_interval=poll,
+            batch_size=1,
+            retry=retry,
+        )
 
     def __repr__(self) -> str:
-        return (
-            f"TickLoop({self.ticker!r}, poll={self._poll}, waiting={self.waiting}, "
-            f"looks={self.looks})"
-        )
+        return f"TickLoop({self.ticker!r}, {self._dispatch!r}, looks={self.looks})"
 
     @property
     def idle(self) -> bool:
         """Asleep with no wake pending: nothing fires until the next tick, poll or wake."""
-        return self.waiting and not self._wake.is_set()
+        return self._dispatch.idle
 
     def wake(self) -> None:
         """A schedule changed (here or, through NOTIFY, elsewhere): look again now."""
-        self._wake.set()
+        self._dispatch.wake()
 
     async def run(self) -> None:
-        backoff = Backoff(self._retry)
-        while True:
-            self._wake.clear()
-            self.looks += 1
-            try:
-                await self.ticker.fire_due()
-                due = await self.ticker.next_due() if self.ticker.active else None
-                backoff.ok()
-                delay = self._poll if due is None else due - self._clock.wall()
-                delay = min(self._poll, max(0.0, delay))
-            except (StoreUnavailable, ShuttingDown) as exc:
-                delay = backoff.failed()
-                log.warning("firing schedules failed (retrying in %.2fs): %s", delay, exc)
-            self.waiting = True
-            try:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await self._wake.wait()
-            finally:
-                self.waiting = False
+        await self._dispatch.run()
