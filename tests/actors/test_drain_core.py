@@ -32,7 +32,7 @@ INSTANCES = {f"{t}.{n}": (t, actor) for t in TENANTS for n, actor in (("i0", "on
 CAPS = {"one": 1, "two": 2}
 GROUPS = ("g0", "g1")
 CONCURRENCY = 3
-BUDGET = 6
+BUDGET = 12
 MAX_ATTEMPTS = 3
 BACKOFF = Backoff(initial=0.1, factor=2.0, max_attempts=MAX_ATTEMPTS)
 
