@@ -16,6 +16,12 @@ ended. The rules a drain must keep are recounted from those records each time:
 * nothing left claimed: a row the store says this worker claimed (under the instance's current
   epoch) is held by the drain, waits for a move's end, or belongs to a claim whose answer was
   lost (put back before the next claim).
+
+A known gap the model allows (state "fenced"): a row whose call is under way when the instance
+is taken over and claimed here again under the newer epoch keeps its old call; the rows behind
+it in its group are held by the instance of the newer epoch and may start while that call runs,
+and, when it ends fenced, the row is held afresh (`DrainCore.again`) behind them. Its group's
+order across that re-claim is then not FIFO (the drain did so before its core was split out).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ class MCall:
     qid: int
     tenant: str
     key: tuple[str, int, str]  # (instance, epoch, group): whose group slot it holds
-    state: str = "running"  # running | retrying | ended
+    state: str = "running"  # running | retrying | ended | fenced (see the gap below)
 
 
 @dataclass
@@ -68,7 +74,9 @@ class DrainModel:
         )
 
     def slots(self, key: tuple[str, int, str]) -> int:
-        return sum(1 for c in self.calls.values() if c.key == key and c.state != "ended")
+        return sum(
+            1 for c in self.calls.values() if c.key == key and c.state in ("running", "retrying")
+        )
 
     def window(self, tenant: str, held: dict[str, int]) -> int:
         active = {t for t, n in held.items() if n} | self.backlog | {tenant}
@@ -102,7 +110,7 @@ class DrainModel:
                 and (other.instance, other.group) == (row.instance, row.group)
             ):
                 held = self.calls.get(other.qid)
-                if held is None or held.state == "ended":
+                if held is None or held.state == "ended":  # "fenced": the known gap below
                     return f"row {qid} overtook {other.qid} of its group"
         if not retrying and self.slots(key) >= self.group_caps[row.instance]:
             return f"group {key} is full"

@@ -185,7 +185,9 @@ class DrainMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.running)
     @rule(data=st.data(), outcome=st.sampled_from(["ok", "throw", "fenced"]))
     def end(self, data: st.DataObject, outcome: str) -> None:
-        qid = data.draw(st.sampled_from(sorted(self.running)))
+        self.end_call(data.draw(st.sampled_from(sorted(self.running))), outcome)
+
+    def end_call(self, qid: int, outcome: str) -> None:
         job = self.running.pop(qid)
         row, core = self.model.rows[qid], self.core
         # Its state cell writes under the epoch the instance had when the row was held: after
@@ -196,7 +198,8 @@ class DrainMachine(RuleBasedStateMachine):
             outcome = "ok"
         call = self.model.calls[qid]
         if outcome == "fenced":  # Outcomes.at_once: lost, ended, again
-            call.state = "ended"
+            reclaimed = job.row.epoch > job.inst.cell.epoch  # claimed here anew: the known gap
+            call.state = "fenced" if reclaimed else "ended"
             self.perform(core.lost(job.inst))
             self.perform(core.ended(job))
             self.perform(core.again(job))
@@ -226,6 +229,22 @@ class DrainMachine(RuleBasedStateMachine):
                 self.perform(core.lost(job.inst))
                 self.perform(core.ended(job))
         self.pump()
+
+    def stale(self) -> list[int]:
+        """Calls under way whose instance was taken over since their row was held."""
+        return [
+            qid
+            for qid, job in self.running.items()
+            if job.inst.cell.epoch < self.model.epochs[self.model.rows[qid].instance]
+        ]
+
+    @precondition(lambda self: self.stale())
+    @rule(data=st.data())
+    def fenced(self, data: st.DataObject) -> None:
+        """A call whose instance was taken over writes its state: fenced (its row may have
+        been claimed here anew meanwhile, and is then held afresh)."""
+        qid = data.draw(st.sampled_from(self.stale()))
+        self.end_call(qid, "fenced")
 
     @rule(dt=st.sampled_from([0.05, 0.1, 0.5]))
     def time_passes(self, dt: float) -> None:
