@@ -11,9 +11,10 @@ events start. A claim that failed may still have committed (the connection dropp
 answer came back): its rows would be claimed here and held by no one, and as a worker claims
 pending rows only, in flight until it stops. So each claim marks its rows with its own id, and
 the rows of a failed one are put back to pending (`unclaim_lost`) before the next claim. The
-rows are held by `Holdings` (`holdings.py`) and started by the drain (`drain.py`, through
-`pump`); this module decides nothing about what runs, and must never name a store backend or
-read time but through its `Clock`.
+rows are handed to the drain's core (`DrainCore.claimed`: held, per instance and group) and
+the actions it returns performed by the drain (`perform`, then `pump`); the windows a claim
+asks are the core's. This module decides nothing about what runs, and must never name a store
+backend or read time but through its `Clock`.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ import itertools
 import logging
 from collections.abc import Callable
 
-from yoke.actors.claims import ClaimWindows
+from yoke.actors.drain_core import Action, DrainCore, LoadStates
 from yoke.actors.drain_parts import DrainConfig, HeldInstance
-from yoke.actors.holdings import Holdings
 from yoke.actors.protocol import ActorStore
 from yoke.actors.releases import Releases
 from yoke.actors.runner import Runner
@@ -45,24 +45,25 @@ class Claimer:
         worker_id: str,
         clock: Clock,
         config: DrainConfig,
-        windows: ClaimWindows,
-        held: Holdings,
+        core: DrainCore,
         rules_ready: asyncio.Event,
         calls: Runner,
         releases: Releases,
         stopping: Callable[[], bool],
+        perform: Callable[[list[Action]], None],
         pump: Callable[[], None],
     ) -> None:
         self._store = store
         self._worker_id = worker_id
         self._clock = clock
         self._cfg = config
-        self._windows = windows
-        self._held = held
+        self._core = core
+        self._windows = core.windows
         self._rules_ready = rules_ready  # set once the tenants' caps are known
         self._calls = calls
         self._releases = releases
         self._stopping = stopping
+        self._perform = perform  # the drain does what the core asks
         self._pump = pump  # start what the claimed rows let start
         self._wake = asyncio.Event()
         self._fair = config.claim == "fair"
@@ -87,11 +88,11 @@ class Claimer:
     def room(self) -> int:
         if self._fair:  # each tenant's window bounds its own rows (`ClaimWindows.quota`)
             return self._cfg.batch_size
-        return self._cfg.prefetch + self._cfg.concurrency - len(self._held.jobs)
+        return self._cfg.prefetch + self._cfg.concurrency - len(self._core.jobs)
 
-    def released(self, tenant: str) -> None:
-        """A row of `tenant` is no longer held here: claim if its window wants more now."""
-        if not self._windows.released(tenant) or not self._fair:
+    def refill(self) -> None:
+        """A tenant's window wants more now (`Signal.REFILL`): claim."""
+        if not self._fair:
             return
         # During a claim, the claim itself looks again when it ends (`hungry`): a wake per
         # release meanwhile would make the next claims as small as what ran during this one.
@@ -165,9 +166,11 @@ class Claimer:
                             self._tenant_cursor = max(
                                 (r.tenant for r in rows if r.tenant > cursor), default=""
                             )
-                        fresh = self._held.accept(rows)
-                        if fresh:
-                            await self._load_states(fresh)
+                        for action in self._core.claimed(rows):
+                            if isinstance(action, LoadStates):
+                                await self._load_states(action.instances)
+                            else:
+                                self._perform([action])
                         self._pump()
                     if not self.more:
                         break
@@ -203,5 +206,4 @@ class Claimer:
             row = states.get(inst.ref)
             if row is not None:
                 inst.cell.prime(row)
-            if not inst.lost:
-                self._held.dirty[inst] = None
+        self._core.loaded(fresh)

@@ -11,18 +11,20 @@ Two kernels decide, the store only records:
   events their groups let start, it picks which run now, so one tenant's flood shares the
   worker's slots with the others instead of starving them.
 
-Its parts are held by reference, each module saying what it owns: `claimer.py` claims rows in
-batches (`FOR UPDATE SKIP LOCKED` on PostgreSQL) within each tenant's window and reads the
-states of the instances a claim meets first; `holdings.py` keeps what is held here;
-`dispatch.py` starts a call; `outcomes.py` acts on how it ended: completions are written in
-batches by one flusher (group commit), so a completion is durable a moment after its slot is
-reused and a crash in between re-runs that event (at-least-once); a throw is requeued in the
-store with its backoff, or becomes a dead letter; `retry_timer.py` waits out the backoffs.
-This module keeps the two kinds of slot: a retried event keeps its group slot while it waits
-(nothing of its group overtakes it) and gives its worker slot back; and it runs the services,
-the stats and the hand-over hooks.
+What the drain holds and every decision about it is `DrainCore`'s (`drain_core.py`: both
+kernels, the claimed rows per instance and group, the claim windows, the retries' due times,
+the slots, the instances paused by a move, the tenants' local caps): a synchronous core whose
+methods are the drain's events and return actions. This module is its async shell: it feeds
+the core the events and performs the actions (`_perform`), and runs the services, the stats
+and the hand-over hooks. The I/O is done by parts held by reference: `claimer.py` claims rows
+in batches (`FOR UPDATE SKIP LOCKED` on PostgreSQL) within each tenant's window and reads the
+states of the instances a claim meets first; `dispatch.py` starts a call; `outcomes.py` acts
+on how it ended: completions are written in batches by one flusher (group commit), so a
+completion is durable a moment after its slot is reused and a crash in between re-runs that
+event (at-least-once); a throw is requeued in the store with its backoff, or becomes a dead
+letter, and the retry waits in the core (its group slot kept, its worker slot given back).
 
-Kernel state changes happen between awaits, never across one. The drain is event-driven: new
+Core state changes happen between awaits, never across one. The drain is event-driven: new
 rows (`wake()`: an append here, a NOTIFY, boot), a freed slot, a due retry; the backup poll
 only covers a missed NOTIFY.
 
@@ -39,24 +41,21 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from yoke.actors.claimer import Claimer
-from yoke.actors.claims import ClaimWindows
 from yoke.actors.completions import CompletionWriter
-from yoke.actors.ctx import CtxHost
+from yoke.actors.ctx import CtxHost, InstanceStateCell
 from yoke.actors.definitions import ActorRegistry
 from yoke.actors.dispatch import Dispatch
+from yoke.actors.drain_core import Action, DrainCore, LoadStates, Pick, PutBack, Signal
 from yoke.actors.drain_parts import Chore, DrainConfig, DrainStats, HeldInstance, Job
 from yoke.actors.fairness import FairnessView, TenantTelemetry
-from yoke.actors.holdings import Holdings
 from yoke.actors.metrics import ActorMetrics
 from yoke.actors.outcomes import Outcomes
 from yoke.actors.picks import Picks
 from yoke.actors.protocol import ActorStore
 from yoke.actors.releases import Releases
-from yoke.actors.retry_timer import RetryTimer
 from yoke.actors.runner import InlineRunner, Runner
 from yoke.actors.tenant_rules import TenantRules
 from yoke.clock import Clock
-from yoke.kernel import Kernel
 from yoke.store.actor_records import InstanceRef
 
 
@@ -81,9 +80,17 @@ class QueueDrainScheduler:
         self._clock = clock
         self._cfg = config or DrainConfig()
         self._metrics = metrics or ActorMetrics(None)
-        self._wk = Kernel(policy="sfq", global_cap=self._cfg.concurrency)
+        self._core = DrainCore(  # what this worker holds, and every decision about it
+            actors=registry,
+            cell_for=lambda ref, epoch: InstanceStateCell(
+                store, ref, worker_id=worker_id, epoch=epoch
+            ),
+            concurrency=self._cfg.concurrency,
+            budget=self._cfg.concurrency * (1 + self._cfg.claim_depth),
+            idle_instances=self._cfg.idle_instances,
+        )
         self._ready: asyncio.Queue[Job | Chore] = asyncio.Queue()
-        self._retries = RetryTimer(clock)  # failed events waiting out their backoff
+        self._retry_wake = asyncio.Event()  # a retry was added: its timer looks again
         self._completions: CompletionWriter[HeldInstance] = CompletionWriter(
             store,
             worker_id,
@@ -93,7 +100,7 @@ class QueueDrainScheduler:
             on_fenced=self._refused,
             gather=self._cfg.complete_gather,
             linger=self._cfg.complete_linger,
-            busy=lambda: bool(self._held.jobs),  # more will end: rows are held here
+            busy=lambda: bool(self._core.jobs),  # more will end: rows are held here
         )
         self._releases = Releases(  # rows whose executor is not running go back (releases.py)
             store,
@@ -108,54 +115,39 @@ class QueueDrainScheduler:
         self._idle = asyncio.Event()
         # Set when a call of an instance being handed over ends, for `settle`.
         self._ended = asyncio.Event()
-        self._windows = ClaimWindows(budget=self._cfg.concurrency * (1 + self._cfg.claim_depth))
-        self._held = Holdings(  # what this worker holds (holdings.py)
-            store=store,
-            registry=registry,
-            worker_id=worker_id,
-            kernel=self._wk,
-            windows=self._windows,
-            idle_instances=self._cfg.idle_instances,
-            undefined=lambda row: self._outcomes.undefined(row),
-            unheld=self._unheld,
-        )
         self._rules = TenantRules(  # the tenants' stored weights and caps (tenant_rules.py)
             store=store,
             worker_id=worker_id,
             clock=clock,
-            kernel=self._wk,
-            windows=self._windows,
             poll=self._cfg.settings_poll,
             stale_after=self._cfg.stale_after,
             retry=self._cfg.retry,
             stopping=self._stopping,
-            changed=self._rules_changed,
+            changed=self._settings_changed,
         )
         self._claimer = Claimer(  # the fetch loop (claimer.py)
             store=store,
             worker_id=worker_id,
             clock=clock,
             config=self._cfg,
-            windows=self._windows,
-            held=self._held,
+            core=self._core,
             rules_ready=self._rules.ready,
             calls=self._calls,
             releases=self._releases,
             stopping=self._stopping,
+            perform=self._perform,
             pump=self._pump,
         )
         self._telemetry = TenantTelemetry()
         self._metrics.track_fairness(self.fairness)
         self._pump_soon = False
-        self._closing = False
-        self._running = 0
         self._outcomes = Outcomes(  # what follows a call that ended (outcomes.py)
             store=store,
             worker_id=worker_id,
             clock=clock,
             config=self._cfg,
             stopping=self._stopping,
-            held=self._held,
+            drop=self._drop,
             completions=self._completions,
             releases=self._releases,
             metrics=self._metrics,
@@ -184,7 +176,7 @@ class QueueDrainScheduler:
             worker_id=worker_id,
             clock=clock,
             config=self._cfg,
-            held=self._held,
+            core=self._core,
             stopping=self._stopping,
             may_run=self._dispatch.may_run,
             chore=self._chore,
@@ -202,13 +194,13 @@ class QueueDrainScheduler:
         )
 
     def stats(self) -> DrainStats:
-        r, counts = self._releases.totals(), self._outcomes.counts
+        r, counts, core = self._releases.totals(), self._outcomes.counts, self._core
         return DrainStats(
-            held=len(self._held.jobs),
-            running=self._running,
-            retrying=len(self._retries),
+            held=len(core.jobs),
+            running=core.running,
+            retrying=core.retrying,
             completing=len(self._completions),
-            instances=len(self._held.instances),
+            instances=len(core.instances),
             **{k: n + r.get(k, 0) for k, n in counts.items() if k != "given_up"},
             given_up=counts["given_up"] + self._completions.given_up + r["given_up"],
             released=r["released"],
@@ -217,12 +209,12 @@ class QueueDrainScheduler:
 
     def held_by_tenant(self) -> Counter[str]:
         """Claimed rows held here per tenant (queued, running or waiting for a retry)."""
-        return Counter(job.row.tenant for job in self._held.jobs.values())
+        return self._core.held_by_tenant()
 
     def fairness(self, *, top: int = 10, visible: str | None = None) -> FairnessView:
         """Per-tenant fairness figures of this worker (`fairness.py`): the `top` tenants by
         backlog and `_other`, or `visible` alone."""
-        backlog, oldest = self._held.waiting_by_tenant(self._clock.wall())
+        backlog, oldest = self._core.waiting_by_tenant(self._clock.wall())
         return self._telemetry.view(
             backlog=backlog,
             oldest=oldest,
@@ -236,8 +228,7 @@ class QueueDrainScheduler:
         return self._releases.busy(tenant)
 
     def in_flight(self, ref: InstanceRef) -> int:
-        inst = self._held.instances.get(ref)
-        return 0 if inst is None else inst.kernel.running
+        return self._core.in_flight(ref)
 
     # -- hand-over hooks (`yoke.actors.fleet`) ---------------------------------------------
     def pause(self, ref: InstanceRef) -> None:
@@ -245,24 +236,17 @@ class QueueDrainScheduler:
         stay claimed until the hand-over puts them back), rows claimed from now on are not
         held until `resume`, and a retry waiting for its backoff is dropped (its attempt is
         written)."""
-        self._held.paused.add(ref)
-        inst = self._held.instances.get(ref)
-        if inst is not None:
-            self._held.drop_queued(inst)
-        for job in self._retries.drop(ref):
-            self._held.release_group(job)
+        self._perform(self._core.pause(ref))
 
     def resume(self, ref: InstanceRef, epoch: int) -> None:
         """The hand-over of `ref`, owned here under `epoch` when it began, is over (moved,
         or cancelled and kept under a new epoch): rows claimed meanwhile under the new one are
-        held now (`Holdings.resume`)."""
-        if self._held.resume(ref, epoch, hold=not self._closing):
-            self._after_stop()
-        self._claimer.wake()
+        held now (`DrainCore.resume`)."""
+        self._perform(self._core.resume(ref, epoch))
 
     def busy(self, ref: InstanceRef) -> bool:
         """Whether a call of `ref` still runs here (or a custom-mode pick is under way)."""
-        return self._held.busy(ref)
+        return self._core.busy(ref)
 
     async def settle(self, ref: InstanceRef, timeout: float) -> bool:
         """Wait until nothing of `ref` runs here, at most `timeout` seconds; then write every
@@ -287,23 +271,21 @@ class QueueDrainScheduler:
             tg.create_task(self._claimer.run(), name="yoke-drain-fetch")
             tg.create_task(self._completions.run(), name="yoke-drain-complete")
             tg.create_task(self._releases.writer.run(), name="yoke-drain-release")
-            tg.create_task(self._retries.run(self._due, self._pump), name="yoke-drain-retry")
+            tg.create_task(self._retry_timer(), name="yoke-drain-retry")
             tg.create_task(self._rules.run(), name="yoke-drain-tenant-settings")
             for i in range(self._cfg.concurrency):
                 tg.create_task(self._runner(), name=f"yoke-drain-runner-{i}")
 
     async def shutdown(self, grace: float) -> None:
         """Stop claiming, let running calls finish (up to `grace` seconds), write completions."""
-        self._closing = True
         self._completions.stop()
         self._releases.writer.stop()
-        for inst in list(self._held.instances.values()):
-            self._held.drop_queued(inst)
-        if self._running:
+        self._perform(self._core.stop())
+        if self._core.running:
             self._idle.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(grace):
-                    while self._running:
+                    while self._core.running:
                         await self._idle.wait()
                         self._idle.clear()
         await self.flush()
@@ -315,7 +297,7 @@ class QueueDrainScheduler:
         await self._releases.writer.flush()
 
     def _stopping(self) -> bool:
-        return self._closing
+        return self._core.closing
 
     def _refused(self, owners: list[HeldInstance]) -> None:
         self._outcomes.refused(owners)
@@ -326,35 +308,43 @@ class QueueDrainScheduler:
         """Read the tenants' settings now (they were just changed here)."""
         self._rules.refresh()
 
-    def _rules_changed(self) -> None:
-        self._claimer.wake()  # the windows changed: claim
-        self._after_stop()  # a raised cap may let queued events start
+    def _settings_changed(self, weights: dict[str, float], caps: dict[str, int]) -> None:
+        self._perform(self._core.set_weights(weights))
+        self._perform(self._core.set_caps(caps))
+
+    # -- the core's actions ------------------------------------------------------------------
+    def _perform(self, actions: list[Action]) -> None:
+        """Do what the core asked for, in its order."""
+        for action in actions:
+            if action.__class__ is Job:
+                self._run(action)
+            elif action is Signal.FREED:
+                self._after_stop()
+            elif action is Signal.REFILL:
+                self._claimer.refill()
+            elif action is Signal.NUDGE:
+                self._completions.nudge()  # nothing more will end soon: write what ended
+            elif action is Signal.WAKE:
+                self._claimer.wake()
+            elif action is Signal.SETTLED:
+                self._ended.set()  # `settle` looks again
+            elif isinstance(action, Pick):
+                self._picks.want(action.inst)
+            elif isinstance(action, PutBack):
+                self._outcomes.undefined(action.row)
+            elif isinstance(action, LoadStates):  # only from `claimed`, which the claimer does
+                raise AssertionError("LoadStates is the claimer's to perform")
+
+    def _run(self, job: Job) -> None:
+        """The worker kernel started `job` (its slot counted): send it, or hand it a runner."""
+        if not (self._sends and self._dispatch.send(job)):
+            self._ready.put_nowait(job)
 
     # -- the pick ----------------------------------------------------------------------------
     def _pump(self) -> None:
         """Hand every event its group lets start to the worker kernel; start its picks."""
         self._pump_soon = False
-        dirty, wk = self._held.dirty, self._wk
-        while dirty:
-            inst = next(iter(dirty))
-            del dirty[inst]
-            if inst.lost:
-                continue
-            if inst.custom:
-                self._picks.want(inst)
-            else:
-                k = inst.kernel
-                while (it := k.pop_next()) is not None:
-                    held: Job = it.payload  # type: ignore[assignment]
-                    wk.push(held.row.queue_id, held.row.tenant, seq=held.row.queue_id, payload=held)
-        if self._closing:
-            return
-        sends = self._sends
-        while (it := wk.pop_next()) is not None:
-            self._running += 1
-            job: Job = it.payload  # type: ignore[assignment]
-            if not (sends and self._dispatch.send(job)):
-                self._ready.put_nowait(job)
+        self._perform(self._core.pump())
 
     def _chore(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """A store chore of one of the drain's parts, awaited by a runner in the TaskGroup."""
@@ -362,7 +352,7 @@ class QueueDrainScheduler:
 
     def _start(self, job: Job) -> None:
         """A picked job, claimed in its instance's kernel, waits for a worker slot."""
-        self._wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
+        self._core.start(job)
         self._pump()
 
     # -- running -----------------------------------------------------------------------------
@@ -380,39 +370,28 @@ class QueueDrainScheduler:
         await self._dispatch.process(job)
 
     def _cancelled(self) -> None:
-        self._running -= 1
+        self._core.cancelled()
 
     def _hold(self, job: Job, delay: float) -> None:
         """Run `job` again after `delay`: it keeps its group slot (its place, so nothing of its
         group overtakes it) and gives the worker slot back meanwhile."""
-        self._running -= 1
-        self._wk.release(job.row.queue_id)
-        self._retries.add(job, delay)
-        self._after_stop()
+        self._perform(self._core.retry(job, delay, now=self._clock.monotonic()))
+        self._retry_wake.set()
 
     def _end(self, job: Job) -> None:
         """The job is over here (done, dead or fenced): free both of its slots."""
-        self._running -= 1
-        if self._held.paused and job.inst.ref in self._held.paused:
-            self._ended.set()  # `settle` looks again (only then: its look scans what is held)
-        self._held.free(job)
-        self._after_stop()
-
-    def _unheld(self, job: Job | None) -> None:
-        """A row is no longer held here; its tenant's window may want a claim now."""
-        if not self._held.jobs:
-            self._completions.nudge()  # nothing more will end soon: write what ended
-        if job is not None:
-            self._claimer.released(job.row.tenant)
+        self._perform(self._core.ended(job))
 
     def _again(self, job: Job) -> None:
-        """A job ended fenced: if its row was claimed here anew meanwhile, hold it afresh
-        (`Holdings.again`)."""
-        if not self._closing and self._held.again(job):
-            self._after_stop()
+        """A job ended fenced: if its row was claimed here anew meanwhile, hold it afresh."""
+        self._perform(self._core.again(job))
+
+    def _drop(self, inst: HeldInstance) -> None:
+        """The instance is another worker's now: what it holds here and has not started goes."""
+        self._perform(self._core.lost(inst))
 
     def _after_stop(self) -> None:
-        if not self._running:
+        if not self._core.running:
             self._idle.set()
         if not self._pump_soon:
             # One pump for every slot freed in this turn of the event loop.
@@ -420,11 +399,16 @@ class QueueDrainScheduler:
             asyncio.get_running_loop().call_soon(self._pump)
         self._claimer.freed()
 
-    def _due(self, job: Job) -> None:
-        """A retry's backoff is over: it waits for a worker slot again (its group slot was
-        kept); a lost instance's is let go instead (held afresh if claimed here anew)."""
-        if job.inst.lost:
-            self._held.release_group(job)
-            self._again(job)
-            return
-        self._wk.push(job.row.queue_id, job.row.tenant, seq=job.row.queue_id, payload=job)
+    async def _retry_timer(self) -> None:
+        """Until cancelled: when the earliest retry is due, hand the due ones back to the core
+        (they wait for a worker slot again), then pump once for all of them."""
+        clock, core = self._clock, self._core
+        while True:
+            due = core.next_due()
+            timeout = None if due is None else max(0.0, due - clock.monotonic())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._retry_wake.wait()
+            self._retry_wake.clear()
+            self._perform(core.due(clock.monotonic()))
+            self._pump()

@@ -2,8 +2,8 @@
 worker (its FIFO kernel, its groups), a claimed event on its way to `process()`, and the
 conversions from a stored row to the `Event` that `process()` sees.
 
-Shared by `drain.py` and its parts (`claimer.py`, `holdings.py`, `dispatch.py`, `outcomes.py`,
-`picks.py`, `retry_timer.py`). This module must never do I/O.
+Shared by the drain's core (`drain_core.py`), its shell (`drain.py`) and the shell's parts
+(`claimer.py`, `dispatch.py`, `outcomes.py`, `picks.py`). This module must never do I/O.
 """
 
 from __future__ import annotations

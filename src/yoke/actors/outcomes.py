@@ -10,9 +10,10 @@ only a stopping drain gives them up. A write the store refuses for good makes th
 dead letter of the refusal (`refusals.bury`) and frees the slot. The counts behind
 `DrainStats` are kept here.
 
-The slots themselves are the drain's (`drain.py`): this module tells it through `end` (both
-slots freed), `hold` (run again after a delay, the group slot kept) and `again` (a fenced row
-claimed here anew). It must never name a store backend and reads time only through its `Clock`.
+The slots themselves are the drain's core's (`drain_core.py`): this module tells the drain
+through `end` (both slots freed), `hold` (run again after a delay, the group slot kept),
+`again` (a fenced row claimed here anew) and `drop` (an instance lost: what it holds and has
+not started goes). It must never name a store backend and reads time only through its `Clock`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from yoke.actors.ctx import Fenced
 from yoke.actors.drain_parts import DrainConfig, HeldInstance, Job, event_of
 from yoke.actors.failure_log import FailureLog
 from yoke.actors.fairness import TenantTelemetry
-from yoke.actors.holdings import Holdings
 from yoke.actors.metrics import ActorMetrics
 from yoke.actors.protocol import ActorStore
 from yoke.actors.refusals import bury
@@ -50,7 +50,7 @@ class Outcomes:
         clock: Clock,
         config: DrainConfig,
         stopping: Callable[[], bool],
-        held: Holdings,
+        drop: Callable[[HeldInstance], None],
         completions: CompletionWriter[HeldInstance],
         releases: Releases,
         metrics: ActorMetrics,
@@ -66,7 +66,7 @@ class Outcomes:
         self._retry = config.retry
         self._poll_interval = config.poll_interval
         self._stopping = stopping
-        self._held = held
+        self._drop = drop
         self._completions = completions
         self._releases = releases
         self._metrics = metrics
@@ -215,7 +215,7 @@ class Outcomes:
         if not inst.lost:
             log.warning("lost instance %s/%s: %s", inst.ref.actor, inst.ref.instance_id, exc)
             self.counts["fenced"] += 1
-        self._held.drop_queued(inst)
+        self._drop(inst)
 
     def refused(self, owners: list[HeldInstance]) -> None:
         """The store refused these completions: their instances belong to another worker
@@ -229,7 +229,7 @@ class Outcomes:
                     inst.ref.actor,
                     inst.ref.instance_id,
                 )
-                self._held.drop_queued(inst)
+                self._drop(inst)
 
     def undefined(self, row: ClaimedEvent) -> None:
         """A row of an actor this worker does not define waits (`poll_interval`) for a worker

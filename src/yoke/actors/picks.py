@@ -3,8 +3,9 @@
 It owns the schedule of picks, not the pick itself (`custom_pick.py`): a custom-mode instance
 that may start more gets one pick in a runner (the pick reads the store), or a note to look
 again when its running pick ends (`repick`); a pick that failed for want of the store looks
-again after the pause it returns. What a pick claims is held by `Holdings` and started by the
-drain (`drain.py`, through `start`). This module never touches the worker kernel.
+again after the pause it returns. What a pick claims is held by the drain's core
+(`DrainCore.hold`) and started by the drain (`drain.py`, through `start`). This module never
+touches the worker kernel.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from yoke.actors.custom_pick import CustomPicker, pickable
+from yoke.actors.drain_core import DrainCore
 from yoke.actors.drain_parts import DrainConfig, HeldInstance, Job, next_attempt
-from yoke.actors.holdings import Holdings
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 
@@ -29,7 +30,7 @@ class Picks:
         worker_id: str,
         clock: Clock,
         config: DrainConfig,
-        held: Holdings,
+        core: DrainCore,
         stopping: Callable[[], bool],
         may_run: Callable[[str], bool],
         chore: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
@@ -37,7 +38,7 @@ class Picks:
         pump: Callable[[], None],
         ended: asyncio.Event,
     ) -> None:
-        self._held = held
+        self._core = core
         self._stopping = stopping
         self._may_run = may_run  # the tenant is runnable (`Dispatch.may_run`)
         self._chore = chore  # run in a runner, inside the drain's TaskGroup
@@ -50,7 +51,7 @@ class Picks:
             window=config.select_window,
             retry=config.retry,
             stopping=stopping,
-            hold=held.hold_here,
+            hold=core.hold,
             start=start,
             decode=next_attempt,
         )
@@ -76,12 +77,12 @@ class Picks:
             pause = await self._picker.pick(inst)
         finally:
             inst.picking = False
-            if inst.ref in self._held.paused:
+            if inst.ref in self._core.paused:
                 self._ended.set()
         if pause is not None:  # the store is down: look again after a pause
             asyncio.get_running_loop().call_later(pause, self._look_again, inst)
 
     def _look_again(self, inst: HeldInstance) -> None:
         if not inst.lost:
-            self._held.dirty[inst] = None
+            self._core.look_again(inst)
             self._pump()

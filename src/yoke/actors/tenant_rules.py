@@ -1,9 +1,10 @@
 """A drain's view of the tenants' stored settings (`app.tenants`): it reads them every
 `poll` seconds and at once when `refresh()` is called (a change made here, or announced by the
-store: NOTIFY yoke_tenant_settings on PostgreSQL), gives the
-weights to the worker kernel (`sfq` shares of the slots) and to the claim windows, and the
-`actors.max_running` caps to the kernel as lane caps (this worker alone never starts more) and
-to `take`/`free`, which count each call in the store so that the cap holds across the fleet.
+store: NOTIFY yoke_tenant_settings on PostgreSQL), hands the weights and the
+`actors.max_running` caps to the drain when they change (`changed`: its core gives the weights
+to the worker kernel, `sfq` shares of the slots, and to the claim windows, and the caps to the
+kernel as lane caps, so this worker alone never starts more), and counts each call of a capped
+tenant in the store (`take`/`free`) so that the cap holds across the fleet.
 
 The row of `*` holds the defaults of every tenant without a value of its own. Weights are
 relative, so the kernel is given each named tenant's weight over the default weight, and every
@@ -24,11 +25,9 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from yoke.actors.claims import ClaimWindows
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
-from yoke.kernel import Kernel
 from yoke.retry import RetryPolicy, until_done
 from yoke.store.tenantverbs import DEFAULTS, TenantValues
 
@@ -44,24 +43,20 @@ class TenantRules:
         store: ActorStore,
         worker_id: str,
         clock: Clock,
-        kernel: Kernel,
-        windows: ClaimWindows,
         poll: float,
         stale_after: float,
         retry: RetryPolicy,
         stopping: Callable[[], bool],
-        changed: Callable[[], None],
+        changed: Callable[[dict[str, float], dict[str, int]], None],
     ) -> None:
         self._store = store
         self._worker_id = worker_id
         self._clock = clock
-        self._kernel = kernel
-        self._windows = windows
         self._poll = poll
         self._stale_after = stale_after
         self._retry = retry
         self._stopping = stopping
-        self._changed = changed  # the drain looks again: claims, starts
+        self._changed = changed  # the drain's core applies them: windows, kernel, a look again
         self.weights: dict[str, float] = {}  # weights other than the default's, over it
         self.caps: dict[str, int] = {}  # fleet-wide max_running of the tenants with a row
         self.default_cap: int | None = None  # `*`'s: every other tenant's
@@ -105,35 +100,13 @@ class TenantRules:
             if values.max_running is not None:
                 caps[tenant] = values.max_running
         self.default_cap = defaults.max_running
-        self.set_weights(weights)
-        self.set_caps(caps)
+        if (weights, caps) != (self.weights, self.caps):
+            self.weights, self.caps = weights, caps
+            self._changed(weights, caps)
 
     def capped(self, tenant: str) -> bool:
         """Whether the tenant's calls are counted fleet-wide (its cap, or `*`'s)."""
         return tenant in self.caps or self.default_cap is not None
-
-    def set_weights(self, weights: dict[str, float]) -> None:
-        """Tenant weights (a tenant not named has weight 1): the sfq kernel's shares of the
-        slots and the fair claim's shares of the held rows follow them from now on."""
-        if weights == self.weights:
-            return
-        for tenant in set(self.weights) | set(weights):
-            self._kernel.set_weight(tenant, weights.get(tenant, 1.0))
-        self.weights = dict(weights)
-        self._windows.set_weights(weights)
-        self._changed()
-
-    def set_caps(self, caps: dict[str, int]) -> None:
-        """Tenants' fleet-wide caps on concurrent `process()` calls: this worker starts no more
-        than a tenant's cap, and each call takes a counter in the store first (`take`)."""
-        if caps == self.caps:
-            return
-        for tenant in set(self.caps) - set(caps):
-            self._kernel.set_lane_cap(tenant, None)
-        for tenant, cap in caps.items():
-            self._kernel.set_lane_cap(tenant, cap)
-        self.caps = dict(caps)
-        self._changed()  # a raised cap may let queued events start
 
     async def take(self, tenant: str) -> bool:
         """One of the tenant's fleet-wide slots, or False (full, or the store is down)."""
