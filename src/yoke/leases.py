@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from yoke.clock import Clock
 from yoke.errors import BadValue, YokeError
+from yoke.retry import severity
 from yoke.store.leaseverbs import Lease
 
 log = logging.getLogger("yoke.leases")
@@ -125,7 +126,7 @@ class Elector:
                 if lease is None and self._observe is not None:
                     self._observe(await self._store.get_lease(self.name))
             except YokeError as exc:
-                log.warning("taking lease %r failed: %s", self.name, exc)
+                log.log(severity(exc), "taking lease %r failed: %s", self.name, exc)
                 lease = None
             if lease is None:
                 with contextlib.suppress(TimeoutError):
@@ -170,7 +171,9 @@ class Elector:
                 try:
                     renewed = await self._renew(lease, trust_until)
                 except YokeError as exc:
-                    log.warning("renewing lease %r failed (retrying): %s", self.name, exc)
+                    log.log(
+                        severity(exc), "renewing lease %r failed (retrying): %s", self.name, exc
+                    )
                     continue
                 except TimeoutError:
                     log.warning(

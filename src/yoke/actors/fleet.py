@@ -37,6 +37,7 @@ from yoke.actors.settings import ActorSettings
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.leases import Elector, holder_name
+from yoke.retry import severity
 from yoke.store.actor_records import InstanceRef, MoveOrder, MoveResult, Owner
 from yoke.store.leaseverbs import Lease
 
@@ -172,7 +173,12 @@ class Fleet:
             try:
                 await self.give()
             except YokeError as exc:
-                log.warning("worker %s: handing instances over failed: %s", self.worker_id, exc)
+                log.log(
+                    severity(exc),
+                    "worker %s: handing instances over failed: %s",
+                    self.worker_id,
+                    exc,
+                )
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._s.rebalance_interval):
                     await self._poke.wait()
@@ -235,7 +241,7 @@ class Fleet:
             try:
                 await self.balance()
             except YokeError as exc:
-                log.warning("rebalancing failed: %s", exc)
+                log.log(severity(exc), "rebalancing failed: %s", exc)
             await asyncio.sleep(self._s.rebalance_interval)  # a period, not a synchronisation
 
     async def balance(self) -> list[Move]:

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from yoke.actors.protocol import ActorStore
 from yoke.clock import Clock
 from yoke.errors import YokeError
-from yoke.retry import RetryPolicy, until_done
+from yoke.retry import RetryPolicy, severity, until_done
 from yoke.store.tenantverbs import DEFAULTS, TenantValues
 
 log = logging.getLogger("yoke.actors.drain")
@@ -79,7 +79,7 @@ class TenantRules:
             try:
                 rows = await self._store.tenants.tenant_settings(limit=MAX_TENANT_SETTINGS)
             except YokeError as exc:
-                log.warning("reading the tenants' settings failed: %s", exc)
+                log.log(severity(exc), "reading the tenants' settings failed: %s", exc)
             else:
                 self._apply({r.tenant: r.values for r in rows})
             self.ready.set()

@@ -39,7 +39,7 @@ from yoke.actors.runner import Done, ExecutorLost
 from yoke.clock import Clock
 from yoke.errors import YokeError
 from yoke.fair import create_fair_scheduler
-from yoke.retry import RetryPolicy
+from yoke.retry import RetryPolicy, severity
 from yoke.store.actor_records import ExecutorRow, SpareRow
 
 log = logging.getLogger("yoke.executor")
@@ -559,7 +559,9 @@ class ExecutorPool:
             await self._store.executors.record_executors(rows)
             await self._store.executors.record_spares(list(spares.values()))
         except YokeError as exc:
-            log.warning("recording %d executors failed: %s", len(rows) + len(spares), exc)
+            log.log(
+                severity(exc), "recording %d executors failed: %s", len(rows) + len(spares), exc
+            )
             for name in dirty:
                 self._dirty.setdefault(name, None)
             for slot, row in spares.items():
