@@ -19,13 +19,13 @@ from yoke.store.tenantverbs import TenantRow, TenantValues
 _ids = itertools.count()
 
 
-def _row(tenant: str, **values: int) -> TenantRow:
+def _row(tenant: str, version: int = 1, **values: int) -> TenantRow:
     return TenantRow(
         tenant=tenant,
         values=TenantValues(**values),
         updated_by="t",
         updated_at=0.0,
-        version=1,
+        version=version,
     )
 
 
@@ -80,7 +80,7 @@ def test_a_capped_tenant_is_skipped_and_its_grants_carry_its_cap() -> None:
     assert core.next_grants(now=0.0) == []  # nothing of evil's can go while e0 runs
     assert core.kernel.group_queued("evil") == 5
     # Its cap raised: the next picks are its own, up to the new cap.
-    book.load([_row("*", exec_max_running=10), _row("evil", exec_max_running=3)])
+    book.load([_row("*", exec_max_running=10), _row("evil", 2, exec_max_running=3)])
     core.apply_tenant_settings()
     assert len(_grants(core.next_grants(now=0.0))) == 2
     assert t0.row.status is StartStatus.QUEUED  # (its grant was never answered: a pure test)

@@ -44,18 +44,23 @@ class TenantBook:
         self._own: dict[str, TenantSettings] = {}
         self._defaults = TenantSettings(tenant=DEFAULTS)
         self._cache: dict[str, TenantSettings] = {}
+        # Each held row's own version: a read that began before a row was written here (its
+        # snapshot older than what `put` applied) must not undo it. Rows are never deleted.
+        self._versions: dict[str, int] = {}
         self.version = 0  # raised by every change
 
     def __repr__(self) -> str:
         return f"TenantBook(tenants={len(self._own)}, version={self.version})"
 
     def load(self, rows: Sequence[TenantRow]) -> bool:
-        """Hold `rows` (every stored row) from now on; True if anything changed."""
-        own = {r.tenant: from_row(r) for r in rows}
-        defaults = own.pop(DEFAULTS, TenantSettings(tenant=DEFAULTS))
-        if own == self._own and defaults == self._defaults:
+        """Hold what `rows` (every stored row) says that is newer than what is held; True if
+        anything changed. A row held at a newer version stays: the read began before it was
+        written here."""
+        newer = [r for r in rows if r.version > self._versions.get(r.tenant, 0)]
+        for row in newer:
+            self._hold(row)
+        if not newer:
             return False
-        self._own, self._defaults = own, defaults
         self._cache.clear()
         self.version += 1
         return True
@@ -63,13 +68,19 @@ class TenantBook:
     def put(self, row: TenantRow) -> None:
         """One row just written here: it applies in this process at once (the next read
         brings the others' changes)."""
+        if row.version <= self._versions.get(row.tenant, 0):
+            return  # a newer one is held already
+        self._hold(row)
+        self._cache.clear()
+        self.version += 1
+
+    def _hold(self, row: TenantRow) -> None:
         settings = from_row(row)
         if row.tenant == DEFAULTS:
             self._defaults = settings
         else:
             self._own[row.tenant] = settings
-        self._cache.clear()
-        self.version += 1
+        self._versions[row.tenant] = row.version
 
     def settings(self, tenant: str) -> TenantSettings:
         """What applies to `tenant`: its own values, else those of `*`."""
