@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import yoke
-from yoke.errors import BadType, BadValue, Conflict, NotFound
-from yoke.executions import Context, ExecutionStatus, Limits, StartStatus
+from yoke.errors import BadType, BadValue, Conflict, NotFound, QuotaExceeded
+from yoke.executions import Context, ExecutionStatus, Limits, StartStatus, signals
 
 from .helpers import make_app, wait_until
 
@@ -215,6 +215,33 @@ async def test_signals_are_refused_for_unknown_executions_and_bad_payloads(
             await ex.signal(s.execution_id, "go", 1, principal=yoke.Principal("e", tenant="evil"))
         await ex.signal(s.execution_id, "go", 7, principal=yoke.Principal("o", tenant="default"))
         assert (await ex.wait(s.execution_id, timeout=10)).output == 7
+
+
+async def test_an_execution_keeps_a_bounded_number_of_signals(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant's signals to its own execution are bounded in number as in size: past the
+    bound the next is refused (QuotaExceeded, nothing kept), and the kept ones are taken in
+    order."""
+    monkeypatch.setattr(signals, "MAX_KEPT_SIGNALS", 3)
+    app = make_app(database_url)
+    go = asyncio.Event()
+
+    @app.workflow()
+    async def waiter(ctx: Context, input: Any) -> Any:
+        await ctx.step("hold", go.wait)
+        return await ctx.wait_for("vote", timeout=30)
+
+    async with app.running():
+        ex = app.executions
+        s = await ex.start(waiter)
+        assert s.execution_id is not None
+        for n in range(3):
+            await ex.signal(s.execution_id, "vote", n)
+        with pytest.raises(QuotaExceeded):
+            await ex.signal(s.execution_id, "vote", 3)
+        go.set()
+        assert (await ex.wait(s.execution_id, timeout=10)).output == 0  # the oldest
 
 
 async def _status_is(app: Any, execution_id: str | None, status: ExecutionStatus) -> bool:

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from yoke.errors import BadType, BadValue, Conflict, NotFound
+from yoke.errors import BadType, BadValue, Conflict, NotFound, QuotaExceeded
 from yoke.executions.model import Execution, Principal, encode_json, storable_text
 from yoke.executions.state import Shared, check_id, execution_of
 from yoke.executions.waits import check_signal_name
 from yoke.store import ExecutionRow
 
 MAX_SIGNAL_BYTES = 1 << 20  # a signal's payload, as JSON text
+# Signals an execution keeps until its waits take them: what a tenant sends is bounded in
+# number as in size, so its kept signals cannot grow the store without end.
+MAX_KEPT_SIGNALS = 1000
 
 
 def sees(principal: Principal | None, tenant: str) -> bool:
@@ -49,13 +52,18 @@ async def send_signal(
     if len(text.encode()) > MAX_SIGNAL_BYTES:
         raise BadValue(f"a signal's payload must be at most {MAX_SIGNAL_BYTES} bytes of JSON")
 
-    def admit(row: ExecutionRow) -> None:
+    def admit(row: ExecutionRow, kept: int) -> None:
         if not sees(principal, row.tenant):
             raise NotFound(f"no execution {execution_id}")
         if row.parent_id is not None:
             raise Conflict(f"execution {execution_id} is a child workflow: it never waits")
         if row.status.finished:
             raise Conflict(f"execution {execution_id} is {row.status.name}: it takes no signal")
+        if kept >= MAX_KEPT_SIGNALS:
+            raise QuotaExceeded(
+                f"execution {execution_id} keeps {MAX_KEPT_SIGNALS} signals no wait has taken; "
+                "send more once it has taken some"
+            )
 
     row = await store.time.signal(
         execution_id,

@@ -108,7 +108,7 @@ class Time(Protocol):
         *,
         principal: str | None,
         now: float,
-        admit: Callable[[ExecutionRow], None],
+        admit: Callable[[ExecutionRow, int], None],
     ) -> ExecutionRow | None: ...
 
     async def end_waiting(

@@ -30,6 +30,8 @@ from yoke.store.records import ExecutionRow, NewStart, StartRow, StepRecord
 from yoke.store.rows import execution_row, keys_of, start_row
 from yoke.store.tx import Transactions, Tx
 
+KEPT_COUNTED = 1001  # kept signals counted at most: past any bound a caller sets on them
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScheduledStart:
@@ -192,17 +194,20 @@ class TimeVerbs:
         *,
         principal: str | None,
         now: float,
-        admit: Callable[[ExecutionRow], None],
+        admit: Callable[[ExecutionRow, int], None],
     ) -> ExecutionRow | None:
         """Keep a signal for the execution (in order, until a wait takes it); if it waits for
-        `name`, its wake-up is due now. None if there is no such execution. `admit(row)` runs
-        inside the transaction (it may refuse, raising: nothing is kept)."""
+        `name`, its wake-up is due now. None if there is no such execution. `admit(row, kept)`
+        runs inside the transaction with the count of the execution's kept signals (up to
+        `KEPT_COUNTED`); it may refuse, raising: nothing is kept."""
         async with self._t.write() as tx:
             found = await tx.one("lock_execution", {"execution_id": execution_id})
             if found is None:
                 return None
             row = execution_row(found)
-            admit(row)
+            counted = {"execution_id": execution_id, "limit": KEPT_COUNTED}
+            kept = await tx.one("count_kept_signals", counted)
+            admit(row, 0 if kept is None else int(kept["n"]))
             await tx.run(
                 "insert_signal",
                 {

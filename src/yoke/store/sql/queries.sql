@@ -646,6 +646,12 @@ LIMIT 1;
 -- name: take_signal
 UPDATE yoke_signals SET taken_at = :now WHERE seq = :seq AND taken_at IS NULL;
 
+-- name: count_kept_signals
+-- The execution's signals not yet taken, counted up to :limit (the partial index yoke_signals_kept).
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM yoke_signals WHERE execution_id = :execution_id AND taken_at IS NULL LIMIT :limit
+) AS kept;
+
 -- name: insert_signal
 INSERT INTO yoke_signals (execution_id, name, payload, principal, created_at)
 VALUES (:execution_id, :name, :payload, :principal, :now);
