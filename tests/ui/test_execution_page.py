@@ -105,6 +105,9 @@ async def test_a_waiting_execution_shows_what_it_waits_for_and_can_be_cancelled(
     assert "s-waiting" in page and 'id="do-cancel"' in page
     waiting = page.split('id="waiting-for"')[1].split("</dd>")[0]
     assert "<code>go</code>" in waiting and "holds no slot" in waiting
+    # Its wait's step reads as waiting (the API keeps it RETRYING until it ends), not a retry.
+    step = page.split('id="step-waits"')[1].split("</tr>")[0]
+    assert "for its signal" in step and "RETRYING" not in step
     listed = (await browser.get("/ui/executions?status=WAITING")).text
     assert eid in listed
     cancelled = await acme.post(f"/v1/executions/{eid}/cancel")
