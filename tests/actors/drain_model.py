@@ -17,11 +17,10 @@ ended. The rules a drain must keep are recounted from those records each time:
   epoch) is held by the drain, waits for a move's end, or belongs to a claim whose answer was
   lost (put back before the next claim).
 
-A known gap the model allows (state "fenced"): a row whose call is under way when the instance
-is taken over and claimed here again under the newer epoch keeps its old call; the rows behind
-it in its group are held by the instance of the newer epoch and may start while that call runs,
-and, when it ends fenced, the row is held afresh (`DrainCore.again`) behind them. Its group's
-order across that re-claim is then not FIFO (the drain did so before its core was split out).
+A row whose call is under way (or waits for its retry) when its instance is taken over and
+claimed here again under the newer epoch keeps its group slot, now the newer epoch's (its
+call's `key` moves there): the rows behind it wait, and if the call ends fenced the row is
+held again, first of its group.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ class MCall:
     qid: int
     tenant: str
     key: tuple[str, int, str]  # (instance, epoch, group): whose group slot it holds
-    state: str = "running"  # running | retrying | ended | fenced (see the gap below)
+    state: str = "running"  # running | retrying | ended
 
 
 @dataclass
@@ -110,7 +109,7 @@ class DrainModel:
                 and (other.instance, other.group) == (row.instance, row.group)
             ):
                 held = self.calls.get(other.qid)
-                if held is None or held.state == "ended":  # "fenced": the known gap below
+                if held is None or held.state == "ended" or held.key != key:
                     return f"row {qid} overtook {other.qid} of its group"
         if not retrying and self.slots(key) >= self.group_caps[row.instance]:
             return f"group {key} is full"

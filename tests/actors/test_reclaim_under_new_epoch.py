@@ -89,3 +89,36 @@ async def test_a_queued_event_claimed_again_under_a_new_epoch_still_runs(
         info = await _until(actor_store, lambda i: i.in_flight == 0 and i.pending == 0)
     assert json.loads(info.state) == {"n": 3}
     assert {2, 3} <= set(seen)
+
+
+async def test_fifo_holds_across_a_re_claim_while_the_oldest_event_runs(
+    actor_store: ActorStore, make_runtime: MakeRuntime
+) -> None:
+    """The rows of a group claimed again under the newer epoch wait behind the row whose old
+    run is still under way (its group slot is the new epoch's now); when that run ends fenced,
+    the row runs again first: the group's events run 1, 2, 3, never 2 while 1 runs."""
+    rt = make_runtime("w1")
+    started, release = asyncio.Event(), asyncio.Event()
+    began: list[int] = []
+    seen: list[int] = []
+
+    @rt.actor(subscribe=["s"], key="k", queue=Queue(mode="fifo", concurrency=1))
+    async def a(ctx: ActorCtx, event: Event) -> None:
+        began.append(event.data["i"])
+        if not started.is_set():
+            started.set()
+            await release.wait()
+        await ctx.state.update(lambda s: {**s, "n": s.get("n", 0) + 1})
+        seen.append(event.data["i"])
+
+    async with rt.running(actor_store):
+        await rt.append_many("s", [{"k": "x", "i": i} for i in (1, 2, 3)])
+        await wait_for(started)
+        first = await _until(actor_store, lambda i: i.in_flight == 3)
+        await _lose_and_take_back(actor_store, rt.wall(), first.epoch)
+        await asyncio.sleep(0.3)  # time for a wrong start of 2 beside the old run of 1
+        assert began == [1], "an event of the group started while its oldest still ran"
+        release.set()  # the old run's state update is fenced: 1 runs again, first
+        info = await _until(actor_store, lambda i: i.in_flight == 0 and i.pending == 0)
+    assert seen == [1, 2, 3]
+    assert json.loads(info.state) == {"n": 3}

@@ -7,18 +7,18 @@ start; then the call, in a runner task (`process`), or sent from the pump with n
 when nothing needs an await first (`send`, executor processes). A suspect (a row claimed by a
 worker that died) runs alone on this worker, its row marked `solo` first (`solo.py`), so that
 if it kills this worker too, the recovery charges it. How the call ended is `Outcomes`'
-(`outcomes.py`); the slots are the drain's (`drain.py`), told through `hold`, `end`, `again`
-and `cancelled`. This module must never name a store backend.
+(`outcomes.py`); `process` returns its verdict (`CallEnded`: a call that never began has one
+too) and `send` hands it to the `settle` it is given; the slots are the drain's core's, which
+applies it. This module must never name a store backend.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
 from yoke.actors.ctx import Fenced
-from yoke.actors.drain_parts import DrainConfig, Job
+from yoke.actors.drain_parts import CallEnded, DrainConfig, Job, Verdict
 from yoke.actors.fairness import TenantTelemetry
 from yoke.actors.outcomes import Outcomes
 from yoke.actors.releases import Releases
@@ -44,10 +44,6 @@ class Dispatch:
         releases: Releases,
         telemetry: TenantTelemetry,
         outcomes: Outcomes,
-        hold: Callable[[Job, float], None],
-        end: Callable[[Job], None],
-        again: Callable[[Job], None],
-        cancelled: Callable[[], None],
     ) -> None:
         self._calls = calls
         self._mark_solo = mark_solo
@@ -58,10 +54,6 @@ class Dispatch:
         self._releases = releases
         self._telemetry = telemetry
         self._outcomes = outcomes
-        self._hold = hold  # run it again after a delay, its group slot kept
-        self._end = end  # both of its slots freed
-        self._again = again  # a fenced row claimed here anew is held afresh
-        self._cancelled = cancelled  # its runner was cancelled: its worker slot is given back
 
     def __repr__(self) -> str:
         return f"Dispatch(calls={self._calls!r})"
@@ -69,41 +61,36 @@ class Dispatch:
     def may_run(self, tenant: str) -> bool:
         return not self._releases.busy(tenant) and self._calls.ready(tenant)
 
-    async def process(self, job: Job) -> None:
-        """Run `process(ctx, event)` for one claimed event, in a runner task."""
+    async def process(self, job: Job) -> CallEnded:
+        """Run `process(ctx, event)` for one claimed event, in a runner task; its verdict."""
         inst = job.inst
         cell = inst.cell
         if not self.may_run(job.row.tenant):
-            self._outcomes.release(job)
-            return
+            return self._outcomes.release(job)
         if not cell.loaded:
             try:
                 await cell.load()
             except Fenced as exc:
-                self._outcomes.lost(inst, exc)
-                self._end(job)
-                self._again(job)
-                return
+                return self._outcomes.fenced(job, exc)
             except TRANSIENT as exc:  # the store is down: not the event's fault, no attempt
                 log.warning("loading the state of %s failed; retrying: %s", inst.ref, exc)
-                self._hold(job, self._cfg.retry.first)
-                return
+                return CallEnded(job, Verdict.RETRY, self._cfg.retry.first)
             except YokeError as exc:  # refused for good: the event cannot run
-                self._outcomes.unloadable(job, exc)
-                return
+                return await self._outcomes.unloadable(job, exc)
         tenant = job.row.tenant
         capped = self._rules.capped(tenant)
         if capped and not await self._rules.take(tenant):
-            self._hold(job, self._cfg.cap_retry)  # keeps its group slot: FIFO holds
-            return
+            # it keeps its group slot meanwhile: FIFO holds
+            return CallEnded(job, Verdict.RETRY, self._cfg.cap_retry)
         if not job.failures and not job.row.attempts:  # its first start: the wait it had
             self._telemetry.started(tenant, self._clock.wall() - job.row.appended_at)
         try:
             try:
                 if job.row.suspect:
                     async with self._solo.alone():
-                        if not await self._marked(job):
-                            return
+                        refused = await self._marked(job)
+                        if refused is not None:
+                            return refused
                         await self._calls.run(inst.actor, cell, job.event)
                 else:
                     await self._solo.turn()
@@ -115,37 +102,29 @@ class Dispatch:
             finally:
                 if capped:
                     await self._rules.free(tenant)
-        except asyncio.CancelledError:
-            self._cancelled()
-            raise
         except Exception as exc:
-            await self._outcomes.ended_with(job, exc)
-            return
-        self._outcomes.succeeded(job)
+            return await self._outcomes.ended_with(job, exc)
+        return self._outcomes.succeeded(job)
 
-    async def _marked(self, job: Job) -> bool:
-        """Mark a suspect's row `solo` before it runs alone; False if it must not run now (its
-        instance is another worker's, or the store is out: it is held and tried again)."""
+    async def _marked(self, job: Job) -> CallEnded | None:
+        """Mark a suspect's row `solo` before it runs alone; the verdict if it must not run now
+        (its instance is another worker's, or the store is out: it is held and tried again)."""
         try:
             if await self._mark_solo(job.completion):
-                return True
+                return None
         except StoreUnavailable as exc:
             log.warning(
                 "marking suspect %d to run alone failed; retrying: %s", job.row.queue_id, exc
             )
-            self._hold(job, self._cfg.retry.first)
-            return False
-        self._outcomes.lost(job.inst, Fenced("its claim is another worker's"))
-        self._end(job)
-        self._again(job)
-        return False
+            return CallEnded(job, Verdict.RETRY, self._cfg.retry.first)
+        return self._outcomes.fenced(job, Fenced("its claim is another worker's"))
 
-    def send(self, job: Job) -> bool:
+    def send(self, job: Job, settle: Callable[[CallEnded], None]) -> bool:
         """A runner that `sends` (executor processes) takes a call that can start at once from
         here, without a runner task: `Outcomes.sent` is told how it ended, for all the results
         of an executor's frame in one pass. What needs an await first (a state to load, a
         capped tenant's fleet-wide count, rows of the tenant going back) goes to a runner
-        instead."""
+        instead. `settle` is told the verdict."""
         inst, tenant = job.inst, job.row.tenant
         if not inst.cell.loaded or self._rules.capped(tenant) or self._releases.busy(tenant):
             return False
@@ -155,7 +134,9 @@ class Dispatch:
 
         def done(error: BaseException | None) -> None:
             solo.ended()
-            sent(job, error)
+            ended = sent(job, error)
+            if ended is not None:  # else a runner writes first, and its chore returns it
+                settle(ended)
 
         if not self._calls.send(inst.actor, inst.cell, job.event, done):
             return False

@@ -37,8 +37,6 @@ import asyncio
 import contextlib
 import functools
 from collections import Counter
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 from yoke.actors.claimer import Claimer
 from yoke.actors.completions import CompletionWriter
@@ -46,7 +44,16 @@ from yoke.actors.ctx import CtxHost, InstanceStateCell
 from yoke.actors.definitions import ActorRegistry
 from yoke.actors.dispatch import Dispatch
 from yoke.actors.drain_core import Action, DrainCore, LoadStates, Pick, PutBack, Signal
-from yoke.actors.drain_parts import Chore, DrainConfig, DrainStats, HeldInstance, Job
+from yoke.actors.drain_parts import (
+    CallEnded,
+    Chore,
+    ChoreFn,
+    DrainConfig,
+    DrainStats,
+    HeldInstance,
+    Job,
+    Verdict,
+)
 from yoke.actors.fairness import FairnessView, TenantTelemetry
 from yoke.actors.metrics import ActorMetrics
 from yoke.actors.outcomes import Outcomes
@@ -147,15 +154,11 @@ class QueueDrainScheduler:
             clock=clock,
             config=self._cfg,
             stopping=self._stopping,
-            drop=self._drop,
             completions=self._completions,
             releases=self._releases,
             metrics=self._metrics,
             telemetry=self._telemetry,
             chore=self._chore,
-            end=self._end,
-            hold=self._hold,
-            again=self._again,
         )
         self._dispatch = Dispatch(  # how a call starts (dispatch.py)
             calls=self._calls,
@@ -166,10 +169,6 @@ class QueueDrainScheduler:
             releases=self._releases,
             telemetry=self._telemetry,
             outcomes=self._outcomes,
-            hold=self._hold,
-            end=self._end,
-            again=self._again,
-            cancelled=self._cancelled,
         )
         self._picks = Picks(  # custom mode's picks, one at a time per instance (picks.py)
             store=store,
@@ -300,7 +299,8 @@ class QueueDrainScheduler:
         return self._core.closing
 
     def _refused(self, owners: list[HeldInstance]) -> None:
-        self._outcomes.refused(owners)
+        for inst in self._outcomes.refused(owners):
+            self._perform(self._core.lost(inst))
         self._after_stop()
 
     # -- claiming --------------------------------------------------------------------------
@@ -337,7 +337,7 @@ class QueueDrainScheduler:
 
     def _run(self, job: Job) -> None:
         """The worker kernel started `job` (its slot counted): send it, or hand it a runner."""
-        if not (self._sends and self._dispatch.send(job)):
+        if not (self._sends and self._dispatch.send(job, self._settle)):
             self._ready.put_nowait(job)
 
     # -- the pick ----------------------------------------------------------------------------
@@ -346,7 +346,7 @@ class QueueDrainScheduler:
         self._pump_soon = False
         self._perform(self._core.pump())
 
-    def _chore(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def _chore(self, fn: ChoreFn) -> None:
         """A store chore of one of the drain's parts, awaited by a runner in the TaskGroup."""
         self._ready.put_nowait(Chore(fn))
 
@@ -360,35 +360,27 @@ class QueueDrainScheduler:
         while True:
             job = await self._ready.get()
             if isinstance(job, Chore):
-                await job.fn()
+                ended = await job.fn()
+                if ended is not None:
+                    self._settle(ended)
                 continue
             await self.dispatch_process(job)
 
     async def dispatch_process(self, job: Job) -> None:
         """The actors specification's `dispatch_process`: run `process(ctx, event)` for one
-        claimed event (`dispatch.py`)."""
-        await self._dispatch.process(job)
+        claimed event (`dispatch.py`), and hand its verdict to the core."""
+        try:
+            ended = await self._dispatch.process(job)
+        except asyncio.CancelledError:  # the drain is ending: its worker slot is given back
+            self._core.cancelled()
+            raise
+        self._settle(ended)
 
-    def _cancelled(self) -> None:
-        self._core.cancelled()
-
-    def _hold(self, job: Job, delay: float) -> None:
-        """Run `job` again after `delay`: it keeps its group slot (its place, so nothing of its
-        group overtakes it) and gives the worker slot back meanwhile."""
-        self._perform(self._core.retry(job, delay, now=self._clock.monotonic()))
-        self._retry_wake.set()
-
-    def _end(self, job: Job) -> None:
-        """The job is over here (done, dead or fenced): free both of its slots."""
-        self._perform(self._core.ended(job))
-
-    def _again(self, job: Job) -> None:
-        """A job ended fenced: if its row was claimed here anew meanwhile, hold it afresh."""
-        self._perform(self._core.again(job))
-
-    def _drop(self, inst: HeldInstance) -> None:
-        """The instance is another worker's now: what it holds here and has not started goes."""
-        self._perform(self._core.lost(inst))
+    def _settle(self, ended: CallEnded) -> None:
+        """A call's verdict (`Outcomes`, `Dispatch`): the core frees or keeps its slots."""
+        self._perform(self._core.call_ended(ended, now=self._clock.monotonic()))
+        if ended.verdict is Verdict.RETRY:
+            self._retry_wake.set()  # its timer looks again
 
     def _after_stop(self) -> None:
         if not self._core.running:

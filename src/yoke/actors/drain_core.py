@@ -41,8 +41,10 @@ from yoke.actors.claims import ClaimWindows
 from yoke.actors.ctx import InstanceStateCell
 from yoke.actors.definitions import ActorDef
 from yoke.actors.drain_parts import (
+    CallEnded,
     HeldInstance,
     Job,
+    Verdict,
     forget_one,
     items_of,
     next_attempt,
@@ -224,20 +226,35 @@ class DrainCore:
         return self._take()
 
     # -- calls that ended -------------------------------------------------------------------
+    def call_ended(self, ended: CallEnded, *, now: float) -> list[Action]:
+        """A call's verdict (decided by the shell's `Outcomes` or `Dispatch`)."""
+        if ended.verdict is Verdict.DONE:
+            return self.ended(ended.job)
+        if ended.verdict is Verdict.RETRY:
+            return self.retry(ended.job, ended.delay, now=now)
+        return self.fenced(ended.job)
+
     def ended(self, job: Job) -> list[Action]:
-        """The call of `job` is over here (done, dead, fenced or released): both slots free."""
+        """The call of `job` is over here (done, dead or released): both slots free."""
+        self._ended(job)
+        return self._take()
+
+    def _ended(self, job: Job) -> None:
         self.running -= 1
         if self.paused and job.inst.ref in self.paused:
             self._out.append(Signal.SETTLED)  # only then: `settle` scans what is held
         self._free(job)
         self._out.append(Signal.FREED)
-        return self._take()
 
     def retry(self, job: Job, delay: float, *, now: float) -> list[Action]:
         """Run `job` again after `delay`: it keeps its group slot (its place: nothing of its
-        group overtakes it) and gives the worker slot back meanwhile."""
+        group overtakes it) and gives the worker slot back meanwhile. A row claimed here again
+        under a newer epoch while it ran runs again under that epoch's instance (its heir)."""
         self.running -= 1
         self.worker.release(job.row.queue_id)
+        if job.heir is not None:
+            self._give_slot(job.inst, job)
+            job.inst, job.heir = job.heir, None
         heapq.heappush(self._retries, (now + delay, next(self._tie), job))
         self._out.append(Signal.FREED)
         return self._take()
@@ -261,14 +278,21 @@ class DrainCore:
             worker.push(row.queue_id, row.tenant, seq=row.queue_id, payload=job)
         return self._take()
 
-    def again(self, job: Job) -> list[Action]:
-        """A job ended fenced: if its row was claimed here anew meanwhile, hold it afresh."""
+    def fenced(self, job: Job) -> list[Action]:
+        """The call of `job` was fenced: its instance was taken over. What that instance holds
+        here and has not started is dropped, and the call's slots are freed. If the row was
+        claimed here again meanwhile (`job.heir`, a newer epoch of the instance, held its group
+        slot since), it is held afresh there in the same step: first of its group by its
+        arrival, so nothing of its group has overtaken it or will."""
+        self._drop_queued(job.inst)
+        self._ended(job)
         self._again(job)
         return self._take()
 
     def _again(self, job: Job) -> None:
-        """Left alone, a row claimed here anew would stay claimed by this worker, which claims
-        pending rows only: in flight for good (until the worker stops)."""
+        """A fenced call's row, or a retry let go with its lost instance, claimed here anew:
+        left alone, it would stay claimed by this worker, which claims pending rows only: in
+        flight for good (until the worker stops)."""
         if self.closing:
             return
         row = job.row
@@ -364,8 +388,10 @@ class DrainCore:
             held = self.jobs.get(row.queue_id)
             if held is not None:
                 # Its old run is under way or waits for its retry: a success completes it under
-                # the new epoch; if it is fenced instead, `again` holds the row afresh.
+                # the new epoch; the new epoch's instance holds its group slot meanwhile.
                 held.row = row
+                if inst is not None:
+                    self._adopt(held, inst)
                 continue
             if inst is None:
                 continue
@@ -387,6 +413,35 @@ class DrainCore:
         inst.groups[g] = n + 1
         k.push(row.queue_id, g, seq=row.queue_id, payload=job)
         return job
+
+    def _adopt(self, job: Job, inst: HeldInstance) -> None:
+        """The row of `job`, held here under an older epoch, was claimed here again under the
+        epoch of `inst`. Its group slot moves to `inst` (taken at once: the row is the oldest
+        of its group there), so the rows of its group that the new epoch holds wait behind it.
+        A retry waiting out its backoff runs under `inst` from now on; a call under way keeps
+        its instance's state cell, and `inst` becomes its heir (`fenced`)."""
+        if inst is job.inst or inst is job.heir:
+            return
+        qid, group = job.row.queue_id, job.row.group_id
+        k = inst.kernel
+        n = inst.groups.get(group, 0)
+        if not n:
+            k.set_lane_cap(group, inst.cap)
+        inst.groups[group] = n + 1
+        k.push(qid, group, seq=qid, payload=job)
+        if k.claim(qid) is None:  # cannot be: a slot of a group the new epoch has not started
+            k.cancel(qid)
+            forget_one(inst, group)
+            log.error("event %d claimed anew found its group full under the new epoch", qid)
+            return
+        it = self.worker.get(qid)
+        if it is not None and it.state is ItemState.RUNNING:
+            if job.heir is not None:
+                self._give_slot(job.heir, job)
+            job.heir = inst
+        else:
+            self._give_slot(job.inst, job)
+            job.inst = inst
 
     def _instance_for(self, row: ClaimedEvent) -> HeldInstance | None:
         ref = row.ref
@@ -412,8 +467,15 @@ class DrainCore:
         self._unhold(qid)
         if self.worker.get(qid) is not None:
             self.worker.release(qid)
-        inst = job.inst
-        k = inst.kernel
+        self._give_slot(job.inst, job)
+        if job.heir is not None:
+            self._give_slot(job.heir, job)
+            job.heir = None
+
+    def _give_slot(self, inst: HeldInstance, job: Job) -> None:
+        """The group slot `job` holds in `inst` (if any) is free: the instance may start more,
+        rests if it holds nothing, or is forgotten if lost and idle."""
+        qid, k = job.row.queue_id, inst.kernel
         it = k.get(qid)
         if it is not None and it.state is ItemState.RUNNING:
             k.release(qid)
@@ -427,13 +489,16 @@ class DrainCore:
 
     def _release_group(self, job: Job) -> None:
         """The row is no longer held here: its group slot is freed (it held no worker slot)."""
-        qid = job.row.queue_id
-        self._unhold(qid)
-        k = job.inst.kernel
-        it = k.get(qid)
-        if it is not None and it.state is ItemState.RUNNING:
-            k.release(qid)
-            forget_one(job.inst, job.row.group_id)
+        self._unhold(job.row.queue_id)
+        for inst in (job.inst, job.heir):
+            if inst is None:
+                continue
+            k, qid = inst.kernel, job.row.queue_id
+            it = k.get(qid)
+            if it is not None and it.state is ItemState.RUNNING:
+                k.release(qid)
+                forget_one(inst, job.row.group_id)
+        job.heir = None
 
     def _unhold(self, qid: int) -> None:
         job = self.jobs.pop(qid, None)

@@ -8,9 +8,10 @@ Shared by the drain's core (`drain_core.py`), its shell (`drain.py`) and the she
 
 from __future__ import annotations
 
+import enum
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,17 +109,49 @@ class HeldInstance:
 
 
 class Job:
-    __slots__ = ("event", "failures", "inst", "row")
+    __slots__ = ("event", "failures", "heir", "inst", "row")
 
     def __init__(self, row: ClaimedEvent, inst: HeldInstance, event: Event) -> None:
         self.row = row
-        self.inst = inst
+        self.inst = inst  # the instance (and state cell) its call runs under
         self.event = event
         self.failures = 0
+        # The instance of a newer epoch that claimed the row here again while its call ran:
+        # it holds the row's group slot there (so nothing of its group overtakes it), and
+        # runs the row itself if the call ends fenced (`DrainCore.fenced`).
+        self.heir: HeldInstance | None = None
 
     @property
     def completion(self) -> Completion:
         return Completion(queue_id=self.row.queue_id, epoch=self.row.epoch)
+
+
+class Verdict(enum.Enum):
+    """How a call ended, as the drain's core is told (`DrainCore.call_ended`)."""
+
+    DONE = "done"  # over here (done, a dead letter, released, charged, given up): both slots free
+    RETRY = "retry"  # run again after a delay: its group slot kept, its worker slot given back
+    FENCED = "fenced"  # its instance is another worker's: what it holds and has not started goes
+
+
+class CallEnded:
+    """A call's verdict, decided by `Outcomes` (or `Dispatch` before the call), applied by the
+    drain's core: the parts that decide never touch the slots themselves."""
+
+    __slots__ = ("delay", "job", "verdict")
+
+    def __init__(self, job: Job, verdict: Verdict, delay: float = 0.0) -> None:
+        self.job = job
+        self.verdict = verdict
+        self.delay = delay  # RETRY: seconds until it may run again
+
+    def __repr__(self) -> str:
+        return f"CallEnded({self.job.row.queue_id}, {self.verdict.value}, delay={self.delay})"
+
+
+# A store chore of one of the drain's parts (`Chore.fn`), awaited by a runner; what it returns,
+# if anything, is the verdict of the call it ended.
+ChoreFn = Callable[[], Coroutine[Any, Any, "CallEnded | None"]]
 
 
 class Chore:
@@ -126,7 +159,7 @@ class Chore:
 
     __slots__ = ("fn",)
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
+    def __init__(self, fn: ChoreFn) -> None:
         self.fn = fn
 
 

@@ -10,22 +10,29 @@ only a stopping drain gives them up. A write the store refuses for good makes th
 dead letter of the refusal (`refusals.bury`) and frees the slot. The counts behind
 `DrainStats` are kept here.
 
-The slots themselves are the drain's core's (`drain_core.py`): this module tells the drain
-through `end` (both slots freed), `hold` (run again after a delay, the group slot kept),
-`again` (a fenced row claimed here anew) and `drop` (an instance lost: what it holds and has
-not started goes). It must never name a store backend and reads time only through its `Clock`.
+The slots themselves are the drain's core's (`drain_core.py`): this module decides a call's
+verdict and returns it (`CallEnded`: DONE, both slots freed; RETRY after a delay, the group slot
+kept; FENCED, its instance lost), and the drain hands it to the core; it never touches a slot.
+It must never name a store backend and reads time only through its `Clock`.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 from yoke.actors.completions import CompletionWriter
 from yoke.actors.ctx import Fenced
-from yoke.actors.drain_parts import DrainConfig, HeldInstance, Job, event_of
+from yoke.actors.drain_parts import (
+    CallEnded,
+    ChoreFn,
+    DrainConfig,
+    HeldInstance,
+    Job,
+    Verdict,
+    event_of,
+)
 from yoke.actors.failure_log import FailureLog
 from yoke.actors.fairness import TenantTelemetry
 from yoke.actors.metrics import ActorMetrics
@@ -50,15 +57,11 @@ class Outcomes:
         clock: Clock,
         config: DrainConfig,
         stopping: Callable[[], bool],
-        drop: Callable[[HeldInstance], None],
         completions: CompletionWriter[HeldInstance],
         releases: Releases,
         metrics: ActorMetrics,
         telemetry: TenantTelemetry,
-        chore: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
-        end: Callable[[Job], None],
-        hold: Callable[[Job, float], None],
-        again: Callable[[Job], None],
+        chore: Callable[[ChoreFn], None],
     ) -> None:
         self._store = store
         self._worker_id = worker_id
@@ -66,59 +69,54 @@ class Outcomes:
         self._retry = config.retry
         self._poll_interval = config.poll_interval
         self._stopping = stopping
-        self._drop = drop
         self._completions = completions
         self._releases = releases
         self._metrics = metrics
         self._telemetry = telemetry
         self._chore = chore  # run in a runner, inside the drain's TaskGroup
-        self._end = end
-        self._hold = hold
-        self._again = again
         self._failure_log = FailureLog()
         self.counts = {"processed": 0, "errors": 0, "dead": 0, "fenced": 0, "given_up": 0}
 
     def __repr__(self) -> str:
         return f"Outcomes({', '.join(f'{k}={n}' for k, n in self.counts.items())})"
 
-    def sent(self, job: Job, error: BaseException | None) -> None:
-        """How a call sent without a runner task ended (`Runner.send`)."""
+    def sent(self, job: Job, error: BaseException | None) -> CallEnded | None:
+        """How a call sent without a runner task ended (`Runner.send`): its verdict, or None if
+        a write to the store comes first (in a runner, whose chore returns the verdict)."""
         if error is None:
-            self.succeeded(job)
-        elif not self.at_once(job, error):  # a write to the store first: in a runner
+            return self.succeeded(job)
+        ended = self.at_once(job, error)
+        if ended is None:
             self._chore(functools.partial(self.ended_with, job, error))
+        return ended
 
-    def succeeded(self, job: Job) -> None:
+    def succeeded(self, job: Job) -> CallEnded:
         inst = job.inst
         self.counts["processed"] += 1
         self._metrics.processed(inst.actor.name)
         self._telemetry.processed(job.row.tenant)
         self._completions.add(job.completion, inst)
-        self._end(job)
+        return CallEnded(job, Verdict.DONE)
 
-    def at_once(self, job: Job, error: BaseException) -> bool:
-        """The call of `job` raised `error`: True if what follows needs no await (fenced, or
-        its executor lost without a charge: the row goes back at no cost), done here."""
+    def at_once(self, job: Job, error: BaseException) -> CallEnded | None:
+        """The call of `job` raised `error`: its verdict if it needs no await (fenced, or its
+        executor lost without a charge: the row goes back at no cost), else None."""
         if isinstance(error, Fenced):
-            self.lost(job.inst, error)
-            self._end(job)
-            self._again(job)
-            return True
+            return self.fenced(job, error)
         if isinstance(error, ExecutorLost) and not error.charge:
-            self.release(job)
-            return True
-        return False
+            return self.release(job)
+        return None
 
-    async def ended_with(self, job: Job, error: BaseException) -> None:
+    async def ended_with(self, job: Job, error: BaseException) -> CallEnded:
         """The call of `job` raised `error`: fenced, its executor lost, or process() failed."""
-        if self.at_once(job, error):
-            return
+        ended = self.at_once(job, error)
+        if ended is not None:
+            return ended
         if isinstance(error, ExecutorLost):  # charged: it ran alone, or past its deadline
-            await self._crashed(job, error.reason)
-        else:
-            await self._failed(job, error)
+            return await self._crashed(job, error.reason)
+        return await self._failed(job, error)
 
-    async def _failed(self, job: Job, error: BaseException) -> None:
+    async def _failed(self, job: Job, error: BaseException) -> CallEnded:
         inst = job.inst
         self.counts["errors"] += 1
         self._metrics.failed(inst.actor.name)
@@ -151,8 +149,7 @@ class Outcomes:
                 self.counts["dead"] += 1
             elif stored[1] == 1:  # refused at once: fenced (on a retry, maybe our own write)
                 self.counts["fenced"] += 1
-            self._end(job)
-            return
+            return CallEnded(job, Verdict.DONE)
         # Written before the retry runs, so that a takeover meanwhile honours the attempt and
         # the backoff; the group slot stays held until then (nothing of its group overtakes).
         try:
@@ -171,65 +168,59 @@ class Outcomes:
         except YokeError as exc:  # refused for good: retried, it would be refused forever
             buried = await self._bury(job.completion, exc, "its retry")
             self.counts["dead" if buried else "given_up"] += 1
-            self._end(job)
-            return
+            return CallEnded(job, Verdict.DONE)
         if stored is None:  # stopping: stop_worker puts the row back to pending
             self.counts["given_up"] += 1
-            self._end(job)
-            return
+            return CallEnded(job, Verdict.DONE)
         # A retried requeue whose first attempt was written is taken again (the row stays
         # claimed): it counts one attempt more, never a refusal.
         if not stored[0]:
-            self.lost(inst, Fenced("requeue refused"))
-            self._end(job)
-            return
+            return self.fenced(job, Fenced("requeue refused"))
         job.event = event_of(job.row, attempt=failures + 1)
-        self._hold(job, delay)
+        return CallEnded(job, Verdict.RETRY, delay)
 
-    def unloadable(self, job: Job, refusal: YokeError) -> None:
+    async def unloadable(self, job: Job, refusal: YokeError) -> CallEnded:
         """The store refused for good to read the state of the instance of `job`: the event
         becomes a dead letter of the refusal and frees its slots, rather than waiting forever."""
+        buried = await self._bury(job.completion, refusal, "loading its instance's state")
+        self.counts["dead" if buried else "given_up"] += 1
+        return CallEnded(job, Verdict.DONE)
 
-        async def bury_it() -> None:
-            buried = await self._bury(job.completion, refusal, "loading its instance's state")
-            self.counts["dead" if buried else "given_up"] += 1
-            self._end(job)
-
-        self._chore(bury_it)
-
-    def release(self, job: Job) -> None:
+    def release(self, job: Job) -> CallEnded:
         """No running executor: the row goes back to pending at no cost, then the rest of its
         group in turn (the tenant is busy meanwhile), in order, before any is claimed again."""
         self._releases.release(job.completion, job.row.tenant)
-        self._end(job)
+        return CallEnded(job, Verdict.DONE)
 
-    async def _crashed(self, job: Job, reason: str) -> None:
+    async def _crashed(self, job: Job, reason: str) -> CallEnded:
         """Its executor died running it alone (or past its deadline): a crash attempt counts."""
         what = f"actor {job.inst.actor.name!r} event {job.row.queue_id}"
         await self._releases.charge(job.completion, job.row.tenant, reason, what=what)
-        self._end(job)
+        return CallEnded(job, Verdict.DONE)
 
-    def lost(self, inst: HeldInstance, exc: BaseException) -> None:
-        """The instance belongs to another worker now: what it holds here and has not started
-        is dropped (its new owner runs it)."""
+    def fenced(self, job: Job, exc: BaseException) -> CallEnded:
+        """The instance of `job` belongs to another worker now (or did, and is this worker's
+        again under a newer epoch): the core drops what it holds here and has not started
+        (its new owner runs it)."""
+        inst = job.inst
         if not inst.lost:
             log.warning("lost instance %s/%s: %s", inst.ref.actor, inst.ref.instance_id, exc)
             self.counts["fenced"] += 1
-        self._drop(inst)
+        return CallEnded(job, Verdict.FENCED)
 
-    def refused(self, owners: list[HeldInstance]) -> None:
+    def refused(self, owners: list[HeldInstance]) -> list[HeldInstance]:
         """The store refused these completions: their instances belong to another worker
-        now. What this worker holds of them and has not started is dropped (the new owner runs
-        it); left alone it would run here too, its effects (emit, schedule) made twice."""
+        now. Returned: those whose holdings the core must drop (the new owner runs them);
+        left alone they would run here too, their effects (emit, schedule) made twice."""
         self.counts["fenced"] += len(owners)
-        for inst in dict.fromkeys(owners):
-            if not inst.lost:
-                log.warning(
-                    "lost instance %s/%s: its completions were refused",
-                    inst.ref.actor,
-                    inst.ref.instance_id,
-                )
-                self._drop(inst)
+        lost = [inst for inst in dict.fromkeys(owners) if not inst.lost]
+        for inst in lost:
+            log.warning(
+                "lost instance %s/%s: its completions were refused",
+                inst.ref.actor,
+                inst.ref.instance_id,
+            )
+        return lost
 
     def undefined(self, row: ClaimedEvent) -> None:
         """A row of an actor this worker does not define waits (`poll_interval`) for a worker
