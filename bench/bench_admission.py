@@ -479,6 +479,14 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "http_bound_to_in_process": _figure(
             [1 / (1 + r["in_process"] / r["http"]["healthz_rps"]) for r in runs]
         ),
+        "http_to_bound": _figure(
+            [
+                r["http"]["rps"]
+                / r["in_process"]
+                * (1 + r["in_process"] / r["http"]["healthz_rps"])
+                for r in runs
+            ]
+        ),
         "http_p99_ms": _figure([r["http"]["p99_ms"] for r in runs]),
         "half_rate": _figure([r["http"]["half_rate"] for r in runs]),
         "half_p50_ms": _figure([r["http"]["half_p50_ms"] for r in runs]),
@@ -591,6 +599,12 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{f(s['bare_half_p99_ms'], 1)} | {s['store_half_p50_ms']['median']:.1f} / "
             f"{f(s['store_half_p99_ms'], 1)} |"
         )
+    lines += [""] + [
+        f"{backend}: HTTP x in process over its bound, per run: {f(s['http_to_bound'], 2)} "
+        "(target >= 0.9)."
+        for backend, s in doc["backends"].items()
+        if "http_to_bound" in s
+    ]
     lines += [
         "",
         "The whole cycle, in the same runs: each of the "
