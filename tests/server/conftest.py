@@ -68,6 +68,11 @@ def make_app(database_url: str, limits: Limits | None = None) -> yoke.App:
     async def waiter(ctx: yoke.Context, input: Any) -> Any:
         return await ctx.wait_for("go", timeout=60)  # WAITING: holds no slot
 
+    @app.workflow()
+    async def sleeper(ctx: yoke.Context, input: Any) -> Any:
+        await ctx.sleep(60)  # WAITING until its wake-up: holds no slot
+        return "woke"
+
     app.gate = gate  # type: ignore[attr-defined]
     return app
 

@@ -81,7 +81,7 @@ async def test_answers_match_their_schemas(serve: Serve) -> None:
     doc = (await c.get("/openapi.json")).json()
     assert doc["openapi"].startswith("3.1")
     workflow = doc["components"]["schemas"]["StartIn"]["properties"]["workflow"]
-    assert workflow["examples"] == ["echo", "hold", "steps", "waiter"]
+    assert workflow["examples"] == ["echo", "hold", "sleeper", "steps", "waiter"]
     bare = spec(server.ops)["components"]["schemas"]["StartIn"]["properties"]["workflow"]
     assert "examples" not in bare
     granted = await c.post("/v1/starts", json={"workflow": "hold"})

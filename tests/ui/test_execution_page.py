@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import re
 from typing import Any
 
 import httpx
@@ -112,3 +113,18 @@ async def test_a_waiting_execution_shows_what_it_waits_for_and_can_be_cancelled(
     assert eid in listed
     cancelled = await acme.post(f"/v1/executions/{eid}/cancel")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "CANCELLED"
+
+
+async def test_a_sleeping_executions_step_says_until_when_not_a_number(serve: Serve) -> None:
+    _, client = await serve()
+    acme = client("acme")
+    eid = (await acme.post("/v1/starts", json={"workflow": "sleeper"})).json()["execution_id"]
+    for _ in range(500):
+        if (await acme.get(f"/v1/executions/{eid}")).json()["status"] == "WAITING":
+            break
+        await asyncio.sleep(0.01)  # polling the API, as a client would
+    browser, _ = await logged_in(client, "acme")
+    page = (await browser.get(f"/ui/executions/{eid}")).text
+    step = page.split('id="step-sleeps-0"')[1].split("</tr>")[0]
+    assert re.search(r"sleeps until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", step), step
+    assert not re.search(r"\d{10}\.\d", step), "the wake-up shown as epoch seconds"
