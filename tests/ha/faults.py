@@ -55,7 +55,7 @@ async def inject(c: Cluster, fault: Fault) -> FaultRecord:
     until both are up and one leads."""
     p = c.profile
     await asyncio.sleep(p.warmup)
-    victim = c.servers[await c.leader()]
+    victim = c.servers[await c.wait_leader()]
     survivor = c.servers[1 - victim.index]
     at = time.monotonic()
     watch = asyncio.create_task(snapshot_if_stuck(c, fault, survivor, at))

@@ -137,8 +137,7 @@ class Cluster:
             w.spawn()
         for s in self.servers:
             await self.wait_up(s)
-        await self.wait_leader()
-        leader = self.servers[await self.leader()]
+        leader = self.servers[await self.wait_leader()]
         assert self._http is not None
         r = await self._http.put(
             leader.url + "/v1/limits", json={"max_running": self.profile.max_running}
@@ -184,12 +183,13 @@ class Cluster:
                 return s.index
         raise AssertionError("no server leads")
 
-    async def wait_leader(self, timeout: float = 60.0) -> None:
+    async def wait_leader(self, timeout: float = 60.0) -> int:
+        """The index of the server that leads, once one does (a look at /v1/ha may find none
+        for a moment: a request timed out on a loaded machine, or a term changing hands)."""
         deadline = time.monotonic() + timeout
         while True:
             with contextlib.suppress(AssertionError):
-                await self.leader()
-                return
+                return await self.leader()
             if time.monotonic() > deadline:
                 raise AssertionError("no leader was elected:\n" + self.servers[0].proc.tail())
             await asyncio.sleep(0.1)
