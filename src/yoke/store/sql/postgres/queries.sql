@@ -848,12 +848,22 @@ LIMIT %(limit)s;
 
 -- name: mark_moves
 -- rows: [{tenant, actor, instance_id, giver, taker}]. Only an instance its giver still owns and
--- that is not moving already is marked.
-UPDATE actor_instances i SET moving_to = r.taker, moving_since = %(now)s
-FROM json_to_recordset(%(rows)s::json)
-    AS r(tenant TEXT, actor TEXT, instance_id TEXT, giver TEXT, taker TEXT)
-WHERE i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id
-    AND i.worker_id = r.giver AND i.moving_to IS NULL;
+-- that is not moving already is marked. The rows are locked in key order first, as an append
+-- (FOR SHARE) and a takeover lock them: an UPDATE over a join locks in the join's order, and
+-- met an append holding two of them the other way round (a deadlock, seen in test_fleet).
+WITH locked AS (
+    SELECT i.tenant, i.actor, i.instance_id, r.taker
+    FROM actor_instances i
+    JOIN json_to_recordset(%(rows)s::json)
+        AS r(tenant TEXT, actor TEXT, instance_id TEXT, giver TEXT, taker TEXT)
+        ON i.tenant = r.tenant AND i.actor = r.actor AND i.instance_id = r.instance_id
+    WHERE i.worker_id = r.giver AND i.moving_to IS NULL
+    ORDER BY i.tenant, i.actor, i.instance_id
+    FOR UPDATE OF i
+)
+UPDATE actor_instances i SET moving_to = l.taker, moving_since = %(now)s
+FROM locked l
+WHERE i.tenant = l.tenant AND i.actor = l.actor AND i.instance_id = l.instance_id;
 
 -- name: lock_move
 -- The move of one instance, if its giver still owns it under `epoch`.
