@@ -19,7 +19,8 @@ the core the events and performs the actions (`_perform`), and runs the services
 and the hand-over hooks. The I/O is done by parts held by reference: `claimer.py` claims rows
 in batches (`FOR UPDATE SKIP LOCKED` on PostgreSQL) within each tenant's window and reads the
 states of the instances a claim meets first; `dispatch.py` starts a call; `outcomes.py` acts
-on how it ended: completions are written in batches by one flusher (group commit), so a
+on how it ended and returns the call's verdict (`CallEnded`), which this shell hands to the
+core (`_settle`: no other part touches a slot): completions are written in batches by one flusher (group commit), so a
 completion is durable a moment after its slot is reused and a crash in between re-runs that
 event (at-least-once); a throw is requeued in the store with its backoff, or becomes a dead
 letter, and the retry waits in the core (its group slot kept, its worker slot given back).

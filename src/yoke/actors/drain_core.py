@@ -7,11 +7,13 @@ queued, running or waiting for a retry), the worker kernel (`policy="sfq"`, lane
 global cap = the worker's slots, the tenants' weights and local caps), the claim windows
 (`claims.ClaimWindows`), the retries waiting out their backoff (a heap of due times), the count
 of calls running, the instances paused by a move (and the rows a claim brought for them), and
-the resting instances whose state stays cached (an LRU bounded by `idle_instances`).
+the resting instances whose state stays cached (an LRU bounded by `idle_instances`). A row
+claimed here again under a newer epoch while its call runs keeps its group slot in the newer
+epoch's instance (`Job.heir`, `_adopt`), so FIFO per group holds across a takeover and back.
 
 Its methods are the events of the drain (rows claimed, their states loaded, a pump, a call
-ended or retried, a time due, an instance lost, a move asked or settled, settings changed,
-stop); each changes the state at once and returns what must follow as actions, which the async
+ended with its verdict: done, retried after a delay or fenced, a time due, an instance lost, a
+move asked or settled, settings changed, stop); each changes the state at once and returns what must follow as actions, which the async
 shell (`drain.QueueDrainScheduler`) performs:
 
 * a `Job` (run this call: the `run` action), `Pick` (custom mode: pick in a runner),
