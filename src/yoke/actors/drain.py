@@ -12,16 +12,16 @@ Two kernels decide, the store only records:
   worker's slots with the others instead of starving them.
 
 What the drain holds and every decision about it is `DrainCore`'s (`drain_core.py`: both
-kernels, the claimed rows per instance and group, the claim windows, the retries' due times,
-the slots, the instances paused by a move, the tenants' local caps): a synchronous core whose
-methods are the drain's events and return actions. This module is its async shell: it feeds
-the core the events and performs the actions (`_perform`), and runs the services, the stats
-and the hand-over hooks. The I/O is done by parts held by reference: `claimer.py` claims rows
-in batches (`FOR UPDATE SKIP LOCKED` on PostgreSQL) within each tenant's window and reads the
-states of the instances a claim meets first; `dispatch.py` starts a call; `outcomes.py` acts
-on how it ended and returns the call's verdict (`CallEnded`), which this shell hands to the
-core (`_settle`: no other part touches a slot): completions are written in batches by one flusher (group commit), so a
-completion is durable a moment after its slot is reused and a crash in between re-runs that
+kernels, the claimed rows per instance and group, the claim windows, the retries' due times, the
+slots, the instances paused by a move, the tenants' local caps): a synchronous core whose
+methods are the drain's events and return actions. This module is its async shell: it feeds the
+core the events and performs the actions (`_perform`), and runs the services, the stats and the
+hand-over hooks. The I/O is done by parts held by reference: `claimer.py` claims rows in batches
+(`FOR UPDATE SKIP LOCKED` on PostgreSQL) within each tenant's window and reads the states of the
+instances a claim meets first; `dispatch.py` starts a call; `outcomes.py` acts on how it ended
+and returns the call's verdict (`CallEnded`), which this shell hands to the core (`_settle`: no
+other part touches a slot): completions are written in batches by one flusher (group commit), so
+a completion is durable a moment after its slot is reused and a crash in between re-runs that
 event (at-least-once); a throw is requeued in the store with its backoff, or becomes a dead
 letter, and the retry waits in the core (its group slot kept, its worker slot given back).
 
@@ -379,9 +379,14 @@ class QueueDrainScheduler:
 
     def _settle(self, ended: CallEnded) -> None:
         """A call's verdict (`Outcomes`, `Dispatch`): the core frees or keeps its slots."""
-        self._perform(self._core.call_ended(ended, now=self._clock.monotonic()))
-        if ended.verdict is Verdict.RETRY:
+        verdict, core = ended.verdict, self._core
+        if verdict is Verdict.DONE:
+            self._perform(core.ended(ended.job))
+        elif verdict is Verdict.RETRY:
+            self._perform(core.retry(ended.job, ended.delay, now=self._clock.monotonic()))
             self._retry_wake.set()  # its timer looks again
+        else:
+            self._perform(core.fenced(ended.job))
 
     def _after_stop(self) -> None:
         if not self._core.running:

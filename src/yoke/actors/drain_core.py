@@ -13,8 +13,8 @@ epoch's instance (`Job.heir`, `_adopt`), so FIFO per group holds across a takeov
 
 Its methods are the events of the drain (rows claimed, their states loaded, a pump, a call
 ended with its verdict: done, retried after a delay or fenced, a time due, an instance lost, a
-move asked or settled, settings changed, stop); each changes the state at once and returns what must follow as actions, which the async
-shell (`drain.QueueDrainScheduler`) performs:
+move asked or settled, settings changed, stop); each changes the state at once and returns
+what must follow as actions, which the async shell (`drain.QueueDrainScheduler`) performs:
 
 * a `Job` (run this call: the `run` action), `Pick` (custom mode: pick in a runner),
 * `LoadStates` (read these instances' states, then `loaded`), `PutBack` (a row of an actor
@@ -43,10 +43,8 @@ from yoke.actors.claims import ClaimWindows
 from yoke.actors.ctx import InstanceStateCell
 from yoke.actors.definitions import ActorDef
 from yoke.actors.drain_parts import (
-    CallEnded,
     HeldInstance,
     Job,
-    Verdict,
     forget_one,
     items_of,
     next_attempt,
@@ -228,14 +226,6 @@ class DrainCore:
         return self._take()
 
     # -- calls that ended -------------------------------------------------------------------
-    def call_ended(self, ended: CallEnded, *, now: float) -> list[Action]:
-        """A call's verdict (decided by the shell's `Outcomes` or `Dispatch`)."""
-        if ended.verdict is Verdict.DONE:
-            return self.ended(ended.job)
-        if ended.verdict is Verdict.RETRY:
-            return self.retry(ended.job, ended.delay, now=now)
-        return self.fenced(ended.job)
-
     def ended(self, job: Job) -> list[Action]:
         """The call of `job` is over here (done, dead or released): both slots free."""
         self._ended(job)
@@ -467,10 +457,22 @@ class DrainCore:
     def _free(self, job: Job) -> None:
         qid = job.row.queue_id
         self._unhold(qid)
-        if self.worker.get(qid) is not None:
-            self.worker.release(qid)
-        self._give_slot(job.inst, job)
-        if job.heir is not None:
+        worker = self.worker
+        if worker.get(qid) is not None:
+            worker.release(qid)
+        inst = job.inst
+        k = inst.kernel
+        it = k.get(qid)
+        if it is not None and it.state is ItemState.RUNNING:
+            k.release(qid)
+            forget_one(inst, job.row.group_id)
+        if not inst.lost:
+            self.dirty[inst] = None
+            if not inst.groups:
+                self._rest(inst)
+        elif k.running == 0 and self.instances.get(inst.ref) is inst:
+            del self.instances[inst.ref]
+        if job.heir is not None:  # the same for the slot its heir held (`_give_slot`)
             self._give_slot(job.heir, job)
             job.heir = None
 

@@ -127,7 +127,7 @@ class Job:
 
 
 class Verdict(enum.Enum):
-    """How a call ended, as the drain's core is told (`DrainCore.call_ended`)."""
+    """How a call ended, as the drain's core is told (`ended`, `retry` or `fenced`)."""
 
     DONE = "done"  # over here (done, a dead letter, released, charged, given up): both slots free
     RETRY = "retry"  # run again after a delay: its group slot kept, its worker slot given back
