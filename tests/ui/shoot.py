@@ -65,6 +65,12 @@ def main(only: tuple[str, ...] = ()) -> None:
                 params={"tenant": tenant},
                 json={"workflow": "order", "input": {}, **cadence},
             ).raise_for_status()
+        # Delayed starts of two tenants: the Queue page lists them under Scheduled.
+        for session, delay in (("ada", 90), ("grace", 600)):
+            http.post(
+                "/v1/starts",
+                json={"workflow": "order", "input": {}, "session": session, "delay": delay},
+            ).raise_for_status()
         time.sleep(3)  # the refund's three attempts and their pauses; two heartbeats
         pages = {
             "overview": "/ui/",

@@ -46,6 +46,33 @@ async def test_a_tenant_sees_only_its_own_sessions_in_every_twin(serve: Serve) -
     assert [i["session"] for i in (await admin.get("/v1/queue?q=ACM")).json()["items"]] == ["acme"]
 
 
+async def test_delayed_starts_are_listed_as_scheduled_each_to_its_own_tenant(
+    serve: Serve,
+) -> None:
+    _, client = await serve()
+    acme, globex, admin = client("acme"), client("globex"), client("admin")
+    ids = {}
+    for who, c in (("acme", acme), ("globex", globex)):
+        r = await c.post("/v1/starts", json={"workflow": "echo", "input": 1, "delay": 60})
+        assert r.status_code == 202 and r.json()["status"] == "SCHEDULED"
+        ids[who] = r.json()["start_id"]
+    sleeping = (await acme.post("/v1/starts", json={"workflow": "sleeper"})).json()
+    for _ in range(500):  # its wake-up is a SCHEDULED start too, but not a delayed one
+        got = await acme.get(f"/v1/executions/{sleeping['execution_id']}")
+        if got.json()["status"] == "WAITING":
+            break
+        await asyncio.sleep(0.01)
+    mine = (await acme.get("/v1/queue")).json()["scheduled"]
+    assert [s["start_id"] for s in mine] == [ids["acme"]] and mine[0]["tenant"] == "acme"
+    all_of_them = (await admin.get("/v1/queue")).json()["scheduled"]
+    assert sorted(s["start_id"] for s in all_of_them) == sorted(ids.values())
+    page = (await acme.get("/ui/admission")).text
+    assert f'id="s-{ids["acme"]}"' in page and ids["globex"] not in page
+    assert "UTC" in page.split(f'id="s-{ids["acme"]}"')[1].split("</tr>")[0]
+    found = (await admin.get("/v1/queue", params={"q": "GLOB"})).json()["scheduled"]
+    assert [s["start_id"] for s in found] == [ids["globex"]]
+
+
 async def test_a_tenant_gets_no_why_of_another_tenants_start(serve: Serve) -> None:
     _, client = await _queue_two_tenants(serve)
     admin, acme = client("admin"), client("acme")

@@ -125,6 +125,15 @@ class TimeVerbs:
             rows = await tx.all("fire_starts", params)
         return sorted((start_row(r) for r in rows), key=lambda r: (r.due_at_ms or 0, r.seq))
 
+    async def scheduled(self, *, tenant: str | None, limit: int) -> list[StartRow]:
+        """The delayed starts not yet due, soonest first: `tenant`'s, or every tenant's."""
+        async with self._t.read() as tx:
+            if tenant is None:
+                rows = await tx.all("scheduled_starts", {"limit": limit})
+            else:
+                rows = await tx.all("scheduled_starts_of", {"tenant": tenant, "limit": limit})
+        return [start_row(r) for r in rows]
+
     async def cancel_scheduled(self, start_id: str, *, now: float) -> StartRow | None:
         """CANCELLED if still SCHEDULED; None if it was not (any more)."""
         params = {"start_id": start_id, "reason": "cancelled", "now": now}

@@ -44,11 +44,24 @@ class QueueLimitsOut(LimitsOut):
     set_at: float | None
 
 
+class ScheduledStartOut(BaseModel):
+    start_id: str
+    tenant: str
+    session: str
+    workflow: str
+    priority: int
+    due_at: float | None = Field(description="when it joins the queue (epoch seconds)")
+
+
 class AdmissionOut(BaseModel):
     queued: int | None
     shown: int
     query: str | None
     items: list[QueueItemOut]
+    scheduled: list[ScheduledStartOut] = Field(
+        description="delayed starts (`at`, `delay`) not yet due, soonest first; a plain "
+        "tenant sees its own"
+    )
     limits: QueueLimitsOut
     slots_used: int
 

@@ -149,11 +149,26 @@ async def admission(s: ServerState, p: Principal, *, q: str | None, k: int) -> d
                 "why": why,
             }
         )
+    # Delayed starts wait in the store, not in the queue, until they are due.
+    later = await store.time.scheduled(tenant=None if privileged(p) else tenant_of(p), limit=k)
+    scheduled = [
+        {
+            "start_id": r.start_id,
+            "tenant": r.tenant,
+            "session": r.session,
+            "workflow": r.workflow,
+            "priority": r.priority,
+            "due_at": None if r.due_at_ms is None else r.due_at_ms / 1000,
+        }
+        for r in later
+        if q is None or q.casefold() in r.session.casefold()
+    ]
     return {
         "queued": ex.kernel.queued if privileged(p) else None,
         "shown": len(rows),
         "query": q,
         "items": rows,
+        "scheduled": scheduled,
         "limits": {**limits.to_json(), **await limits_set_by(s)},
         "slots_used": ledger.get("global", 0),
     }

@@ -618,6 +618,20 @@ WHERE status = 'SCHEDULED' AND due_at_ms IS NOT NULL
 ORDER BY due_at_ms, seq
 LIMIT :limit;
 
+-- name: scheduled_starts
+-- Delayed starts not yet due (a sleeping execution's wake-up is not one), soonest first.
+SELECT * FROM yoke_starts
+WHERE status = 'SCHEDULED' AND kind <> 'wake' AND due_at_ms IS NOT NULL
+ORDER BY due_at_ms, seq
+LIMIT :limit;
+
+-- name: scheduled_starts_of
+-- The same, one tenant's.
+SELECT * FROM yoke_starts
+WHERE status = 'SCHEDULED' AND kind <> 'wake' AND due_at_ms IS NOT NULL AND tenant = :tenant
+ORDER BY due_at_ms, seq
+LIMIT :limit;
+
 -- name: cancel_scheduled_start
 UPDATE yoke_starts SET status = 'CANCELLED', reason = :reason, decided_at = :now
 WHERE start_id = :start_id AND status = 'SCHEDULED'
