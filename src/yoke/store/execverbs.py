@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
@@ -208,121 +208,154 @@ class ExecutionVerbs:
     async def grant_starts(
         self, requests: Sequence[GrantRequest], *, now: float
     ) -> list[GrantResult]:
-        if any(r.log is not None and r.log.start_id != r.start_id for r in requests):
-            raise ValueError("a grant request's log must be the start it grants")
+        _check_grants(requests)
         if self._t.one_statement_batches and _logged_uncapped(requests):
             return await self._grant_logged_one(requests, now=now)
-        results: list[GrantResult | None] = [None] * len(requests)
         async with self._t.write() as tx:
-            await self._check_fence(tx)
-            # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
-            # processes hold every slot, is answered FULL before anything is written for it.
-            capped = sorted({s.key for r in requests for s in r.slots if s.cap is not None})
-            peeked: dict[str, int] = {}
-            if capped:
-                rows = await tx.all("peek_slots", {"keys": self._t.array(capped)})
-                peeked = {str(r["key"]): int(r["running"]) for r in rows}
-            hopeful: list[int] = []
-            twice: list[int] = []  # a start asked for again in the same batch: GONE
-            asked: set[str] = set()
-            for i, req in enumerate(requests):
-                if req.start_id in asked:
-                    twice.append(i)
-                    continue
-                asked.add(req.start_id)
-                full = _full_key(req.slots, peeked)
-                if full is None:
-                    hopeful.append(i)
-                else:
-                    results[i] = _full(full)
-            logged = await _log_fitting(tx, requests, set(hopeful), results, now=now)
-            hopeful = [i for i in hopeful if results[i] is None]
-            # Marking the other starts locks their rows and tells which are still QUEUED.
-            marks = [
-                {
-                    "start_id": requests[i].start_id,
-                    "execution_id": requests[i].execution.execution_id,
-                }
-                for i in hopeful
-                if requests[i].log is None
-            ]
-            rows = await tx.many("mark_granted", marks, now=now) if marks else []
-            marked = {str(r["start_id"]): start_row(r) for r in rows}
-            marked.update(
-                (start_id, row)
-                for start_id, (row, created) in logged.items()
-                if created and row.status is StartStatus.GRANTED
-            )
-            planned: list[int] = []
-            woken_rows: dict[str | None, ExecutionRow] = {}
-            seen = Counter(peeked)
-            for i in hopeful:
-                req = requests[i]
-                if req.start_id not in marked:
-                    results[i] = await _gone(tx, req.start_id)
-                elif (full := _full_key(req.slots, seen)) is not None:
-                    await tx.run("unmark_granted", {"start_id": req.start_id})
-                    results[i] = _full(full)
-                else:
-                    seen.update(s.key for s in req.slots)
-                    planned.append(i)
-            # A wake-up runs its WAITING execution again instead of creating one; one whose
-            # execution ended meanwhile (cancelled) is gone.
-            wakes = {i for i in planned if marked[requests[i].start_id].kind is StartKind.WAKE}
-            for i in sorted(wakes):
-                woken = await self._wake_execution(tx, requests[i])
-                if woken is None:
-                    start_id = requests[i].start_id
-                    await tx.run("unmark_granted", {"start_id": start_id})
-                    params = {"start_id": start_id, "status": "CANCELLED", "now": now}
-                    params |= {"reason": "its execution ended", "forget_key": False}
-                    await tx.one("decide_start", params)
-                    results[i] = await _gone(tx, start_id)
-                    planned.remove(i)
-                else:
-                    woken_rows[requests[i].start_id] = woken
-            executions = await self._insert_executions(
-                tx, [requests[i] for i in planned if i not in wakes]
-            )
-            executions.update(woken_rows)
-            # The ledger rows are the hot ones: take them last, once per key for the whole
-            # batch, so they stay locked for a statement or two and the commit. Increment
-            # first, decide after: the counts before the batch are the counts after minus it.
-            wanted = Counter(s.key for i in planned for s in requests[i].slots)
-            running: dict[str, int] = {}
-            if wanted:
-                counts = json.dumps(dict(sorted(wanted.items())))
-                for r in await tx.all("add_slot_counts", {"counts": counts}):
-                    running[str(r["key"])] = int(r["running"]) - wanted[str(r["key"])]
-            unfit: Counter[str] = Counter()
-            for i in planned:
-                req = requests[i]
-                full = _full_key(req.slots, running)
-                if full is None:
-                    running.update({s.key: running[s.key] + 1 for s in req.slots})
-                    results[i] = GrantResult(
-                        outcome=GrantOutcome.GRANTED,
-                        start=marked[req.start_id],
-                        execution=executions[req.start_id],
-                    )
-                    continue
-                # Another process took the slot since the peek: undo this grant's writes.
-                unfit.update(s.key for s in req.slots)
-                ex_id = req.execution.execution_id
-                if i in wakes:  # its execution waits again, its steps kept
-                    await tx.run("unwake_execution", {"execution_id": ex_id})
-                else:
-                    await tx.run("delete_steps_of", {"execution_id": ex_id})
-                    await tx.run("delete_execution", {"execution_id": ex_id})
+            return await self._grant_in(tx, requests, now=now)
+
+    async def finish_and_grant(
+        self, finishes: Sequence[Finish], grants: Sequence[GrantRequest], *, now: float
+    ) -> tuple[list[bool], list[GrantResult]]:
+        if not grants:
+            return await self.finish_executions(finishes, now=now), []
+        if not finishes:
+            return [], await self.grant_starts(grants, now=now)
+        _check_finishes(finishes)
+        _check_grants(grants)
+        done: list[bool] = []
+
+        async def finish(tx: Tx) -> None:
+            done.extend(await self._finish_in(tx, finishes, now=now))
+
+        async with self._t.write() as tx:
+            results = await self._grant_in(tx, grants, now=now, before_ledger=finish)
+        return done, results
+
+    async def _grant_in(
+        self,
+        tx: Tx,
+        requests: Sequence[GrantRequest],
+        *,
+        now: float,
+        before_ledger: Callable[[Tx], Awaitable[None]] | None = None,
+    ) -> list[GrantResult]:
+        """The grants of `requests` inside `tx`. `before_ledger` (finishes that free the
+        slots these grants take) runs after the start and execution rows are written and
+        before the ledger rows are taken, which keeps the lock order (start rows, execution
+        rows, ledger rows); with it there is no peek, which would see those slots taken."""
+        results: list[GrantResult | None] = [None] * len(requests)
+        await self._check_fence(tx)
+        # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
+        # processes hold every slot, is answered FULL before anything is written for it.
+        capped = sorted({s.key for r in requests for s in r.slots if s.cap is not None})
+        peeked: dict[str, int] = {}
+        if capped and before_ledger is None:
+            rows = await tx.all("peek_slots", {"keys": self._t.array(capped)})
+            peeked = {str(r["key"]): int(r["running"]) for r in rows}
+        hopeful: list[int] = []
+        twice: list[int] = []  # a start asked for again in the same batch: GONE
+        asked: set[str] = set()
+        for i, req in enumerate(requests):
+            if req.start_id in asked:
+                twice.append(i)
+                continue
+            asked.add(req.start_id)
+            full = _full_key(req.slots, peeked)
+            if full is None:
+                hopeful.append(i)
+            else:
+                results[i] = _full(full)
+        logged = await _log_fitting(tx, requests, set(hopeful), results, now=now)
+        hopeful = [i for i in hopeful if results[i] is None]
+        # Marking the other starts locks their rows and tells which are still QUEUED.
+        marks = [
+            {
+                "start_id": requests[i].start_id,
+                "execution_id": requests[i].execution.execution_id,
+            }
+            for i in hopeful
+            if requests[i].log is None
+        ]
+        rows = await tx.many("mark_granted", marks, now=now) if marks else []
+        marked = {str(r["start_id"]): start_row(r) for r in rows}
+        marked.update(
+            (start_id, row)
+            for start_id, (row, created) in logged.items()
+            if created and row.status is StartStatus.GRANTED
+        )
+        planned: list[int] = []
+        woken_rows: dict[str | None, ExecutionRow] = {}
+        seen = Counter(peeked)
+        for i in hopeful:
+            req = requests[i]
+            if req.start_id not in marked:
+                results[i] = await _gone(tx, req.start_id)
+            elif (full := _full_key(req.slots, seen)) is not None:
                 await tx.run("unmark_granted", {"start_id": req.start_id})
                 results[i] = _full(full)
-            if unfit:
-                counts = json.dumps(dict(sorted(unfit.items())))
-                await tx.run("release_slot_counts", {"counts": counts})
-                if not self._t.one_statement_batches:  # PostgreSQL's release drops them itself
-                    await tx.run("drop_idle_slots", {"counts": counts})
-            for i in twice:
-                results[i] = await _gone(tx, requests[i].start_id)
+            else:
+                seen.update(s.key for s in req.slots)
+                planned.append(i)
+        # A wake-up runs its WAITING execution again instead of creating one; one whose
+        # execution ended meanwhile (cancelled) is gone.
+        wakes = {i for i in planned if marked[requests[i].start_id].kind is StartKind.WAKE}
+        for i in sorted(wakes):
+            woken = await self._wake_execution(tx, requests[i])
+            if woken is None:
+                start_id = requests[i].start_id
+                await tx.run("unmark_granted", {"start_id": start_id})
+                params = {"start_id": start_id, "status": "CANCELLED", "now": now}
+                params |= {"reason": "its execution ended", "forget_key": False}
+                await tx.one("decide_start", params)
+                results[i] = await _gone(tx, start_id)
+                planned.remove(i)
+            else:
+                woken_rows[requests[i].start_id] = woken
+        executions = await self._insert_executions(
+            tx, [requests[i] for i in planned if i not in wakes]
+        )
+        executions.update(woken_rows)
+        if before_ledger is not None:
+            await before_ledger(tx)
+        # The ledger rows are the hot ones: take them last, once per key for the whole
+        # batch, so they stay locked for a statement or two and the commit. Increment
+        # first, decide after: the counts before the batch are the counts after minus it.
+        wanted = Counter(s.key for i in planned for s in requests[i].slots)
+        running: dict[str, int] = {}
+        if wanted:
+            counts = json.dumps(dict(sorted(wanted.items())))
+            for r in await tx.all("add_slot_counts", {"counts": counts}):
+                running[str(r["key"])] = int(r["running"]) - wanted[str(r["key"])]
+        unfit: Counter[str] = Counter()
+        for i in planned:
+            req = requests[i]
+            full = _full_key(req.slots, running)
+            if full is None:
+                running.update({s.key: running[s.key] + 1 for s in req.slots})
+                results[i] = GrantResult(
+                    outcome=GrantOutcome.GRANTED,
+                    start=marked[req.start_id],
+                    execution=executions[req.start_id],
+                )
+                continue
+            # Another process took the slot since the peek: undo this grant's writes.
+            unfit.update(s.key for s in req.slots)
+            ex_id = req.execution.execution_id
+            if i in wakes:  # its execution waits again, its steps kept
+                await tx.run("unwake_execution", {"execution_id": ex_id})
+            else:
+                await tx.run("delete_steps_of", {"execution_id": ex_id})
+                await tx.run("delete_execution", {"execution_id": ex_id})
+            await tx.run("unmark_granted", {"start_id": req.start_id})
+            results[i] = _full(full)
+        if unfit:
+            counts = json.dumps(dict(sorted(unfit.items())))
+            await tx.run("release_slot_counts", {"counts": counts})
+            if not self._t.one_statement_batches:  # PostgreSQL's release drops them itself
+                await tx.run("drop_idle_slots", {"counts": counts})
+        for i in twice:
+            results[i] = await _gone(tx, requests[i].start_id)
         for i, req in enumerate(requests):
             res = results[i]
             if req.log is not None and res is not None and res.outcome is GrantOutcome.FULL:
@@ -492,22 +525,26 @@ class ExecutionVerbs:
         return done
 
     async def finish_executions(self, finishes: Sequence[Finish], *, now: float) -> list[bool]:
-        if any(f.status is ExecutionStatus.RUNNING for f in finishes):
-            raise ValueError("finish_execution needs a final status")
+        _check_finishes(finishes)
+        # PostgreSQL: one statement (its own transaction, one round trip): the same locks in
+        # the same order, the ledger released and NOTIFY sent by the statement itself.
+        begin = self._t.single if self._t.one_statement_batches else self._t.write
+        async with begin() as tx:
+            return await self._finish_in(tx, finishes, now=now)
+
+    async def _finish_in(self, tx: Tx, finishes: Sequence[Finish], *, now: float) -> list[bool]:
+        """Finish `finishes` inside `tx`: whether each was RUNNING (and is ended now)."""
         if self._t.one_statement_batches:
-            # One statement (its own transaction, one round trip): the same locks in the same
-            # order, the ledger released and NOTIFY sent by the statement itself.
-            async with self._t.single() as tx:
-                rows = await tx.all(
-                    "finish_executions_one",
-                    {
-                        "ids": [f.execution_id for f in finishes],
-                        "statuses": [f.status.value for f in finishes],
-                        "outputs": [f.output for f in finishes],
-                        "errors": [f.error for f in finishes],
-                        "now": now,
-                    },
-                )
+            rows = await tx.all(
+                "finish_executions_one",
+                {
+                    "ids": [f.execution_id for f in finishes],
+                    "statuses": [f.status.value for f in finishes],
+                    "outputs": [f.output for f in finishes],
+                    "errors": [f.error for f in finishes],
+                    "now": now,
+                },
+            )
             done = {str(r["execution_id"]) for r in rows}
             return [f.execution_id in done for f in finishes]
         batch = [
@@ -520,15 +557,14 @@ class ExecutionVerbs:
             for f in finishes
         ]
         freed: Counter[str] = Counter()
-        async with self._t.write() as tx:
-            # Execution rows first, then the ledger rows, each once per batch, in key order.
-            rows = await tx.many("finish_execution", batch, now=now)
-            for r in rows:
-                freed.update(keys_of(r["slot_keys"]))
-            if freed:  # (SQLite: PostgreSQL finishes a batch in one statement, above)
-                counts = json.dumps(dict(sorted(freed.items())))
-                await tx.run("release_slot_counts", {"counts": counts})
-                await tx.run("drop_idle_slots", {"counts": counts})
+        # Execution rows first, then the ledger rows, each once per batch, in key order.
+        rows = await tx.many("finish_execution", batch, now=now)
+        for r in rows:
+            freed.update(keys_of(r["slot_keys"]))
+        if freed:  # (SQLite: PostgreSQL finishes a batch in one statement, above)
+            counts = json.dumps(dict(sorted(freed.items())))
+            await tx.run("release_slot_counts", {"counts": counts})
+            await tx.run("drop_idle_slots", {"counts": counts})
         done = {str(r["execution_id"]) for r in rows}
         return [f.execution_id in done for f in finishes]
 
@@ -714,6 +750,16 @@ class ExecutionVerbs:
 
     async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
         await self._t.listen_slot_freed(on_freed)
+
+
+def _check_grants(requests: Sequence[GrantRequest]) -> None:
+    if any(r.log is not None and r.log.start_id != r.start_id for r in requests):
+        raise ValueError("a grant request's log must be the start it grants")
+
+
+def _check_finishes(finishes: Sequence[Finish]) -> None:
+    if any(f.status is ExecutionStatus.RUNNING for f in finishes):
+        raise ValueError("finish_execution needs a final status")
 
 
 async def _gone(tx: Tx, start_id: str) -> GrantResult:
