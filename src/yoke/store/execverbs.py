@@ -4,7 +4,9 @@
 `queries.sql`, begin a write the dialect's way) by reference; the verbs here decide which
 queries run in which transaction. The lock order is fixed so concurrent writers never deadlock:
 a start row, then an execution row, then ledger rows in sorted key order (always last, since
-they are the rows every grant and finish touches).
+they are the rows every grant and finish touches). `finish_and_grant` takes the ledger rows in
+two passes, each in key order (the ends' release, then the grants' counts), after its start
+rows; see `_grant_in` for why that cannot deadlock.
 
 Fencing (`set_fence`, high availability): once a fence is set, every write that decides for the
 queue (a log, a grant, a refusal or cancel, a priority, a control-log entry, an adoption) runs
@@ -229,7 +231,7 @@ class ExecutionVerbs:
             done.extend(await self._finish_in(tx, finishes, now=now))
 
         async with self._t.write() as tx:
-            results = await self._grant_in(tx, grants, now=now, before_ledger=finish)
+            results = await self._grant_in(tx, grants, now=now, freeing=finish)
         return done, results
 
     async def _grant_in(
@@ -238,19 +240,23 @@ class ExecutionVerbs:
         requests: Sequence[GrantRequest],
         *,
         now: float,
-        before_ledger: Callable[[Tx], Awaitable[None]] | None = None,
+        freeing: Callable[[Tx], Awaitable[None]] | None = None,
     ) -> list[GrantResult]:
-        """The grants of `requests` inside `tx`. `before_ledger` (finishes that free the
-        slots these grants take) runs after the start and execution rows are written and
-        before the ledger rows are taken, which keeps the lock order (start rows, execution
-        rows, ledger rows); with it there is no peek, which would see those slots taken."""
+        """The grants of `requests` inside `tx`. `freeing` (the ends whose slots these grants
+        take) runs once the start rows are marked and before the new execution rows are
+        written: an end is committed before the start that takes its slot, whatever reads the
+        rows' order (a trigger). It takes its execution rows, then the ledger rows in key
+        order; the grants then take the ledger rows again, in key order: every execution holds
+        `global`, the first key, so the first lock of either pass orders such a transaction
+        with every other that takes ledger rows (no deadlock). With `freeing` there is no
+        peek, which would see those slots taken."""
         results: list[GrantResult | None] = [None] * len(requests)
         await self._check_fence(tx)
         # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
         # processes hold every slot, is answered FULL before anything is written for it.
         capped = sorted({s.key for r in requests for s in r.slots if s.cap is not None})
         peeked: dict[str, int] = {}
-        if capped and before_ledger is None:
+        if capped and freeing is None:
             rows = await tx.all("peek_slots", {"keys": self._t.array(capped)})
             peeked = {str(r["key"]): int(r["running"]) for r in rows}
         hopeful: list[int] = []
@@ -312,12 +318,12 @@ class ExecutionVerbs:
                 planned.remove(i)
             else:
                 woken_rows[requests[i].start_id] = woken
+        if freeing is not None:
+            await freeing(tx)
         executions = await self._insert_executions(
             tx, [requests[i] for i in planned if i not in wakes]
         )
         executions.update(woken_rows)
-        if before_ledger is not None:
-            await before_ledger(tx)
         # The ledger rows are the hot ones: take them last, once per key for the whole
         # batch, so they stay locked for a statement or two and the commit. Increment
         # first, decide after: the counts before the batch are the counts after minus it.
