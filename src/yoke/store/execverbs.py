@@ -320,19 +320,15 @@ class ExecutionVerbs:
                 woken_rows[requests[i].start_id] = woken
         if freeing is not None:
             await freeing(tx)
-        executions = await self._insert_executions(
-            tx, [requests[i] for i in planned if i not in wakes]
-        )
-        executions.update(woken_rows)
         # The ledger rows are the hot ones: take them last, once per key for the whole
         # batch, so they stay locked for a statement or two and the commit. Increment
         # first, decide after: the counts before the batch are the counts after minus it.
         wanted = Counter(s.key for i in planned for s in requests[i].slots)
-        running: dict[str, int] = {}
-        if wanted:
-            counts = json.dumps(dict(sorted(wanted.items())))
-            for r in await tx.all("add_slot_counts", {"counts": counts}):
-                running[str(r["key"])] = int(r["running"]) - wanted[str(r["key"])]
+        executions, after = await self._insert_and_count(
+            tx, [requests[i] for i in planned if i not in wakes], wanted
+        )
+        executions.update(woken_rows)
+        running = {key: n - wanted[key] for key, n in after.items()}
         unfit: Counter[str] = Counter()
         for i in planned:
             req = requests[i]
@@ -445,12 +441,32 @@ class ExecutionVerbs:
         row = await tx.one("wake_execution", params)
         return None if row is None else execution_row(row)
 
-    async def _insert_executions(
-        self, tx: Tx, requests: Sequence[GrantRequest]
-    ) -> dict[str | None, ExecutionRow]:
-        """The executions of granted starts, in one statement: start_id -> execution row."""
-        if not requests:
-            return {}
+    async def _insert_and_count(
+        self, tx: Tx, requests: Sequence[GrantRequest], wanted: Mapping[str, int]
+    ) -> tuple[dict[str | None, ExecutionRow], dict[str, int]]:
+        """The executions of granted starts (start_id -> execution row), then the ledger rows
+        of `wanted` incremented by their counts (key -> running after): one statement on
+        PostgreSQL, where a round trip is the cost."""
+        if not (self._t.one_statement_batches and requests and wanted):
+            executions = await self._insert_executions(tx, requests)
+            after: dict[str, int] = {}
+            if wanted:
+                counts = json.dumps(dict(sorted(wanted.items())))
+                rows = await tx.all("add_slot_counts", {"counts": counts})
+                after = {str(r["key"]): int(r["running"]) for r in rows}
+            return executions, after
+        new = self._execution_params(requests)
+        params = {"batch": json.dumps(new), "counts": json.dumps(dict(sorted(wanted.items())))}
+        rows = await tx.all("insert_executions_and_count", params)
+        seqs = {str(r["key"]): int(r["n"]) for r in rows if r["what"] == "e"}
+        after = {str(r["key"]): int(r["n"]) for r in rows if r["what"] == "l"}
+        await self._copy_steps(tx, requests)
+        made: dict[str | None, ExecutionRow] = {
+            r.start_id: written_execution(p, seqs) for r, p in zip(requests, new, strict=True)
+        }
+        return made, after
+
+    def _execution_params(self, requests: Sequence[GrantRequest]) -> list[dict[str, Any]]:
         new = [
             new_execution_params(r.execution, encoded_keys(tuple(s.key for s in r.slots)))
             for r in requests
@@ -458,7 +474,20 @@ class ExecutionVerbs:
         if self._fence is not None:
             for p in new:
                 p["leader_epoch"] = self._fence.epoch
+        return new
+
+    async def _insert_executions(
+        self, tx: Tx, requests: Sequence[GrantRequest]
+    ) -> dict[str | None, ExecutionRow]:
+        """The executions of granted starts, in one statement: start_id -> execution row."""
+        if not requests:
+            return {}
+        new = self._execution_params(requests)
         seqs = await tx.insert("insert_execution", new, key="execution_id")
+        await self._copy_steps(tx, requests)
+        return {r.start_id: written_execution(p, seqs) for r, p in zip(requests, new, strict=True)}
+
+    async def _copy_steps(self, tx: Tx, requests: Sequence[GrantRequest]) -> None:
         for r in requests:
             if r.copy_steps is not None:
                 await tx.run(
@@ -469,7 +498,6 @@ class ExecutionVerbs:
                         "before": r.copy_steps.before_position,
                     },
                 )
-        return {r.start_id: written_execution(p, seqs) for r, p in zip(requests, new, strict=True)}
 
     async def decide_start(
         self,
