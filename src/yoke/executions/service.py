@@ -9,11 +9,12 @@ decides nothing itself. Logs and grants that arrive together share one transacti
 (`batching.Batcher`: one commit for many starts, the ledger's hot rows locked once per batch),
 and so do finishes and steps' records (`batching.GroupCommit`). The batches hand their results
 to the core themselves, so a start that reached the core is decided (and, if granted, runs)
-whether or not its caller still listens: a caller only waits for its ticket's answer. When a
-slot frees here, the finish sends the kernel's next picks to the ledger in the same turn; when
-another process frees one (NOTIFY, or the backup poll), the dispatcher does. Granted
-executions run as tasks of the app's TaskGroup; a slot frees once its execution's end is
-recorded.
+whether or not its caller still listens: a caller only waits for its ticket's answer. When an
+execution here ends, its slot goes to the kernel's next picks at once and their grants ride in
+its finish batch (`_riders`: one transaction writes the ends, then the grants that take their
+slots; docs/decisions.md D24); when another process frees one (NOTIFY, or the backup poll), the
+dispatcher sends the picks. Granted executions run as tasks of the app's TaskGroup; in the
+ledger a slot frees when its execution's end is recorded.
 
 Reading (`reading.Reading`) and runtime changes (`control.Control`) are parts held by reference
 over the same `state.Shared`; their public verbs are this facade's too.
