@@ -248,8 +248,8 @@ class ExecutionVerbs:
         rows' order (a trigger). It takes its execution rows, then the ledger rows in key
         order; the grants then take the ledger rows again, in key order: every execution holds
         `global`, the first key, so the first lock of either pass orders such a transaction
-        with every other that takes ledger rows (no deadlock). With `freeing` there is no
-        peek, which would see those slots taken."""
+        with every other that takes ledger rows (no deadlock). With `freeing` the peek comes
+        after it, so that it sees the slots freed (`_peek_freed`)."""
         results: list[GrantResult | None] = [None] * len(requests)
         await self._check_fence(tx)
         # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
@@ -320,6 +320,7 @@ class ExecutionVerbs:
                 woken_rows[requests[i].start_id] = woken
         if freeing is not None:
             await freeing(tx)
+            planned = await self._peek_freed(tx, requests, planned, wakes, results)
         # The ledger rows are the hot ones: take them last, once per key for the whole
         # batch, so they stay locked for a statement or two and the commit. Increment
         # first, decide after: the counts before the batch are the counts after minus it.
@@ -440,6 +441,36 @@ class ExecutionVerbs:
         }
         row = await tx.one("wake_execution", params)
         return None if row is None else execution_row(row)
+
+    async def _peek_freed(
+        self,
+        tx: Tx,
+        requests: Sequence[GrantRequest],
+        planned: list[int],
+        wakes: set[int],
+        results: list[GrantResult | None],
+    ) -> list[int]:
+        """The peek of a batch whose ends were just written (it sees the slots they freed):
+        a grant that cannot fit, e.g. while another process holds the slot, is answered FULL
+        and undone before its execution is written. Returns the grants still planned."""
+        capped = sorted({s.key for i in planned for s in requests[i].slots if s.cap is not None})
+        if not capped:
+            return planned
+        rows = await tx.all("peek_slots", {"keys": self._t.array(capped)})
+        seen = Counter({str(r["key"]): int(r["running"]) for r in rows})
+        fitting: list[int] = []
+        for i in planned:
+            req = requests[i]
+            full = _full_key(req.slots, seen)
+            if full is None:
+                seen.update(s.key for s in req.slots)
+                fitting.append(i)
+                continue
+            if i in wakes:  # its execution waits again, its steps kept
+                await tx.run("unwake_execution", {"execution_id": req.execution.execution_id})
+            await tx.run("unmark_granted", {"start_id": req.start_id})
+            results[i] = _full(full)
+        return fitting
 
     async def _insert_and_count(
         self, tx: Tx, requests: Sequence[GrantRequest], wanted: Mapping[str, int]
