@@ -13,7 +13,7 @@ import asyncio
 import json
 
 from tests.actors.conftest import MakeRuntime, wait_for
-from yoke.actors import ActorCtx, Event, Queue
+from yoke.actors import ActorCtx, ActorRuntime, Event, Queue
 from yoke.actors.protocol import ActorStore
 from yoke.store.actor_records import InstanceInfo, InstanceRef
 
@@ -37,6 +37,26 @@ async def _lose_and_take_back(store: ActorStore, wall: float, epoch: int) -> Non
     await store.fleet.claim_orphans("w2", stale_before=wall + 3600, now=wall)
     await store.fleet.stop_worker("w2", now=wall)
     await _until(store, lambda i: i.worker_id == "w1" and i.epoch >= epoch + 3 and i.pending == 0)
+
+
+def _fifo_actor(
+    rt: ActorRuntime, started: asyncio.Event, release: asyncio.Event
+) -> tuple[list[int], list[int]]:
+    """A cap-1 FIFO actor whose first call waits for `release`: the events' numbers as their
+    calls began, and as they ended with their state written."""
+    began: list[int] = []
+    seen: list[int] = []
+
+    @rt.actor(subscribe=["s"], key="k", queue=Queue(mode="fifo", concurrency=1))
+    async def a(ctx: ActorCtx, event: Event) -> None:
+        began.append(event.data["i"])
+        if not started.is_set():
+            started.set()
+            await release.wait()
+        await ctx.state.update(lambda s: {**s, "n": s.get("n", 0) + 1})
+        seen.append(event.data["i"])
+
+    return began, seen
 
 
 async def test_a_running_event_claimed_again_under_a_new_epoch_still_runs(
@@ -69,15 +89,7 @@ async def test_a_queued_event_claimed_again_under_a_new_epoch_still_runs(
     that claims it again also brings a newer event of the instance."""
     rt = make_runtime("w1")
     started, release = asyncio.Event(), asyncio.Event()
-    seen: list[int] = []
-
-    @rt.actor(subscribe=["s"], key="k", queue=Queue(mode="fifo", concurrency=1))
-    async def a(ctx: ActorCtx, event: Event) -> None:
-        if not started.is_set():
-            started.set()
-            await release.wait()
-        await ctx.state.update(lambda s: {**s, "n": s.get("n", 0) + 1})
-        seen.append(event.data["i"])
+    _, seen = _fifo_actor(rt, started, release)
 
     async with rt.running(actor_store):
         await rt.append_many("s", [{"k": "x", "i": 1}, {"k": "x", "i": 2}])
@@ -99,17 +111,7 @@ async def test_fifo_holds_across_a_re_claim_while_the_oldest_event_runs(
     the row runs again first: the group's events run 1, 2, 3, never 2 while 1 runs."""
     rt = make_runtime("w1")
     started, release = asyncio.Event(), asyncio.Event()
-    began: list[int] = []
-    seen: list[int] = []
-
-    @rt.actor(subscribe=["s"], key="k", queue=Queue(mode="fifo", concurrency=1))
-    async def a(ctx: ActorCtx, event: Event) -> None:
-        began.append(event.data["i"])
-        if not started.is_set():
-            started.set()
-            await release.wait()
-        await ctx.state.update(lambda s: {**s, "n": s.get("n", 0) + 1})
-        seen.append(event.data["i"])
+    began, seen = _fifo_actor(rt, started, release)
 
     async with rt.running(actor_store):
         await rt.append_many("s", [{"k": "x", "i": i} for i in (1, 2, 3)])

@@ -91,16 +91,21 @@ async def test_resume_restart_and_cancel_from_the_page_are_the_api_s_calls(
     assert r.status_code == 409  # already CANCELLED: the API's answer, as an error page
 
 
+async def _until_waiting(client: httpx.AsyncClient, execution_id: str) -> None:
+    for _ in range(500):
+        if (await client.get(f"/v1/executions/{execution_id}")).json()["status"] == "WAITING":
+            return
+        await asyncio.sleep(0.01)  # polling the API, as a client would
+    raise AssertionError(f"{execution_id} never waited")
+
+
 async def test_a_waiting_execution_shows_what_it_waits_for_and_can_be_cancelled(
     serve: Serve,
 ) -> None:
     _, client = await serve()
     acme = client("acme")
     eid = (await acme.post("/v1/starts", json={"workflow": "waiter"})).json()["execution_id"]
-    for _ in range(500):
-        if (await acme.get(f"/v1/executions/{eid}")).json()["status"] == "WAITING":
-            break
-        await asyncio.sleep(0.01)  # polling the API, as a client would
+    await _until_waiting(acme, eid)
     browser, _ = await logged_in(client, "acme")
     page = (await browser.get(f"/ui/executions/{eid}")).text
     assert "s-waiting" in page and 'id="do-cancel"' in page
@@ -119,10 +124,7 @@ async def test_a_sleeping_executions_step_says_until_when_not_a_number(serve: Se
     _, client = await serve()
     acme = client("acme")
     eid = (await acme.post("/v1/starts", json={"workflow": "sleeper"})).json()["execution_id"]
-    for _ in range(500):
-        if (await acme.get(f"/v1/executions/{eid}")).json()["status"] == "WAITING":
-            break
-        await asyncio.sleep(0.01)  # polling the API, as a client would
+    await _until_waiting(acme, eid)
     browser, _ = await logged_in(client, "acme")
     page = (await browser.get(f"/ui/executions/{eid}")).text
     step = page.split('id="step-sleeps-0"')[1].split("</tr>")[0]

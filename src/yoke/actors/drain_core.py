@@ -460,19 +460,8 @@ class DrainCore:
         worker = self.worker
         if worker.get(qid) is not None:
             worker.release(qid)
-        inst = job.inst
-        k = inst.kernel
-        it = k.get(qid)
-        if it is not None and it.state is ItemState.RUNNING:
-            k.release(qid)
-            forget_one(inst, job.row.group_id)
-        if not inst.lost:
-            self.dirty[inst] = None
-            if not inst.groups:
-                self._rest(inst)
-        elif k.running == 0 and self.instances.get(inst.ref) is inst:
-            del self.instances[inst.ref]
-        if job.heir is not None:  # the same for the slot its heir held (`_give_slot`)
+        self._give_slot(job.inst, job)
+        if job.heir is not None:
             self._give_slot(job.heir, job)
             job.heir = None
 
