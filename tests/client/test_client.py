@@ -137,7 +137,11 @@ def test_tenants_the_scheduler_and_the_dashboard_reads(client: Make) -> None:
     assert isinstance(acme.scheduler(), Scheduler)
     overview = admin.overview()
     assert isinstance(overview, Overview) and overview.principal == "root"
-    assert isinstance(admin.queue(limit=5), QueueView)
+    later = acme.start("echo", {"x": 1}, delay=600)  # a delayed start: listed as scheduled
+    queue = admin.queue(limit=5)
+    assert isinstance(queue, QueueView)
+    assert later.start_id in {s.start_id for s in queue.scheduled}
+    acme.cancel_start(later.start_id)
     fairness = admin.fairness(window=60)
     assert isinstance(fairness, Fairness) and fairness.window_seconds == 60
     assert admin.series(seconds=10).seconds == 10

@@ -69,6 +69,7 @@ SHAPES: list[tuple[type, type[BaseModel], set[str]]] = [
     (views.Overview, um.OverviewOut, set()),
     (views.QueueView, um.AdmissionOut, set()),
     (views.QueueItem, um.QueueItemOut, set()),
+    (views.ScheduledStart, um.ScheduledStartOut, set()),
     (views.QueueLimits, um.QueueLimitsOut, set()),
     (views.Fairness, um.FairnessOut, set()),
     (views.FairnessItem, um.FairnessItemOut, set()),

@@ -94,13 +94,27 @@ class QueueLimits:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ScheduledStart:
+    """A delayed start not yet due: it joins the queue at `due_at`."""
+
+    start_id: str
+    tenant: str
+    session: str
+    workflow: str
+    priority: int
+    due_at: float | None  # epoch seconds
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class QueueView:
-    """Queued starts in predicted pick order (the first `shown`), and the limits."""
+    """Queued starts in predicted pick order (the first `shown`), the delayed starts not yet
+    due (soonest first), and the limits."""
 
     queued: int | None
     shown: int
     query: str | None
     items: tuple[QueueItem, ...]
+    scheduled: tuple[ScheduledStart, ...]
     limits: QueueLimits
     slots_used: int
 
