@@ -68,6 +68,7 @@ from yoke.store.rows import (
     new_start_params,
     opt,
     start_row,
+    step_params,
     written_execution,
     written_start,
 )
@@ -687,21 +688,7 @@ class ExecutionVerbs:
         (False: its step SUCCEEDED already with another result, or has another name)."""
         if not records:
             return []
-        items = [
-            {
-                "execution_id": r.execution_id,
-                "position": r.position,
-                "name": r.name,
-                "result": r.result,
-                "status": r.status.value,
-                "error": r.error,
-                "attempts": r.attempts,
-                "first_attempt": r.first_attempt,
-                "retry_at": r.retry_at,
-                "now": now,
-            }
-            for r in records
-        ]
+        items = [step_params(r, now) for r in records]
         # One statement on PostgreSQL whatever the batch (its own transaction; a lone record
         # without the JSON batch's encoding); on SQLite a statement per record, inside one
         # write that joins the open group commit. A batch of steps from many executions is

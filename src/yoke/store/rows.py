@@ -26,6 +26,7 @@ from yoke.store.records import (
     StartKind,
     StartRow,
     StartStatus,
+    StepRecord,
 )
 from yoke.store.tx import Row
 
@@ -246,3 +247,19 @@ def answer_row(r: Row) -> AnswerRow:
         created_at=float(r["created_at"]),
         expires_at=float(r["expires_at"]),
     )
+
+
+def step_params(r: StepRecord, now: float) -> dict[str, object]:
+    """A step's record as the step queries take it (`record_step`, `write_steps`)."""
+    return {
+        "execution_id": r.execution_id,
+        "position": r.position,
+        "name": r.name,
+        "result": r.result,
+        "status": r.status.value,
+        "error": r.error,
+        "attempts": r.attempts,
+        "first_attempt": r.first_attempt,
+        "retry_at": r.retry_at,
+        "now": now,
+    }

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from yoke.errors import Conflict
 from yoke.store.records import ExecutionRow, NewStart, StartRow, StepRecord
-from yoke.store.rows import execution_row, keys_of, start_row
+from yoke.store.rows import execution_row, keys_of, start_row, step_params
 from yoke.store.tx import Transactions, Tx
 
 KEPT_COUNTED = 1001  # kept signals counted at most: past any bound a caller sets on them
@@ -52,21 +52,6 @@ def _wake_params(s: NewStart, due_at_ms: int | None) -> dict[str, object]:
         "instance_id": s.instance_id,
         "created_at": s.created_at,
         "due_at_ms": due_at_ms,
-    }
-
-
-def _step_params(r: StepRecord, now: float) -> dict[str, object]:
-    return {
-        "execution_id": r.execution_id,
-        "position": r.position,
-        "name": r.name,
-        "result": r.result,
-        "status": r.status.value,
-        "error": r.error,
-        "attempts": r.attempts,
-        "first_attempt": r.first_attempt,
-        "retry_at": r.retry_at,
-        "now": now,
     }
 
 
@@ -174,7 +159,7 @@ class TimeVerbs:
             if ex is None:
                 raise Conflict(f"execution {execution_id} does not run here any more")
             if step is not None:
-                await tx.run("record_step", _step_params(step, now))
+                await tx.run("record_step", step_params(step, now))
             # Its slots, as a finish frees them (key order; on PostgreSQL one statement that
             # drops a row back at zero and sends the NOTIFY).
             keys = sorted(keys_of(ex["slot_keys"]))
@@ -264,7 +249,7 @@ async def _take(tx: Tx, execution_id: str, name: str, step: StepRecord, now: flo
         return None
     await tx.run("take_signal", {"seq": int(kept["seq"]), "now": now})
     payload = str(kept["payload"])
-    params = _step_params(step, now)
+    params = step_params(step, now)
     params |= {"result": payload, "status": "SUCCEEDED", "retry_at": None}
     await tx.run("record_step", params)
     return payload

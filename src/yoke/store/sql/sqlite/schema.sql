@@ -374,3 +374,10 @@ CREATE TABLE yoke_schedules (
 
 CREATE INDEX yoke_schedules_next ON yoke_schedules (next_at) WHERE firing IS NULL;
 CREATE INDEX yoke_schedules_firing ON yoke_schedules (firing_until) WHERE firing IS NOT NULL;
+
+
+-- 0020: the delayed starts not yet due, by their own indexes (see the migration).
+CREATE INDEX yoke_starts_delayed ON yoke_starts (due_at_ms, seq)
+    WHERE status = 'SCHEDULED' AND kind <> 'wake';
+CREATE INDEX yoke_starts_delayed_by_tenant ON yoke_starts (tenant, due_at_ms, seq)
+    WHERE status = 'SCHEDULED' AND kind <> 'wake';
