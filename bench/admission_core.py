@@ -122,8 +122,9 @@ def cycle_ns(
     for i in range(cycles):
         t = running.popleft()
         core.begin(t)
-        take(core.finishing(t, now=0.0))
+        core.finishing(t)
         core.finished(t, now=0.0)
+        take(core.next_grants(now=0.0))
         tenant, session = lanes[i % len(lanes)]
         arrive(tenant, session)
     dt = clock() - t0
