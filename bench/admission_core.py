@@ -122,9 +122,8 @@ def cycle_ns(
     for i in range(cycles):
         t = running.popleft()
         core.begin(t)
-        core.finishing(t)
+        take(core.finishing(t, now=0.0))
         core.finished(t, now=0.0)
-        take(core.next_grants(now=0.0))
         tenant, session = lanes[i % len(lanes)]
         arrive(tenant, session)
     dt = clock() - t0

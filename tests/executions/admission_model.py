@@ -29,7 +29,7 @@ class MStart:
     workflow: str
     prio: int
     seq: int = -1
-    state: str = "logging"  # logging | queued | granting | running | ended
+    state: str = "logging"  # logging | queued | granting | running | finishing | ended
     at_once: bool = False  # its current grant is its caller's own start that fitted at once
     told: str | None = None  # what its caller was told, once
     stored: str = "QUEUED"  # its status in the store
@@ -195,6 +195,13 @@ class AdmissionModel:
         s.state = "queued"
         self._refund(s)
         return self._decide(s, pump=False)
+
+    def finishing(self, s: MStart) -> list[str]:
+        """Its end is being recorded: its slot goes to the next picks at once (they ride with
+        the end, which the store writes first)."""
+        s.state = "finishing"
+        self._forget()
+        return self.pump()
 
     def finished(self, s: MStart) -> None:
         s.state = "ended"

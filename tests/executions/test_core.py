@@ -52,7 +52,8 @@ _PHASE_OF = {
     "logging": {Phase.LOGGING},
     "queued": {Phase.QUEUED},
     "granting": {Phase.GRANTING},
-    "running": {Phase.GRANTED, Phase.RUNNING, Phase.FINISHING},
+    "running": {Phase.GRANTED, Phase.RUNNING},
+    "finishing": {Phase.FINISHING},
     "ended": {Phase.ENDED},
 }
 limits_st = st.builds(
@@ -159,17 +160,19 @@ class AdmissionMachine(RuleBasedStateMachine):
         self.tickets: dict[str, Ticket] = {}
         self.logs: list[Log] = []
         self.grants: list[Grant] = []
+        self.ending: list[Ticket] = []  # FINISHING: their ends not recorded yet
+        self.riders: list[Grant] = []  # the grants that go in the transaction of those ends
         self.picked: list[str] = []  # every id sent to the ledger, in order: the core's
         self.expected: list[str] = []  # and the model's
         self.told: dict[str, str] = {}
         self.now = 0.0
 
     # -- performing the core's actions as the shell would -------------------------------------
-    def _take(self, actions: list[Action]) -> None:
+    def _take(self, actions: list[Action], *, riding: bool = False) -> None:
         for a in actions:
             t = a.ticket
             if isinstance(a, Grant):
-                self.grants.append(a)
+                (self.riders if riding else self.grants).append(a)
                 self.picked.append(t.start_id)
                 # The ledger checks the caps the grant carries: they must be today's.
                 lim, row = self.core.limits, t.row
@@ -255,14 +258,38 @@ class AdmissionMachine(RuleBasedStateMachine):
     @precondition(lambda self: any(t.phase is Phase.GRANTED for t in self.tickets.values()))
     @rule(data=st.data())
     def execution_ends(self, data: st.DataObject) -> None:
+        """Its run ends: its slot is handed over, the picks for it ride with its end."""
         running = sorted(i for i, t in self.tickets.items() if t.phase is Phase.GRANTED)
         start_id = data.draw(st.sampled_from(running))
         t = self.tickets[start_id]
         assert self.core.begin(t)
-        self.core.finishing(t)
-        self.store.finish(start_id)
-        self.core.finished(t, now=self._tick())
-        self.model.finished(self.model.starts[start_id])
+        self.expected += self.model.finishing(self.model.starts[start_id])
+        self._take(self.core.finishing(t, now=self._tick()), riding=True)
+        self.ending.append(t)
+
+    @precondition(lambda self: self.ending)
+    @rule(fail=st.booleans())
+    def ends_answer(self, fail: bool) -> None:
+        """The batch of ends and their riding grants answers, one transaction: the ends are
+        written first (their slots freed), then the grants; or nothing is (the ends are
+        retried, the grants fail)."""
+        riders, self.riders = self.riders, []
+        if fail:
+            for g in riders:
+                self.expected += self.model.failed(self.model.starts[g.ticket.start_id])
+            self._take(self.core.grants_failed(riders, StoreUnavailable("down"), now=self._tick()))
+            return
+        ending, self.ending = self.ending, []
+        for t in ending:
+            self.store.finish(t.start_id)
+        results = [self.store.grant(g) for g in riders]
+        for g, res in zip(riders, results, strict=True):
+            s = self.model.starts[g.ticket.start_id]
+            self.expected += self.model.granted(s, res.outcome.value)
+        self._take(self.core.granted(riders, results, now=self._tick()))
+        for t in ending:
+            self.core.finished(t, now=self._tick())
+            self.model.finished(self.model.starts[t.start_id])
         self._dispatch()
 
     @rule(key=st.sampled_from(["global", "session:a", "workflow:w1"]), take=st.booleans())
@@ -329,6 +356,7 @@ class AdmissionMachine(RuleBasedStateMachine):
             assert t.phase in _PHASE_OF[s.state], (t, s)
             assert (start_id in self.core.tickets) == (s.state != "ended"), (t, s)
         k = self.core.kernel
+        # A start whose end is being recorded has handed its slot over already.
         holding = sum(s.state in ("granting", "running") for s in self.model.starts.values())
         queued = sum(s.state == "queued" for s in self.model.starts.values())
         assert (k.running, k.queued) == (holding, queued)
@@ -399,10 +427,7 @@ def test_a_tenant_spreading_its_starts_over_sessions_waits_its_turn_with_the_oth
         queued.append(t)
     c = running[1]
     assert core.begin(c)
-    core.finishing(c)
-    store.finish(c.start_id)
-    core.finished(c, now=5.0)
-    [pick] = core.next_grants(now=6.0)
+    [pick] = core.finishing(c, now=5.0)  # its slot is handed over at once
     assert isinstance(pick, Grant) and pick.ticket is queued[1]  # b's start, not a's older one
 
 

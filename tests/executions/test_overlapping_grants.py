@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import yoke
@@ -21,7 +22,8 @@ from .helpers import Gates, make_app, wait_until
 
 
 class Overlap:
-    """Observes `grant_starts`: how many batches are in it at once, at most."""
+    """Observes the batches that grant (`grant_starts`, and `finish_and_grant`, whose grants
+    take the slots its ends free): how many are in the store at once, at most."""
 
     def __init__(
         self,
@@ -34,9 +36,9 @@ class Overlap:
     ) -> None:
         self.now = self.most = self.calls = self.failed = 0
         rng = random.Random(seed)
-        real = store.grant_starts
+        real, real_handover = store.grant_starts, store.finish_and_grant
 
-        async def grant_starts(requests: Any, *, now: float) -> Any:
+        async def batch(write: Callable[[], Awaitable[Any]]) -> Any:
             self.calls += 1
             self.now += 1
             self.most = max(self.most, self.now)
@@ -45,14 +47,21 @@ class Overlap:
                 if fail_every and self.calls % fail_every == 0:
                     self.failed += 1
                     raise StoreUnavailable("a batch lost before it reached the store")
-                results = await real(requests, now=now)
+                results = await write()
                 # The store's answers may come back in any order: a younger batch first.
                 await asyncio.sleep(rng.random() * after)
                 return results
             finally:
                 self.now -= 1
 
+        async def grant_starts(requests: Any, *, now: float) -> Any:
+            return await batch(lambda: real(requests, now=now))
+
+        async def finish_and_grant(finishes: Any, grants: Any, *, now: float) -> Any:
+            return await batch(lambda: real_handover(finishes, grants, now=now))
+
         store.grant_starts = grant_starts  # type: ignore[method-assign]
+        store.finish_and_grant = finish_and_grant  # type: ignore[method-assign]
 
 
 class Running:
@@ -114,7 +123,9 @@ async def test_two_grant_batches_in_flight_never_exceed_the_limits(database_url:
         await asyncio.gather(*(caller(i) for i in range(30)))
         ledger = await _settled(app)
     assert running.done == 180
-    assert seen.most == 2  # the batches did overlap
+    # The batches did overlap: two grant batches at most, and two finish batches carrying
+    # the grants of the slots their ends free.
+    assert 2 <= seen.most <= 4
     assert running.most["all"] <= 6
     assert max(n for key, n in running.most.items() if key != "all") <= 2
     assert all(n == 0 for n in ledger.values()), ledger
@@ -151,7 +162,7 @@ async def test_a_failed_batch_beside_another_gives_back_exactly_its_slots(
         await asyncio.gather(*(caller(i) for i in range(20)))
         ledger = await _settled(app)
         executions = await app.executions.list(limit=1000)
-    assert seen.failed > 0 and seen.most == 2
+    assert seen.failed > 0 and 2 <= seen.most <= 4
     # Whether a failed batch held a start that fitted at once (refused to its caller) or only
     # queued picks (back in line) depends on timing: both end the same way below.
     assert sum(outcomes.values()) == 100
@@ -197,7 +208,7 @@ async def test_grants_run_in_the_kernels_order_when_the_store_answers_out_of_ord
         for name in ("a", "b", "c", "d"):
             gates.open(name)
         await _settled(app)
-    assert seen.most == 2
+    assert 2 <= seen.most <= 4
     assert began == sorted(priorities, reverse=True)
 
 

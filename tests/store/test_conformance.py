@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.store.grants import done_step
+from tests.store.grants import done_step, grant_request, run_granted
 from yoke.app import open_store
 from yoke.errors import Conflict, StoreUnavailable
 from yoke.store import (
@@ -548,3 +548,34 @@ async def test_verbs_of_a_closed_store_are_store_unavailable(database_url: str) 
     s = open_store(database_url)
     with pytest.raises(StoreUnavailable):
         await s.executions.get_start("x")
+
+
+async def test_finish_and_grant_hands_the_slots_it_frees_to_its_grants(store: Store) -> None:
+    """The ends are written first, then the grants, in one transaction: a grant takes the slot
+    an end of the same call frees; one that still finds its key at the cap is FULL; a grant
+    of a start gone meanwhile is GONE; the ledger counts stay exact."""
+    cap = [Slot(key="global", cap=2)]
+    ending = [await run_granted(store, instance=INSTANCE, slots=cap) for _ in range(2)]
+    queued = [new_start() for _ in range(4)]
+    assert all(created for _, created in await store.log_starts(queued))
+    await store.decide_start(queued[3].start_id, StartStatus.CANCELLED, reason="x", now=5)
+    requests = [grant_request(s, cap) for s in queued]
+    # Without the ends, the cap is full.
+    [full] = await store.grant_starts(requests[:1], now=6.0)
+    assert full.outcome is GrantOutcome.FULL and await store.ledger() == {"global": 2}
+    finish = [Finish(execution_id=ending[0].execution_id, status=ExecutionStatus.SUCCEEDED,
+                     output="1", error=None)]  # fmt: skip
+    done, res = await store.finish_and_grant(finish, requests, now=7.0)
+    assert done == [True]
+    outcomes = [GrantOutcome.GRANTED, GrantOutcome.FULL, GrantOutcome.FULL, GrantOutcome.GONE]
+    assert [r.outcome for r in res] == outcomes
+    assert await store.ledger() == {"global": 2}
+    ended = await store.get_execution(ending[0].execution_id)
+    assert ended is not None and ended.status is ExecutionStatus.SUCCEEDED
+    left = await store.get_start(queued[1].start_id)
+    assert left is not None and left.status is StartStatus.QUEUED and left.execution_id is None
+    # An end already written frees nothing twice: its grant is FULL.
+    done, res = await store.finish_and_grant(finish, requests[1:2], now=8.0)
+    assert done == [False] and [r.outcome for r in res] == [GrantOutcome.FULL]
+    assert await store.ledger() == {"global": 2}
+    assert len(await store.list_executions(status=ExecutionStatus.RUNNING)) == 2

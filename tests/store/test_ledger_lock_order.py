@@ -116,6 +116,43 @@ async def test_batched_finishes_racing_batched_grants_never_deadlock(pg: Store) 
     assert await store.ledger() == dict.fromkeys(KEYS, ROUNDS)
 
 
+async def test_finishes_carrying_grants_racing_grants_and_finishes_never_deadlock(
+    pg: Store,
+) -> None:
+    """Ends that carry the grants of the slots they free (`finish_and_grant`: start and
+    execution rows, then the ends, then the ledger rows), racing plain grants and plain
+    finishes over the same keys."""
+    store = pg
+    running = [await run_granted(store, instance="i", slots=SLOTS) for _ in range(ROUNDS)]
+    queued = [new_start(instance="i") for _ in range(ROUNDS)]
+    assert all(created for _, created in await store.log_starts(queued))
+    requests = [grant_request(s, SLOTS) for s in queued]
+
+    def ends(i: int) -> list[Finish]:
+        return [
+            Finish(execution_id=e.execution_id, status=ExecutionStatus.SUCCEEDED, output="1",
+                   error=None)
+            for e in running[i : i + 2]
+        ]  # fmt: skip
+
+    verbs: list[asyncio.Future[object]] = []
+    for i in range(0, ROUNDS, 6):  # per six: one of each kind, two rows each
+        verbs.append(
+            asyncio.ensure_future(store.finish_and_grant(ends(i), requests[i : i + 2], now=2))
+        )
+        verbs.append(asyncio.ensure_future(store.finish_executions(ends(i + 2), now=2.0)))
+        verbs.append(asyncio.ensure_future(store.grant_starts(requests[i + 2 : i + 6], now=2.0)))
+        verbs.append(asyncio.ensure_future(store.finish_executions(ends(i + 4), now=2.0)))
+    results = await _race(*verbs)
+    assert _failures(results) == []
+    carried = [r for r in results[0::4] if isinstance(r, tuple)]
+    assert [done for done, _ in carried] == [[True, True]] * (ROUNDS // 6)
+    granted = [g for _, grants in carried for g in grants]
+    granted += [g for r in results[2::4] if isinstance(r, list) for g in r]
+    assert [g.outcome for g in granted] == [GrantOutcome.GRANTED] * ROUNDS
+    assert await store.ledger() == dict.fromkeys(KEYS, ROUNDS)
+
+
 async def test_recovery_racing_grants_over_many_keys_never_deadlocks(pg: Store) -> None:
     """A recovery frees a dead instance's slots while live instances keep granting."""
     store = pg

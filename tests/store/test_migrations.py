@@ -127,6 +127,8 @@ def test_each_backend_has_the_same_migrations_and_queries() -> None:
         # Step records: the shared `record_step` per record on SQLite, one batch here.
         "record_step_many",
         "grant_logged_one",
+        # A grant batch's executions and ledger counts, one statement.
+        "insert_executions_and_count",
         # Delayed starts: the shared `schedule_start` per start on SQLite, one batch here.
         "schedule_starts_many",
     }

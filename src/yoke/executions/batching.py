@@ -152,6 +152,39 @@ class Batcher(Generic[Req, Res]):
                 log.exception("a batch failed")
 
 
+class _Place(Generic[Res]):
+    __slots__ = ("done", "value")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.value: Res | None = None
+
+
+class InLine(Generic[Res]):
+    """Outcomes handed back (`apply`) in the order their places were taken (`place()`, as a
+    batch forms), whatever order they come in (`fill`): what `Batcher` does for its own
+    batches, for requests that ride in another batcher's batches (grants in a finish batch)."""
+
+    def __init__(self, apply: Callable[[Res], None]) -> None:
+        self._apply = apply
+        self._line: deque[_Place[Res]] = deque()
+
+    def place(self) -> _Place[Res]:
+        place: _Place[Res] = _Place()
+        self._line.append(place)
+        return place
+
+    def fill(self, place: _Place[Res], value: Res) -> None:
+        place.done, place.value = True, value
+        line = self._line
+        while line and line[0].done:
+            head = line.popleft()
+            try:
+                self._apply(head.value)  # type: ignore[arg-type]
+            except Exception:  # a bug in one batch's handling must not stop the next
+                log.exception("a batch failed")
+
+
 class GroupCommit(Generic[Req, Res]):
     """`submit(request)` gives a future of its result; `flush(batch)` answers a whole batch
     (one result per request, in order) or raises, which fails every request of the batch."""

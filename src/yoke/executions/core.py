@@ -430,11 +430,21 @@ class AdmissionCore:
             t.stop_requested = True
         return False
 
-    def finishing(self, t: Ticket) -> None:
+    def finishing(self, t: Ticket, *, now: float) -> list[Action]:
+        """Its end is about to be recorded: its slot is handed over now, to the kernel's next
+        picks, whose grants the shell sends in the transaction that records the end (the store
+        frees the ended execution's ledger slots first, then takes them for these grants), so
+        that a slot changes hands in one commit. The ledger still decides: should that
+        transaction fail, its grants fail with it (`grants_failed`: back in line) while the
+        ledger holds the slot until the end, retried, is recorded; a pick made meanwhile is
+        answered FULL if the ledger is at its cap."""
         t.phase = Phase.FINISHING
+        self._release(t)
+        return self.next_grants(now=now)
 
     def finished(self, t: Ticket, *, now: float) -> None:
-        """Its end is recorded (or given up at shutdown): its slot frees here."""
+        """Its end is recorded (or given up at shutdown): it leaves (its slot was handed over
+        by `finishing`)."""
         self._release(t)
         self._forget(t)
         t.phase = Phase.ENDED

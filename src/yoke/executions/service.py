@@ -9,11 +9,12 @@ decides nothing itself. Logs and grants that arrive together share one transacti
 (`batching.Batcher`: one commit for many starts, the ledger's hot rows locked once per batch),
 and so do finishes and steps' records (`batching.GroupCommit`). The batches hand their results
 to the core themselves, so a start that reached the core is decided (and, if granted, runs)
-whether or not its caller still listens: a caller only waits for its ticket's answer. When a
-slot frees here, the finish sends the kernel's next picks to the ledger in the same turn; when
-another process frees one (NOTIFY, or the backup poll), the dispatcher does. Granted
-executions run as tasks of the app's TaskGroup; a slot frees once its execution's end is
-recorded.
+whether or not its caller still listens: a caller only waits for its ticket's answer. When an
+execution here ends, its slot goes to the kernel's next picks at once and their grants ride in
+its finish batch (`_riders`: one transaction writes the ends, then the grants that take their
+slots; docs/decisions.md D24); when another process frees one (NOTIFY, or the backup poll), the
+dispatcher sends the picks. Granted executions run as tasks of the app's TaskGroup; in the
+ledger a slot frees when its execution's end is recorded.
 
 Reading (`reading.Reading`) and runtime changes (`control.Control`) are parts held by reference
 over the same `state.Shared`; their public verbs are this facade's too.
@@ -46,7 +47,7 @@ from yoke.errors import (
     YokeError,
 )
 from yoke.executions import traces
-from yoke.executions.batching import Batcher, GroupCommit
+from yoke.executions.batching import Batcher, GroupCommit, InLine
 from yoke.executions.context import Context, Suspended, run_bounded, stopped_failure
 from yoke.executions.control import Control
 from yoke.executions.core import Role
@@ -114,6 +115,8 @@ from yoke.tracing import NO_TRACING, Tracing
 
 __all__ = ["Executions", "ExecutionsStats", "Reviewer", "Spawn"]
 
+# Grants that rode with a finish batch, and their results or the batch's error.
+_RidersDone = tuple[Sequence[Grant], Sequence[GrantResult] | None, BaseException | None]
 DID_NOT_FINISH = Failure(type="Aborted", message="did not finish")  # replaced once it ends
 
 
@@ -175,6 +178,12 @@ class Executions:
             self._send_grants, self._grants_done
         )
         self._finisher: GroupCommit[Finish, tuple[bool, float]] = GroupCommit(self._flush_finishes)
+        # The grants of the slots that ending executions hand over (`AdmissionCore.finishing`):
+        # they go in the next finish batch, whose transaction frees those slots first, so a
+        # slot changes hands in one commit.
+        self._riders: builtins.list[Grant] = []
+        # Their outcomes reach the core in the order their batches formed, as a grant batch's.
+        self._riders_line: InLine[_RidersDone] = InLine(lambda done: self._grants_done(*done))
         # Steps too: the records of every execution that recorded one in the same turn share
         # one commit, and each step goes on only once it is committed.
         self._stepper: GroupCommit[StepRecord, bool] = GroupCommit(self._flush_steps)
@@ -972,7 +981,7 @@ class Executions:
     def _let_go(self, t: Ticket, ex: ExecutionRow) -> None:
         """A run that waits (WAITING in the store, its slot released there): it frees here."""
         s = self._s
-        s.core.finishing(t)
+        self._perform(s.core.finishing(t, now=s.clock.wall()))  # no end to ride with
         s.runs.pop(ex.execution_id, None)
         s.core.finished(t, now=s.clock.wall())
         self._dispatch()  # its slot goes to the next pick now, as a finish's does
@@ -983,9 +992,40 @@ class Executions:
     async def _flush_finishes(
         self, finishes: Sequence[Finish]
     ) -> builtins.list[tuple[bool, float]]:
-        """Whether each end was recorded (False: a peer's recovery ended it first), and when."""
-        now = self._s.clock.wall()
-        written = await self._s.require().finish_executions(finishes, now=now)
+        """Whether each end was recorded (False: a peer's recovery ended it first), and when.
+        The grants waiting to ride (`_riders`) go in the same transaction, after the ends."""
+        s = self._s
+        now = s.clock.wall()
+        store = s.require()
+        riders, self._riders = self._riders, []
+        if not riders:
+            written = await store.finish_executions(finishes, now=now)
+            return [(w, now) for w in written]
+        self._sent()  # first: `_grants_done` hears this batch whatever follows
+        place = self._riders_line.place()
+        requests = [g.request for g in riders]
+        try:
+            written, results = await store.finish_and_grant(finishes, requests, now=now)
+        except TRANSIENT as exc:
+            # The ends are retried (`_finish`); the grants may have committed with them.
+            found = None
+            try:
+                found = await read_back(
+                    store, requests, policy=s.retry, stopping=lambda: s.core.closing
+                )
+            finally:
+                self._riders_line.fill(place, (riders, found, None if found is not None else exc))
+            raise
+        except YokeError as exc:
+            # Refused for good (a fence that no longer holds: this process leads no more):
+            # the grants are refused with it, the ends are recorded alone (never fenced).
+            self._riders_line.fill(place, (riders, None, exc))
+            written = await store.finish_executions(finishes, now=now)
+        except BaseException as exc:
+            self._riders_line.fill(place, (riders, None, exc))
+            raise
+        else:
+            self._riders_line.fill(place, (riders, results, None))
         return [(w, now) for w in written]
 
     async def _flush_steps(self, records: Sequence[StepRecord]) -> builtins.list[bool]:
@@ -1011,7 +1051,12 @@ class Executions:
         error: Failure | None,
     ) -> None:
         s = self._s
-        s.core.finishing(t)
+        # Its slot goes to the next picks now: their grants ride with this end (`_riders`).
+        for a in s.core.finishing(t, now=s.clock.wall()):
+            if isinstance(a, Grant):
+                self._riders.append(a)
+            else:
+                self._perform((a,))
         if t.trace is not None:
             t.trace.ran(status.name, traces.failed(status, error))
         finish = Finish(
@@ -1040,9 +1085,10 @@ class Executions:
         finally:
             s.runs.pop(ex.execution_id, None)
             s.core.finished(t, now=s.clock.wall())
-            # The freed slot goes to the next pick at once, not at the dispatcher's next turn:
-            # the ends of one finish batch all resume in this turn, so their picks form one
-            # grant batch.
+            # Picks its slot could not take when it was handed over (a start queued since,
+            # a grant that rode with a failed batch) go now, not at the dispatcher's next
+            # turn: the ends of one finish batch all resume in this turn, so their picks form
+            # one grant batch.
             self._dispatch()
             if t.trace is not None:
                 t.trace.ended(status.name, traces.failed(status, error))

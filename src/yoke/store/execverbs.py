@@ -4,7 +4,9 @@
 `queries.sql`, begin a write the dialect's way) by reference; the verbs here decide which
 queries run in which transaction. The lock order is fixed so concurrent writers never deadlock:
 a start row, then an execution row, then ledger rows in sorted key order (always last, since
-they are the rows every grant and finish touches).
+they are the rows every grant and finish touches). `finish_and_grant` takes the ledger rows in
+two passes, each in key order (the ends' release, then the grants' counts), after its start
+rows; see `_grant_in` for why that cannot deadlock.
 
 Fencing (`set_fence`, high availability): once a fence is set, every write that decides for the
 queue (a log, a grant, a refusal or cancel, a priority, a control-log entry, an adoption) runs
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
@@ -209,121 +211,155 @@ class ExecutionVerbs:
     async def grant_starts(
         self, requests: Sequence[GrantRequest], *, now: float
     ) -> list[GrantResult]:
-        if any(r.log is not None and r.log.start_id != r.start_id for r in requests):
-            raise ValueError("a grant request's log must be the start it grants")
+        _check_grants(requests)
         if self._t.one_statement_batches and _logged_uncapped(requests):
             return await self._grant_logged_one(requests, now=now)
-        results: list[GrantResult | None] = [None] * len(requests)
         async with self._t.write() as tx:
-            await self._check_fence(tx)
-            # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
-            # processes hold every slot, is answered FULL before anything is written for it.
-            capped = sorted({s.key for r in requests for s in r.slots if s.cap is not None})
-            peeked: dict[str, int] = {}
-            if capped:
-                rows = await tx.all("peek_slots", {"keys": self._t.array(capped)})
-                peeked = {str(r["key"]): int(r["running"]) for r in rows}
-            hopeful: list[int] = []
-            twice: list[int] = []  # a start asked for again in the same batch: GONE
-            asked: set[str] = set()
-            for i, req in enumerate(requests):
-                if req.start_id in asked:
-                    twice.append(i)
-                    continue
-                asked.add(req.start_id)
-                full = _full_key(req.slots, peeked)
-                if full is None:
-                    hopeful.append(i)
-                else:
-                    results[i] = _full(full)
-            logged = await _log_fitting(tx, requests, set(hopeful), results, now=now)
-            hopeful = [i for i in hopeful if results[i] is None]
-            # Marking the other starts locks their rows and tells which are still QUEUED.
-            marks = [
-                {
-                    "start_id": requests[i].start_id,
-                    "execution_id": requests[i].execution.execution_id,
-                }
-                for i in hopeful
-                if requests[i].log is None
-            ]
-            rows = await tx.many("mark_granted", marks, now=now) if marks else []
-            marked = {str(r["start_id"]): start_row(r) for r in rows}
-            marked.update(
-                (start_id, row)
-                for start_id, (row, created) in logged.items()
-                if created and row.status is StartStatus.GRANTED
-            )
-            planned: list[int] = []
-            woken_rows: dict[str | None, ExecutionRow] = {}
-            seen = Counter(peeked)
-            for i in hopeful:
-                req = requests[i]
-                if req.start_id not in marked:
-                    results[i] = await _gone(tx, req.start_id)
-                elif (full := _full_key(req.slots, seen)) is not None:
-                    await tx.run("unmark_granted", {"start_id": req.start_id})
-                    results[i] = _full(full)
-                else:
-                    seen.update(s.key for s in req.slots)
-                    planned.append(i)
-            # A wake-up runs its WAITING execution again instead of creating one; one whose
-            # execution ended meanwhile (cancelled) is gone.
-            wakes = {i for i in planned if marked[requests[i].start_id].kind is StartKind.WAKE}
-            for i in sorted(wakes):
-                woken = await self._wake_execution(tx, requests[i])
-                if woken is None:
-                    start_id = requests[i].start_id
-                    await tx.run("unmark_granted", {"start_id": start_id})
-                    params = {"start_id": start_id, "status": "CANCELLED", "now": now}
-                    params |= {"reason": "its execution ended", "forget_key": False}
-                    await tx.one("decide_start", params)
-                    results[i] = await _gone(tx, start_id)
-                    planned.remove(i)
-                else:
-                    woken_rows[requests[i].start_id] = woken
-            executions = await self._insert_executions(
-                tx, [requests[i] for i in planned if i not in wakes]
-            )
-            executions.update(woken_rows)
-            # The ledger rows are the hot ones: take them last, once per key for the whole
-            # batch, so they stay locked for a statement or two and the commit. Increment
-            # first, decide after: the counts before the batch are the counts after minus it.
-            wanted = Counter(s.key for i in planned for s in requests[i].slots)
-            running: dict[str, int] = {}
-            if wanted:
-                counts = json.dumps(dict(sorted(wanted.items())))
-                for r in await tx.all("add_slot_counts", {"counts": counts}):
-                    running[str(r["key"])] = int(r["running"]) - wanted[str(r["key"])]
-            unfit: Counter[str] = Counter()
-            for i in planned:
-                req = requests[i]
-                full = _full_key(req.slots, running)
-                if full is None:
-                    running.update({s.key: running[s.key] + 1 for s in req.slots})
-                    results[i] = GrantResult(
-                        outcome=GrantOutcome.GRANTED,
-                        start=marked[req.start_id],
-                        execution=executions[req.start_id],
-                    )
-                    continue
-                # Another process took the slot since the peek: undo this grant's writes.
-                unfit.update(s.key for s in req.slots)
-                ex_id = req.execution.execution_id
-                if i in wakes:  # its execution waits again, its steps kept
-                    await tx.run("unwake_execution", {"execution_id": ex_id})
-                else:
-                    await tx.run("delete_steps_of", {"execution_id": ex_id})
-                    await tx.run("delete_execution", {"execution_id": ex_id})
+            return await self._grant_in(tx, requests, now=now)
+
+    async def finish_and_grant(
+        self, finishes: Sequence[Finish], grants: Sequence[GrantRequest], *, now: float
+    ) -> tuple[list[bool], list[GrantResult]]:
+        if not grants:
+            return await self.finish_executions(finishes, now=now), []
+        if not finishes:
+            return [], await self.grant_starts(grants, now=now)
+        _check_finishes(finishes)
+        _check_grants(grants)
+        done: list[bool] = []
+
+        async def finish(tx: Tx) -> None:
+            done.extend(await self._finish_in(tx, finishes, now=now))
+
+        async with self._t.write() as tx:
+            results = await self._grant_in(tx, grants, now=now, freeing=finish)
+        return done, results
+
+    async def _grant_in(
+        self,
+        tx: Tx,
+        requests: Sequence[GrantRequest],
+        *,
+        now: float,
+        freeing: Callable[[Tx], Awaitable[None]] | None = None,
+    ) -> list[GrantResult]:
+        """The grants of `requests` inside `tx`. `freeing` (the ends whose slots these grants
+        take) runs once the start rows are marked and before the new execution rows are
+        written: an end is committed before the start that takes its slot, whatever reads the
+        rows' order (a trigger). It takes its execution rows, then the ledger rows in key
+        order; the grants then take the ledger rows again, in key order: every execution holds
+        `global`, the first key, so the first lock of either pass orders such a transaction
+        with every other that takes ledger rows (no deadlock). With `freeing` the peek comes
+        after it, so that it sees the slots freed (`_peek_freed`)."""
+        results: list[GrantResult | None] = [None] * len(requests)
+        await self._check_fence(tx)
+        # A look at the counts first (no lock): a pick that cannot fit, e.g. when other
+        # processes hold every slot, is answered FULL before anything is written for it.
+        capped = sorted({s.key for r in requests for s in r.slots if s.cap is not None})
+        peeked: dict[str, int] = {}
+        if capped and freeing is None:
+            rows = await tx.all("peek_slots", {"keys": self._t.array(capped)})
+            peeked = {str(r["key"]): int(r["running"]) for r in rows}
+        hopeful: list[int] = []
+        twice: list[int] = []  # a start asked for again in the same batch: GONE
+        asked: set[str] = set()
+        for i, req in enumerate(requests):
+            if req.start_id in asked:
+                twice.append(i)
+                continue
+            asked.add(req.start_id)
+            full = _full_key(req.slots, peeked)
+            if full is None:
+                hopeful.append(i)
+            else:
+                results[i] = _full(full)
+        logged = await _log_fitting(tx, requests, set(hopeful), results, now=now)
+        hopeful = [i for i in hopeful if results[i] is None]
+        # Marking the other starts locks their rows and tells which are still QUEUED.
+        marks = [
+            {
+                "start_id": requests[i].start_id,
+                "execution_id": requests[i].execution.execution_id,
+            }
+            for i in hopeful
+            if requests[i].log is None
+        ]
+        rows = await tx.many("mark_granted", marks, now=now) if marks else []
+        marked = {str(r["start_id"]): start_row(r) for r in rows}
+        marked.update(
+            (start_id, row)
+            for start_id, (row, created) in logged.items()
+            if created and row.status is StartStatus.GRANTED
+        )
+        planned: list[int] = []
+        woken_rows: dict[str | None, ExecutionRow] = {}
+        seen = Counter(peeked)
+        for i in hopeful:
+            req = requests[i]
+            if req.start_id not in marked:
+                results[i] = await _gone(tx, req.start_id)
+            elif (full := _full_key(req.slots, seen)) is not None:
                 await tx.run("unmark_granted", {"start_id": req.start_id})
                 results[i] = _full(full)
-            if unfit:
-                counts = json.dumps(dict(sorted(unfit.items())))
-                await tx.run("release_slot_counts", {"counts": counts})
-                if not self._t.one_statement_batches:  # PostgreSQL's release drops them itself
-                    await tx.run("drop_idle_slots", {"counts": counts})
-            for i in twice:
-                results[i] = await _gone(tx, requests[i].start_id)
+            else:
+                seen.update(s.key for s in req.slots)
+                planned.append(i)
+        # A wake-up runs its WAITING execution again instead of creating one; one whose
+        # execution ended meanwhile (cancelled) is gone.
+        wakes = {i for i in planned if marked[requests[i].start_id].kind is StartKind.WAKE}
+        for i in sorted(wakes):
+            woken = await self._wake_execution(tx, requests[i])
+            if woken is None:
+                start_id = requests[i].start_id
+                await tx.run("unmark_granted", {"start_id": start_id})
+                params = {"start_id": start_id, "status": "CANCELLED", "now": now}
+                params |= {"reason": "its execution ended", "forget_key": False}
+                await tx.one("decide_start", params)
+                results[i] = await _gone(tx, start_id)
+                planned.remove(i)
+            else:
+                woken_rows[requests[i].start_id] = woken
+        if freeing is not None:
+            await freeing(tx)
+            planned = await self._peek_freed(tx, requests, planned, wakes, results)
+        # The ledger rows are the hot ones: take them last, once per key for the whole
+        # batch, so they stay locked for a statement or two and the commit. Increment
+        # first, decide after: the counts before the batch are the counts after minus it.
+        wanted = Counter(s.key for i in planned for s in requests[i].slots)
+        executions, after = await self._insert_and_count(
+            tx, [requests[i] for i in planned if i not in wakes], wanted
+        )
+        executions.update(woken_rows)
+        running = {key: n - wanted[key] for key, n in after.items()}
+        unfit: Counter[str] = Counter()
+        for i in planned:
+            req = requests[i]
+            full = _full_key(req.slots, running)
+            if full is None:
+                running.update({s.key: running[s.key] + 1 for s in req.slots})
+                results[i] = GrantResult(
+                    outcome=GrantOutcome.GRANTED,
+                    start=marked[req.start_id],
+                    execution=executions[req.start_id],
+                )
+                continue
+            # Another process took the slot since the peek: undo this grant's writes.
+            unfit.update(s.key for s in req.slots)
+            ex_id = req.execution.execution_id
+            if i in wakes:  # its execution waits again, its steps kept
+                await tx.run("unwake_execution", {"execution_id": ex_id})
+            else:
+                await tx.run("delete_steps_of", {"execution_id": ex_id})
+                await tx.run("delete_execution", {"execution_id": ex_id})
+            await tx.run("unmark_granted", {"start_id": req.start_id})
+            results[i] = _full(full)
+        if unfit:
+            counts = json.dumps(dict(sorted(unfit.items())))
+            await tx.run("release_slot_counts", {"counts": counts})
+            if not self._t.one_statement_batches:  # PostgreSQL's release drops them itself
+                await tx.run("drop_idle_slots", {"counts": counts})
+        for i in twice:
+            results[i] = await _gone(tx, requests[i].start_id)
         for i, req in enumerate(requests):
             res = results[i]
             if req.log is not None and res is not None and res.outcome is GrantOutcome.FULL:
@@ -407,12 +443,62 @@ class ExecutionVerbs:
         row = await tx.one("wake_execution", params)
         return None if row is None else execution_row(row)
 
-    async def _insert_executions(
-        self, tx: Tx, requests: Sequence[GrantRequest]
-    ) -> dict[str | None, ExecutionRow]:
-        """The executions of granted starts, in one statement: start_id -> execution row."""
-        if not requests:
-            return {}
+    async def _peek_freed(
+        self,
+        tx: Tx,
+        requests: Sequence[GrantRequest],
+        planned: list[int],
+        wakes: set[int],
+        results: list[GrantResult | None],
+    ) -> list[int]:
+        """The peek of a batch whose ends were just written (it sees the slots they freed):
+        a grant that cannot fit, e.g. while another process holds the slot, is answered FULL
+        and undone before its execution is written. Returns the grants still planned."""
+        capped = sorted({s.key for i in planned for s in requests[i].slots if s.cap is not None})
+        if not capped:
+            return planned
+        rows = await tx.all("peek_slots", {"keys": self._t.array(capped)})
+        seen = Counter({str(r["key"]): int(r["running"]) for r in rows})
+        fitting: list[int] = []
+        for i in planned:
+            req = requests[i]
+            full = _full_key(req.slots, seen)
+            if full is None:
+                seen.update(s.key for s in req.slots)
+                fitting.append(i)
+                continue
+            if i in wakes:  # its execution waits again, its steps kept
+                await tx.run("unwake_execution", {"execution_id": req.execution.execution_id})
+            await tx.run("unmark_granted", {"start_id": req.start_id})
+            results[i] = _full(full)
+        return fitting
+
+    async def _insert_and_count(
+        self, tx: Tx, requests: Sequence[GrantRequest], wanted: Mapping[str, int]
+    ) -> tuple[dict[str | None, ExecutionRow], dict[str, int]]:
+        """The executions of granted starts (start_id -> execution row), then the ledger rows
+        of `wanted` incremented by their counts (key -> running after): one statement on
+        PostgreSQL, where a round trip is the cost."""
+        if not (self._t.one_statement_batches and requests and wanted):
+            executions = await self._insert_executions(tx, requests)
+            after: dict[str, int] = {}
+            if wanted:
+                counts = json.dumps(dict(sorted(wanted.items())))
+                rows = await tx.all("add_slot_counts", {"counts": counts})
+                after = {str(r["key"]): int(r["running"]) for r in rows}
+            return executions, after
+        new = self._execution_params(requests)
+        params = {"batch": json.dumps(new), "counts": json.dumps(dict(sorted(wanted.items())))}
+        rows = await tx.all("insert_executions_and_count", params)
+        seqs = {str(r["key"]): int(r["n"]) for r in rows if r["what"] == "e"}
+        after = {str(r["key"]): int(r["n"]) for r in rows if r["what"] == "l"}
+        await self._copy_steps(tx, requests)
+        made: dict[str | None, ExecutionRow] = {
+            r.start_id: written_execution(p, seqs) for r, p in zip(requests, new, strict=True)
+        }
+        return made, after
+
+    def _execution_params(self, requests: Sequence[GrantRequest]) -> list[dict[str, Any]]:
         new = [
             new_execution_params(r.execution, encoded_keys(tuple(s.key for s in r.slots)))
             for r in requests
@@ -420,7 +506,20 @@ class ExecutionVerbs:
         if self._fence is not None:
             for p in new:
                 p["leader_epoch"] = self._fence.epoch
+        return new
+
+    async def _insert_executions(
+        self, tx: Tx, requests: Sequence[GrantRequest]
+    ) -> dict[str | None, ExecutionRow]:
+        """The executions of granted starts, in one statement: start_id -> execution row."""
+        if not requests:
+            return {}
+        new = self._execution_params(requests)
         seqs = await tx.insert("insert_execution", new, key="execution_id")
+        await self._copy_steps(tx, requests)
+        return {r.start_id: written_execution(p, seqs) for r, p in zip(requests, new, strict=True)}
+
+    async def _copy_steps(self, tx: Tx, requests: Sequence[GrantRequest]) -> None:
         for r in requests:
             if r.copy_steps is not None:
                 await tx.run(
@@ -431,7 +530,6 @@ class ExecutionVerbs:
                         "before": r.copy_steps.before_position,
                     },
                 )
-        return {r.start_id: written_execution(p, seqs) for r, p in zip(requests, new, strict=True)}
 
     async def decide_start(
         self,
@@ -493,22 +591,26 @@ class ExecutionVerbs:
         return done
 
     async def finish_executions(self, finishes: Sequence[Finish], *, now: float) -> list[bool]:
-        if any(f.status is ExecutionStatus.RUNNING for f in finishes):
-            raise ValueError("finish_execution needs a final status")
+        _check_finishes(finishes)
+        # PostgreSQL: one statement (its own transaction, one round trip): the same locks in
+        # the same order, the ledger released and NOTIFY sent by the statement itself.
+        begin = self._t.single if self._t.one_statement_batches else self._t.write
+        async with begin() as tx:
+            return await self._finish_in(tx, finishes, now=now)
+
+    async def _finish_in(self, tx: Tx, finishes: Sequence[Finish], *, now: float) -> list[bool]:
+        """Finish `finishes` inside `tx`: whether each was RUNNING (and is ended now)."""
         if self._t.one_statement_batches:
-            # One statement (its own transaction, one round trip): the same locks in the same
-            # order, the ledger released and NOTIFY sent by the statement itself.
-            async with self._t.single() as tx:
-                rows = await tx.all(
-                    "finish_executions_one",
-                    {
-                        "ids": [f.execution_id for f in finishes],
-                        "statuses": [f.status.value for f in finishes],
-                        "outputs": [f.output for f in finishes],
-                        "errors": [f.error for f in finishes],
-                        "now": now,
-                    },
-                )
+            rows = await tx.all(
+                "finish_executions_one",
+                {
+                    "ids": [f.execution_id for f in finishes],
+                    "statuses": [f.status.value for f in finishes],
+                    "outputs": [f.output for f in finishes],
+                    "errors": [f.error for f in finishes],
+                    "now": now,
+                },
+            )
             done = {str(r["execution_id"]) for r in rows}
             return [f.execution_id in done for f in finishes]
         batch = [
@@ -521,15 +623,14 @@ class ExecutionVerbs:
             for f in finishes
         ]
         freed: Counter[str] = Counter()
-        async with self._t.write() as tx:
-            # Execution rows first, then the ledger rows, each once per batch, in key order.
-            rows = await tx.many("finish_execution", batch, now=now)
-            for r in rows:
-                freed.update(keys_of(r["slot_keys"]))
-            if freed:  # (SQLite: PostgreSQL finishes a batch in one statement, above)
-                counts = json.dumps(dict(sorted(freed.items())))
-                await tx.run("release_slot_counts", {"counts": counts})
-                await tx.run("drop_idle_slots", {"counts": counts})
+        # Execution rows first, then the ledger rows, each once per batch, in key order.
+        rows = await tx.many("finish_execution", batch, now=now)
+        for r in rows:
+            freed.update(keys_of(r["slot_keys"]))
+        if freed:  # (SQLite: PostgreSQL finishes a batch in one statement, above)
+            counts = json.dumps(dict(sorted(freed.items())))
+            await tx.run("release_slot_counts", {"counts": counts})
+            await tx.run("drop_idle_slots", {"counts": counts})
         done = {str(r["execution_id"]) for r in rows}
         return [f.execution_id in done for f in finishes]
 
@@ -701,6 +802,16 @@ class ExecutionVerbs:
 
     async def listen_slot_freed(self, on_freed: Callable[[], None]) -> None:
         await self._t.listen_slot_freed(on_freed)
+
+
+def _check_grants(requests: Sequence[GrantRequest]) -> None:
+    if any(r.log is not None and r.log.start_id != r.start_id for r in requests):
+        raise ValueError("a grant request's log must be the start it grants")
+
+
+def _check_finishes(finishes: Sequence[Finish]) -> None:
+    if any(f.status is ExecutionStatus.RUNNING for f in finishes):
+        raise ValueError("finish_execution needs a final status")
 
 
 async def _gone(tx: Tx, start_id: str) -> GrantResult:

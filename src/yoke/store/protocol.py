@@ -219,6 +219,14 @@ class Store(Protocol):
         the start that holds the key, and nothing is written for it."""
         ...
 
+    async def finish_and_grant(
+        self, finishes: Sequence[Finish], grants: Sequence[GrantRequest], *, now: float
+    ) -> tuple[list[bool], list[GrantResult]]:
+        """`finish_executions(finishes)` then `grant_starts(grants)` in one transaction (one
+        commit): the slots the finishes free can be taken by the grants. Both answers, or
+        nothing committed (a fence that refuses the grants refuses the finishes with them)."""
+        ...
+
     async def decide_start(
         self,
         start_id: str,

@@ -480,6 +480,31 @@ FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, start_id text,
     leader_epoch bigint)
 RETURNING execution_id, seq;
 
+-- name: insert_executions_and_count
+-- `insert_execution_many` then `add_slot_counts` in one statement (one round trip): the new
+-- execution rows (nobody else can wait for them), then each ledger row once, by its count, in
+-- key order. Answers ('e', execution_id, seq) per execution and ('l', key, running) per key.
+WITH ins AS (
+    INSERT INTO yoke_executions (execution_id, start_id, workflow, session, tenant, input,
+        status, parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at,
+        leader_epoch)
+    SELECT execution_id, start_id, workflow, session, tenant, input, 'RUNNING', parent_id,
+        restarted_from, resumed_from, slot_keys, instance_id, created_at, leader_epoch
+    FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(execution_id text, start_id text,
+        workflow text, session text, tenant text, input text, parent_id text,
+        restarted_from text, resumed_from text, slot_keys text, instance_id text,
+        created_at double precision, leader_epoch bigint)
+    RETURNING execution_id, seq
+), counted AS (
+    INSERT INTO yoke_ledger (key, running)
+    SELECT key, value::int FROM jsonb_each_text(%(counts)s::jsonb) ORDER BY key
+    ON CONFLICT (key) DO UPDATE SET running = yoke_ledger.running + EXCLUDED.running
+    RETURNING key, running
+)
+SELECT 'e' AS what, execution_id AS key, seq AS n FROM ins
+UNION ALL
+SELECT 'l' AS what, key, running::bigint AS n FROM counted;
+
 -- name: add_slot_counts
 -- %(counts)s is a JSON object {key: n}: each ledger row is taken once, by its count, and the
 -- rows are upserted, hence locked, in key order (no deadlock).
