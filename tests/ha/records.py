@@ -4,15 +4,16 @@ Start and end of each execution's slot are recorded by the database itself: a de
 constraint trigger, installed in the test database only, logs `clock_timestamp()` when a
 transaction that creates a RUNNING execution, or moves one out of RUNNING, commits. It runs
 while that transaction still holds the ledger rows it locked, so a grant that waited for a
-finish is always logged after it; yoke's own `created_at` / `finished_at` are taken before
+finish is always logged after it (and a grant undone by its own transaction, which a deferred
+trigger still fires for, is left out); yoke's own `created_at` / `finished_at` are taken before
 the lock wait and can order two such transactions the wrong way. With `--ha` the trigger also
 notes the admission lease's epoch when each grant committed, beside the epoch the grant was
-made under (`leader_epoch`): a grant committed under an older epoch than the lease's is a
-grant under a stale term, which the fence must make impossible (the fence holds its shared
-lock until commit, so the takeover cannot commit between the trigger's read and the grant's
-commit). A grant that commits after its leader resigned but before anyone took over (the
-lease held by nobody, its epoch unchanged) is not one: the takeover waits for it, and the new
-leader's recovery sees it.
+made under (`leader_epoch`): a grant committed under an older epoch than the lease's is a grant
+under a stale term, which the fence must make impossible (the fence holds its shared lock until
+commit, so the takeover cannot commit between the trigger's read and the grant's commit). A
+grant that commits after its leader resigned but before anyone took over (the lease held by
+nobody, its epoch unchanged) is not one: the takeover waits for it, and the new leader's
+recovery sees it.
 
 `settle` waits until the store is quiet after a run; `history` reads what the checker
 (tests/ha/checker.py) needs; `stuck_snapshot` names who holds and waits for which lock when a
@@ -41,7 +42,11 @@ CREATE TABLE IF NOT EXISTS chaos_slot_log (
 );
 CREATE OR REPLACE FUNCTION chaos_log_slot() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'INSERT' AND NEW.status = 'RUNNING' THEN
+    -- A deferred trigger fires for a row even when its own transaction deleted it again: a
+    -- grant written and undone there (it did not fit once the ledger rows were locked) never
+    -- held a slot, and is not logged.
+    IF TG_OP = 'INSERT' AND NEW.status = 'RUNNING'
+            AND EXISTS (SELECT 1 FROM yoke_executions WHERE execution_id = NEW.execution_id) THEN
         -- A fresh snapshot of the lease, taken at commit under the grant's fence.
         INSERT INTO chaos_slot_log
         SELECT NEW.execution_id, 1, extract(epoch FROM clock_timestamp()), NEW.instance_id,

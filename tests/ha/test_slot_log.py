@@ -50,6 +50,22 @@ async def test_a_grant_and_an_end_are_dated_at_their_commit(
     assert rows[0][1] >= committed - 0.05 and rows[1][1] >= ended - 0.05
 
 
+async def test_a_grant_undone_in_its_own_transaction_is_not_logged(
+    pg_databases: Callable[[], str],
+) -> None:
+    """A grant batch writes an execution and deletes it again when the locked ledger says it
+    does not fit; the deferred trigger still fires for the deleted row. Logged, it counted as
+    a slot held for ever: one overshoot per grant at the cap after it, and one stuck."""
+    url = await migrated(pg_databases)
+    with psycopg.connect(url) as conn:
+        conn.execute(EXECUTION, ("undone", "s0", None))
+        conn.execute(EXECUTION, ("kept", "s0", None))
+        conn.execute("DELETE FROM yoke_executions WHERE execution_id = 'undone'")
+        conn.commit()
+        rows = conn.execute("SELECT execution_id, delta FROM chaos_slot_log").fetchall()
+    assert rows == [("kept", 1)]
+
+
 async def test_a_grant_committed_after_a_takeover_is_told_apart(
     pg_databases: Callable[[], str],
 ) -> None:
