@@ -129,6 +129,8 @@ def test_each_backend_has_the_same_migrations_and_queries() -> None:
         "grant_logged_one",
         # A grant batch's executions and ledger counts, one statement.
         "insert_executions_and_count",
+        # Ends and the grants that take their slots, one statement (D24's hand-over).
+        "hand_over",
         # Delayed starts: the shared `schedule_start` per start on SQLite, one batch here.
         "schedule_starts_many",
     }

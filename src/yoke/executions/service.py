@@ -181,7 +181,7 @@ class Executions:
         # The grants of the slots that ending executions hand over (`AdmissionCore.finishing`):
         # they go in the next finish batch, whose transaction frees those slots first, so a
         # slot changes hands in one commit.
-        self._riders: builtins.list[Grant] = []
+        self._riders: dict[str, builtins.list[Grant]] = {}  # by the end they ride with
         # Their outcomes reach the core in the order their batches formed, as a grant batch's.
         self._riders_line: InLine[_RidersDone] = InLine(lambda done: self._grants_done(*done))
         # Steps too: the records of every execution that recorded one in the same turn share
@@ -997,7 +997,7 @@ class Executions:
         s = self._s
         now = s.clock.wall()
         store = s.require()
-        riders, self._riders = self._riders, []
+        riders = [g for f in finishes for g in self._riders.pop(f.execution_id, ())]
         if not riders:
             written = await store.finish_executions(finishes, now=now)
             return [(w, now) for w in written]
@@ -1054,7 +1054,7 @@ class Executions:
         # Its slot goes to the next picks now: their grants ride with this end (`_riders`).
         for a in s.core.finishing(t, now=s.clock.wall()):
             if isinstance(a, Grant):
-                self._riders.append(a)
+                self._riders.setdefault(ex.execution_id, []).append(a)
             else:
                 self._perform((a,))
         if t.trace is not None:

@@ -6,7 +6,9 @@ queries run in which transaction. The lock order is fixed so concurrent writers 
 a start row, then an execution row, then ledger rows in sorted key order (always last, since
 they are the rows every grant and finish touches). `finish_and_grant` takes the ledger rows in
 two passes, each in key order (the ends' release, then the grants' counts), after its start
-rows; see `_grant_in` for why that cannot deadlock.
+rows; see `_grant_in` for why that cannot deadlock. On PostgreSQL its common case is one
+statement (`hand_over`, D25): one pass, and no ledger row at all for a slot that only changes
+hands.
 
 Fencing (`set_fence`, high availability): once a fence is set, every write that decides for the
 queue (a log, a grant, a refusal or cancel, a priority, a control-log entry, an adoption) runs
@@ -226,6 +228,10 @@ class ExecutionVerbs:
             return [], await self.grant_starts(grants, now=now)
         _check_finishes(finishes)
         _check_grants(grants)
+        if self._t.one_statement_batches and _plain_hand_over(finishes, grants):
+            handed = await self._hand_over(finishes, grants, now=now)
+            if handed is not None:
+                return handed
         done: list[bool] = []
 
         async def finish(tx: Tx) -> None:
@@ -234,6 +240,69 @@ class ExecutionVerbs:
         async with self._t.write() as tx:
             results = await self._grant_in(tx, grants, now=now, freeing=finish)
         return done, results
+
+    async def _hand_over(
+        self, finishes: Sequence[Finish], grants: Sequence[GrantRequest], *, now: float
+    ) -> tuple[list[bool], list[GrantResult]] | None:
+        """The ends and the grants that take their slots in one statement (PostgreSQL:
+        `hand_over`, one round trip), or None, with nothing written, when a grant would not
+        fit on the locked counts: the general path then decides grant by grant. A pick the
+        statement leaves alone (its start no longer QUEUED, or a wake-up) is granted or
+        answered by the general path after it."""
+        order = sorted(grants, key=lambda r: r.start_id)
+        new = self._execution_params(order)
+        caps: dict[str, int] = {}
+        for r in grants:
+            for slot in r.slots:
+                if slot.cap is not None:
+                    caps[slot.key] = min(slot.cap, caps.get(slot.key, slot.cap))
+        fence = self._fence
+        ends = sorted(finishes, key=lambda f: f.execution_id)  # their rows' lock order
+        params = {
+            "fence_name": None if fence is None else fence.name,
+            "fence_epoch": None if fence is None else fence.epoch,
+            "start_ids": [r.start_id for r in order],
+            "execution_ids": [p["execution_id"] for p in new],
+            "workflows": [p["workflow"] for p in new],
+            "sessions": [p["session"] for p in new],
+            "tenants": [p["tenant"] for p in new],
+            "inputs": [p["input"] for p in new],
+            "restarted_from": [p["restarted_from"] for p in new],
+            "resumed_from": [p["resumed_from"] for p in new],
+            "slot_keys": [p["slot_keys"] for p in new],
+            "instance_ids": [p["instance_id"] for p in new],
+            "created": [p["created_at"] for p in new],
+            "ids": [f.execution_id for f in ends],
+            "statuses": [f.status.value for f in ends],
+            "outputs": [f.output for f in ends],
+            "errors": [f.error for f in ends],
+            "caps": json.dumps(caps),
+            "now": now,
+        }
+        async with self._t.single() as tx:
+            rows = await tx.all("hand_over", params)
+        if not rows[0]["fits"]:
+            return None
+        ended = set(rows[0]["done"])
+        marked = {str(r["start_id"]): r for r in rows if r["start_id"] is not None}
+        made = {p["start_id"]: p for p in new}
+        results: list[GrantResult | None] = []
+        left: list[GrantRequest] = []
+        for req in grants:
+            row = marked.get(req.start_id)
+            if row is None:
+                results.append(None)
+                left.append(req)
+                continue
+            p = made[req.start_id]
+            execution = written_execution(p, {p["execution_id"]: int(row["execution_seq"])})
+            results.append(
+                GrantResult(outcome=GrantOutcome.GRANTED, start=start_row(row), execution=execution)
+            )
+        if left:
+            more = iter(await self.grant_starts(left, now=now))
+            results = [next(more) if r is None else r for r in results]
+        return [f.execution_id in ended for f in finishes], [r for r in results if r is not None]
 
     async def _grant_in(
         self,
@@ -833,6 +902,18 @@ def _logged_uncapped(requests: Sequence[GrantRequest]) -> bool:
             return False
         seen.add(r.start_id)
     return True
+
+
+def _plain_hand_over(finishes: Sequence[Finish], grants: Sequence[GrantRequest]) -> bool:
+    """`hand_over` can take the batch: grants of logged starts that copy no steps (and start
+    no child), no start asked twice, no execution ended twice."""
+    if len({f.execution_id for f in finishes}) != len(finishes):
+        return False
+    if len({r.start_id for r in grants}) != len(grants):
+        return False
+    return all(
+        r.log is None and r.copy_steps is None and r.execution.parent_id is None for r in grants
+    )
 
 
 def _full(key: str) -> GrantResult:

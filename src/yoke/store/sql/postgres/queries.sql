@@ -462,10 +462,16 @@ LIMIT %(limit)s;
 -- name: mark_granted_many
 -- %(batch)s is a JSON array of {"start_id", "execution_id"}; a start no longer QUEUED is
 -- skipped. Two processes never grant the same start, so the row order cannot deadlock.
+-- Each start is found by its start_id (the unique index; OFFSET 0 keeps the planner from
+-- joining instead): the planner's count of QUEUED rows lags a queue that grew since the last
+-- ANALYZE, and with it a hash join read every queued row for a batch of 16 (0.3 ms of 0.55).
 UPDATE yoke_starts s SET status = 'GRANTED', execution_id = b.execution_id,
     decided_at = %(now)s
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(start_id text, execution_id text)
-WHERE s.start_id = b.start_id AND s.status = 'QUEUED'
+    CROSS JOIN LATERAL (
+        SELECT q.seq FROM yoke_starts q WHERE q.start_id = b.start_id OFFSET 0
+    ) AS found
+WHERE s.seq = found.seq AND s.status = 'QUEUED'
 RETURNING s.*;
 
 -- name: insert_execution_many
@@ -601,6 +607,125 @@ WITH b AS (
     WHERE r.n > 0
 )
 SELECT done.execution_id, (SELECT count(*) FROM notified) AS notified FROM done;
+
+-- name: hand_over
+-- A slot changing hands in one statement (one round trip, its own transaction): the ends of
+-- `finishes` and the grants of QUEUED starts that take their slots (`Store.finish_and_grant`,
+-- D24, D25), all or nothing. Locks in the general path's order: the start rows (found by
+-- start_id, in the order given: sorted), the execution rows (in execution_id order, as
+-- given), then the ledger rows in key order. Written only if every grant fits and the fence
+-- holds (yoke_fence raises); else nothing is written and the caller takes the general path.
+-- A start no longer QUEUED, or a wake-up, is left alone for that path too.
+-- The ledger: each key's net change (grants minus ends). A key that changes is locked and
+-- written once; its grants fit on the locked count. A key whose count does not change (a
+-- slot handed from an end to a grant of the same keys) is read, neither locked nor written:
+-- every transaction that raises a count does so under the row's lock and checks the count
+-- it leaves, which includes these slots, so a hand-over cannot take a count past its cap
+-- and a count read before another's commit errs only high (a needless fallback). Each key a
+-- grant takes must already have a row: a row inserted here would be locked out of key order.
+-- NOTIFY only if a slot was freed on balance.
+WITH fence AS MATERIALIZED (
+    SELECT CASE WHEN %(fence_name)s::text IS NULL THEN true
+        ELSE yoke_fence(%(fence_name)s, %(fence_epoch)s) END AS ok
+), g AS MATERIALIZED (
+    SELECT g.* FROM fence, unnest(%(start_ids)b::text[], %(execution_ids)b::text[],
+        %(workflows)b::text[], %(sessions)b::text[], %(tenants)b::text[], %(inputs)b::text[],
+        %(restarted_from)b::text[], %(resumed_from)b::text[], %(slot_keys)b::text[],
+        %(instance_ids)b::text[], %(created)b::float8[])
+        WITH ORDINALITY AS g(start_id, execution_id, workflow, session, tenant, input,
+            restarted_from, resumed_from, slot_keys, instance_id, created_at, n)
+    WHERE fence.ok
+), sl AS MATERIALIZED (
+    SELECT g.start_id, g.execution_id, q.seq FROM g CROSS JOIN LATERAL (
+        SELECT s.seq FROM yoke_starts s
+        WHERE s.start_id = g.start_id AND s.status = 'QUEUED' AND s.kind <> 'wake'
+        FOR UPDATE OF s
+    ) AS q
+    ORDER BY g.n
+), f AS MATERIALIZED (
+    SELECT * FROM unnest(%(ids)b::text[], %(statuses)b::text[], %(outputs)b::text[],
+        %(errors)b::text[]) WITH ORDINALITY AS f(execution_id, status, output, error, n)
+    WHERE (SELECT count(*) FROM sl) >= 0  -- the start rows are locked first
+), locked AS MATERIALIZED (
+    SELECT f.execution_id, e.seq, e.slot_keys FROM f CROSS JOIN LATERAL (
+        SELECT e.seq, e.slot_keys FROM yoke_executions e
+        WHERE e.execution_id = f.execution_id AND e.status = 'RUNNING'
+        FOR UPDATE OF e
+    ) AS e
+    ORDER BY f.n
+), freed AS (
+    SELECT k.key, count(*)::int AS n
+    FROM locked CROSS JOIN LATERAL jsonb_array_elements_text(locked.slot_keys::jsonb) AS k(key)
+    GROUP BY k.key
+), taken AS (
+    SELECT k.key, count(*)::int AS n
+    FROM sl JOIN g USING (start_id)
+        CROSS JOIN LATERAL jsonb_array_elements_text(g.slot_keys::jsonb) AS k(key)
+    GROUP BY k.key
+), keyed AS (
+    SELECT key, coalesce(t.n, 0) AS taken, coalesce(fr.n, 0) AS freed
+    FROM taken t FULL JOIN freed fr USING (key)
+), held AS MATERIALIZED (
+    SELECT l.key, l.running FROM yoke_ledger l
+    WHERE l.key IN (SELECT key FROM keyed WHERE taken <> freed)
+    ORDER BY l.key
+    FOR UPDATE OF l
+), counts AS MATERIALIZED (
+    SELECT k.key, k.taken, k.freed, h.key IS NOT NULL AS locked,
+        coalesce(h.running, l.running) AS running
+    FROM keyed k LEFT JOIN held h USING (key) LEFT JOIN yoke_ledger l USING (key)
+), caps AS (
+    SELECT key, value::int AS cap FROM jsonb_each_text(%(caps)s::jsonb)
+), verdict AS MATERIALIZED (
+    SELECT coalesce(bool_and(n.running IS NOT NULL
+        AND (c.cap IS NULL OR n.running - n.freed + n.taken <= c.cap)), true) AS fits
+    FROM counts n LEFT JOIN caps c USING (key)
+    WHERE n.taken > 0
+), net AS MATERIALIZED (
+    SELECT n.key, n.running, n.taken - n.freed AS d
+    FROM verdict, counts n
+    WHERE verdict.fits AND n.locked
+), done AS (
+    UPDATE yoke_executions e
+    SET status = f.status, output = f.output, error = f.error, finished_at = %(now)s
+    FROM f
+    WHERE (SELECT fits FROM verdict) AND e.seq = ANY(ARRAY(SELECT seq FROM locked))
+        AND f.execution_id = e.execution_id
+    RETURNING e.execution_id
+), marked AS (
+    UPDATE yoke_starts s SET status = 'GRANTED', execution_id = sl.execution_id,
+        decided_at = %(now)s
+    FROM sl
+    WHERE (SELECT fits FROM verdict) AND s.seq = ANY(ARRAY(SELECT seq FROM sl))
+        AND sl.seq = s.seq
+        -- The ends first, whatever reads the rows' order (a trigger): an end is written
+        -- before the execution that takes its slot, as in the general path.
+        AND (SELECT count(*) FROM done) >= 0
+    RETURNING s.*
+), ins AS (
+    INSERT INTO yoke_executions (execution_id, start_id, workflow, session, tenant, input,
+        status, parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at,
+        leader_epoch)
+    SELECT g.execution_id, g.start_id, g.workflow, g.session, g.tenant, g.input, 'RUNNING',
+        NULL, g.restarted_from, g.resumed_from, g.slot_keys, g.instance_id,
+        g.created_at, %(fence_epoch)s::bigint
+    FROM g JOIN marked m ON m.start_id = g.start_id
+    RETURNING execution_id, seq
+), emptied AS (
+    DELETE FROM yoke_ledger l USING net
+    WHERE l.key = net.key AND net.d <> 0 AND net.running + net.d = 0
+    RETURNING 1
+), moved AS (
+    UPDATE yoke_ledger l SET running = l.running + net.d FROM net
+    WHERE l.key = net.key AND net.d <> 0 AND net.running + net.d <> 0
+    RETURNING 1
+), notified AS (
+    SELECT pg_notify('yoke_slot_freed', '') WHERE EXISTS (SELECT 1 FROM net WHERE net.d < 0)
+)
+SELECT v.fits, v.done, v.notified, m.*, i.seq AS execution_seq
+FROM (SELECT (SELECT fits FROM verdict) AS fits, ARRAY(SELECT execution_id FROM done) AS done,
+        (SELECT count(*) FROM notified) AS notified) AS v
+LEFT JOIN (marked m JOIN ins i ON i.execution_id = m.execution_id) ON true;
 
 -- name: grant_logged_one
 -- Starts that fit at once and take no capped slot, logged GRANTED with their executions and
