@@ -102,6 +102,19 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+async def pg_executions(pg_databases: Callable[[], str]) -> AsyncIterator[tuple[Store, str]]:
+    """The execution verbs of a store on a fresh PostgreSQL database, and its URL (for a
+    look at the rows themselves)."""
+    url = pg_databases()
+    s = open_store(url)
+    await s.open()
+    try:
+        yield s.executions, url
+    finally:
+        await s.close()
+
+
+@pytest.fixture
 async def store(database_url: str) -> AsyncIterator[Store]:
     s = open_store(database_url)
     await s.open()

@@ -13,31 +13,18 @@ transaction would be: its row lock is what the recoverer must respect.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import psycopg
 import pytest
 
 from tests.store.grants import run_granted
-from yoke.app import open_store
 from yoke.store import ExecutionStatus, Slot, Store
 
 pytestmark = pytest.mark.postgres
 
 SLOTS = [Slot(key="global", cap=3), Slot(key="session:s", cap=None), Slot(key="workflow:w", cap=3)]
 KEYS = sorted(s.key for s in SLOTS)
-
-
-@pytest.fixture
-async def pg(pg_databases: Callable[[], str]) -> AsyncIterator[tuple[Store, str]]:
-    url = pg_databases()
-    store = open_store(url)
-    await store.open()
-    try:
-        yield store.executions, url
-    finally:
-        await store.close()
 
 
 async def _waits_on_a_lock(url: str, task: asyncio.Task[Any], seconds: float = 10.0) -> bool:
@@ -60,9 +47,9 @@ async def _waits_on_a_lock(url: str, task: asyncio.Task[Any], seconds: float = 1
 
 @pytest.mark.parametrize("outcome", ["commit", "rollback"])
 async def test_recovery_waits_for_a_finish_in_progress_and_frees_each_slot_once(
-    pg: tuple[Store, str], outcome: str
+    pg_executions: tuple[Store, str], outcome: str
 ) -> None:
-    store, url = pg
+    store, url = pg_executions
     await store.register_instance("dead", now=1.0)
     await store.register_instance("live", now=1.0)
     x = await run_granted(store, instance="dead", slots=SLOTS)

@@ -6,7 +6,7 @@ what it cannot take (a cap lowered, a start gone) goes the general way with the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -91,15 +91,6 @@ async def test_a_start_cancelled_before_its_hand_over_is_gone_and_frees_its_slot
 
 
 # -- PostgreSQL: one statement, no ledger write for a slot that only changed hands -----------
-@pytest.fixture
-async def pg(pg_databases: Callable[[], str]) -> AsyncIterator[tuple[Store, str]]:
-    url = pg_databases()
-    store = open_store(url)
-    await store.open()
-    try:
-        yield store.executions, url
-    finally:
-        await store.close()
 
 
 async def _ledger_versions(url: str) -> dict[str, str]:
@@ -110,12 +101,12 @@ async def _ledger_versions(url: str) -> dict[str, str]:
 
 @pytest.mark.postgres
 async def test_a_slot_that_only_changes_hands_writes_no_ledger_row(
-    pg: tuple[Store, str],
+    pg_executions: tuple[Store, str],
 ) -> None:
     """Ends and grants of the same keys leave every count as it was: the ledger rows are
     neither written nor locked (the row version stays), so hand-overs of one cap by several
     processes do not queue on its row."""
-    store, url = pg
+    store, url = pg_executions
     running = [await run_granted(store, instance="i", slots=CAP) for _ in range(2)]
     before = await _ledger_versions(url)
     requests = await queued(store, 2, CAP)
@@ -182,14 +173,14 @@ async def test_hand_overs_racing_grants_on_one_cap_never_pass_it(
 
 @pytest.mark.postgres
 async def test_a_hand_over_writes_its_ends_before_the_executions_that_take_their_slots(
-    pg: tuple[Store, str],
+    pg_executions: tuple[Store, str],
 ) -> None:
     """Whatever reads the rows' order at commit (here the chaos suite's slot log, a deferred
     trigger that fires in the order the rows were written) sees each end before the start
     that takes its slot: read the other way, every hand-over at the cap is one over it."""
     from tests.ha.records import SLOT_LOG
 
-    store, url = pg
+    store, url = pg_executions
     running = [await run_granted(store, instance="i", slots=CAP) for _ in range(2)]
     requests = await queued(store, 2, CAP)
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:

@@ -263,12 +263,6 @@ class ExecutionVerbs:
             "fence_epoch": None if fence is None else fence.epoch,
             "start_ids": [r.start_id for r in order],
             "execution_ids": [p["execution_id"] for p in new],
-            "workflows": [p["workflow"] for p in new],
-            "sessions": [p["session"] for p in new],
-            "tenants": [p["tenant"] for p in new],
-            "inputs": [p["input"] for p in new],
-            "restarted_from": [p["restarted_from"] for p in new],
-            "resumed_from": [p["resumed_from"] for p in new],
             "slot_keys": [p["slot_keys"] for p in new],
             "instance_ids": [p["instance_id"] for p in new],
             "created": [p["created_at"] for p in new],
@@ -294,10 +288,11 @@ class ExecutionVerbs:
                 results.append(None)
                 left.append(req)
                 continue
-            p = made[req.start_id]
+            start = start_row(row)
+            p = made[req.start_id] | _of_start(start)  # as the statement wrote it
             execution = written_execution(p, {p["execution_id"]: int(row["execution_seq"])})
             results.append(
-                GrantResult(outcome=GrantOutcome.GRANTED, start=start_row(row), execution=execution)
+                GrantResult(outcome=GrantOutcome.GRANTED, start=start, execution=execution)
             )
         if left:
             more = iter(await self.grant_starts(left, now=now))
@@ -902,6 +897,19 @@ def _logged_uncapped(requests: Sequence[GrantRequest]) -> bool:
             return False
         seen.add(r.start_id)
     return True
+
+
+def _of_start(start: StartRow) -> dict[str, Any]:
+    """The fields an execution takes from its start (`hand_over` writes them from the row)."""
+    source = start.source_execution_id
+    return {
+        "workflow": start.workflow,
+        "session": start.session,
+        "tenant": start.tenant,
+        "input": start.input,
+        "restarted_from": source if start.kind is StartKind.RESTART else None,
+        "resumed_from": source if start.kind is StartKind.RESUME else None,
+    }
 
 
 def _plain_hand_over(finishes: Sequence[Finish], grants: Sequence[GrantRequest]) -> bool:

@@ -32,15 +32,18 @@ def _dir(dialect: str) -> resources.abc.Traversable:
 
 
 def _named(text: str, where: str) -> dict[str, str]:
-    """The `-- name:` blocks of one file, without their comment lines (a comment is for the
-    reader; a statement sent without it is the same statement)."""
+    """The `-- name:` blocks of one file, without their comment lines and their lines'
+    indentation (both are for the reader; a statement sent without them is the same statement,
+    and psycopg converts a statement's parameters once and keeps it only up to 4,096
+    characters: a longer one is parsed again at every execution)."""
     parts = _NAME.split(text)
     # parts = [preamble, name1, body1, name2, body2, ...]
     out: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in out:
             raise RuntimeError(f"query {name!r} is defined twice in {where}")
-        sql = "\n".join(ln for ln in body.splitlines() if not ln.lstrip().startswith("--"))
+        lines = (ln.strip() for ln in body.splitlines())
+        sql = "\n".join(ln for ln in lines if not ln.startswith("--"))
         out[name] = sql.strip().rstrip(";").strip()
     return out
 

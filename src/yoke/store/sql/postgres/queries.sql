@@ -615,25 +615,27 @@ SELECT done.execution_id, (SELECT count(*) FROM notified) AS notified FROM done;
 -- start_id, in the order given: sorted), the execution rows (in execution_id order, as
 -- given), then the ledger rows in key order. Written only if every grant fits and the fence
 -- holds (yoke_fence raises); else nothing is written and the caller takes the general path.
--- A start no longer QUEUED, or a wake-up, is left alone for that path too.
+-- A start no longer QUEUED, or a wake-up, is left alone for that path too. Each new execution
+-- is its start's (workflow, session, tenant, input; restarted or resumed from its source),
+-- as the general path's requests are; the start rows are found and locked one by one, in
+-- the order given (a nested loop).
 -- The ledger: each key's net change (grants minus ends). A key that changes is locked and
 -- written once; its grants fit on the locked count. A key whose count does not change (a
 -- slot handed from an end to a grant of the same keys) is read, neither locked nor written:
 -- every transaction that raises a count does so under the row's lock and checks the count
--- it leaves, which includes these slots, so a hand-over cannot take a count past its cap
--- and a count read before another's commit errs only high (a needless fallback). Each key a
--- grant takes must already have a row: a row inserted here would be locked out of key order.
+-- it leaves, which includes these slots (never given back and taken again), so a hand-over
+-- cannot take a count past its cap. The read only guards a cap lowered below what runs, and
+-- a stale read errs safe: a count raised since was checked by whoever raised it, one lowered
+-- since costs a needless fallback. Each key a grant takes must already have a row: a row
+-- inserted here would be locked out of key order.
 -- NOTIFY only if a slot was freed on balance.
 WITH fence AS MATERIALIZED (
     SELECT CASE WHEN %(fence_name)s::text IS NULL THEN true
         ELSE yoke_fence(%(fence_name)s, %(fence_epoch)s) END AS ok
 ), g AS MATERIALIZED (
     SELECT g.* FROM fence, unnest(%(start_ids)b::text[], %(execution_ids)b::text[],
-        %(workflows)b::text[], %(sessions)b::text[], %(tenants)b::text[], %(inputs)b::text[],
-        %(restarted_from)b::text[], %(resumed_from)b::text[], %(slot_keys)b::text[],
-        %(instance_ids)b::text[], %(created)b::float8[])
-        WITH ORDINALITY AS g(start_id, execution_id, workflow, session, tenant, input,
-            restarted_from, resumed_from, slot_keys, instance_id, created_at, n)
+        %(slot_keys)b::text[], %(instance_ids)b::text[], %(created)b::float8[])
+        AS g(start_id, execution_id, slot_keys, instance_id, created_at)
     WHERE fence.ok
 ), sl AS MATERIALIZED (
     SELECT g.start_id, g.execution_id, q.seq FROM g CROSS JOIN LATERAL (
@@ -641,18 +643,17 @@ WITH fence AS MATERIALIZED (
         WHERE s.start_id = g.start_id AND s.status = 'QUEUED' AND s.kind <> 'wake'
         FOR UPDATE OF s
     ) AS q
-    ORDER BY g.n
 ), f AS MATERIALIZED (
     SELECT * FROM unnest(%(ids)b::text[], %(statuses)b::text[], %(outputs)b::text[],
-        %(errors)b::text[]) WITH ORDINALITY AS f(execution_id, status, output, error, n)
-    WHERE (SELECT count(*) FROM sl) >= 0  -- the start rows are locked first
+        %(errors)b::text[]) AS f(execution_id, status, output, error)
+    -- The start rows are locked first.
+    WHERE (SELECT count(*) FROM sl) >= 0
 ), locked AS MATERIALIZED (
     SELECT f.execution_id, e.seq, e.slot_keys FROM f CROSS JOIN LATERAL (
         SELECT e.seq, e.slot_keys FROM yoke_executions e
         WHERE e.execution_id = f.execution_id AND e.status = 'RUNNING'
         FOR UPDATE OF e
     ) AS e
-    ORDER BY f.n
 ), freed AS (
     SELECT k.key, count(*)::int AS n
     FROM locked CROSS JOIN LATERAL jsonb_array_elements_text(locked.slot_keys::jsonb) AS k(key)
@@ -674,12 +675,10 @@ WITH fence AS MATERIALIZED (
     SELECT k.key, k.taken, k.freed, h.key IS NOT NULL AS locked,
         coalesce(h.running, l.running) AS running
     FROM keyed k LEFT JOIN held h USING (key) LEFT JOIN yoke_ledger l USING (key)
-), caps AS (
-    SELECT key, value::int AS cap FROM jsonb_each_text(%(caps)s::jsonb)
 ), verdict AS MATERIALIZED (
     SELECT coalesce(bool_and(n.running IS NOT NULL
-        AND (c.cap IS NULL OR n.running - n.freed + n.taken <= c.cap)), true) AS fits
-    FROM counts n LEFT JOIN caps c USING (key)
+        AND (c.cap IS NULL OR n.running - n.freed + n.taken <= c.cap::int)), true) AS fits
+    FROM counts n LEFT JOIN jsonb_each_text(%(caps)s::jsonb) AS c(key, cap) USING (key)
     WHERE n.taken > 0
 ), net AS MATERIALIZED (
     SELECT n.key, n.running, n.taken - n.freed AS d
@@ -706,23 +705,24 @@ WITH fence AS MATERIALIZED (
     INSERT INTO yoke_executions (execution_id, start_id, workflow, session, tenant, input,
         status, parent_id, restarted_from, resumed_from, slot_keys, instance_id, created_at,
         leader_epoch)
-    SELECT g.execution_id, g.start_id, g.workflow, g.session, g.tenant, g.input, 'RUNNING',
-        NULL, g.restarted_from, g.resumed_from, g.slot_keys, g.instance_id,
-        g.created_at, %(fence_epoch)s::bigint
+    SELECT g.execution_id, g.start_id, m.workflow, m.session, m.tenant, m.input, 'RUNNING',
+        NULL, CASE WHEN m.kind = 'restart' THEN m.source_execution_id END,
+        CASE WHEN m.kind = 'resume' THEN m.source_execution_id END, g.slot_keys,
+        g.instance_id, g.created_at, %(fence_epoch)s::bigint
     FROM g JOIN marked m ON m.start_id = g.start_id
     RETURNING execution_id, seq
 ), emptied AS (
     DELETE FROM yoke_ledger l USING net
-    WHERE l.key = net.key AND net.d <> 0 AND net.running + net.d = 0
+    WHERE l.key = net.key AND net.running + net.d = 0
     RETURNING 1
 ), moved AS (
     UPDATE yoke_ledger l SET running = l.running + net.d FROM net
-    WHERE l.key = net.key AND net.d <> 0 AND net.running + net.d <> 0
+    WHERE l.key = net.key AND net.running + net.d <> 0
     RETURNING 1
 ), notified AS (
     SELECT pg_notify('yoke_slot_freed', '') WHERE EXISTS (SELECT 1 FROM net WHERE net.d < 0)
 )
-SELECT v.fits, v.done, v.notified, m.*, i.seq AS execution_seq
+SELECT v.*, m.*, i.seq AS execution_seq
 FROM (SELECT (SELECT fits FROM verdict) AS fits, ARRAY(SELECT execution_id FROM done) AS done,
         (SELECT count(*) FROM notified) AS notified) AS v
 LEFT JOIN (marked m JOIN ins i ON i.execution_id = m.execution_id) ON true;
