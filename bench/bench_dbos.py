@@ -452,7 +452,12 @@ def ratio(values: list[float], base: list[float]) -> Figure:
 
 
 async def main(
-    quick: bool, rounds: int, poll: float, only: str | None, base: str | None = None
+    quick: bool,
+    rounds: int,
+    poll: float,
+    only: str | None,
+    base: str | None = None,
+    no_dbos: bool = False,
 ) -> None:
     n = 400 if quick else 2000
     paced = 100 if quick else 250
@@ -463,6 +468,8 @@ async def main(
     for r in range(rounds):
         for scenario in scenarios:
             systems = SYSTEMS[scenario]
+            if no_dbos:  # yoke against its base alone: more rounds in the same time
+                systems = tuple(s for s in systems if s[1] != "dbos")
             if base and scenario in ("cap", "free"):  # the base tree's yoke takes its turn too
                 systems = (*systems, ("yoke, base", "yoke", ""))
             for label, system, mode in systems:
@@ -491,7 +498,8 @@ async def main(
         "load_average": loads,
         "runs": runs,
     }
-    out = ROOT / "bench" / "results" / "dbos.json"
+    # Without DBOS the figures are not the comparison's (the plots read dbos.json).
+    out = ROOT / "bench" / "results" / ("dbos_no_dbos.json" if no_dbos else "dbos.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(markdown(doc))
@@ -535,13 +543,15 @@ def markdown(doc: dict[str, Any]) -> str:
         for scenario, cap in (("cap", "16"), ("free", "none")):
             if scenario not in runs:
                 continue
-            base_rate = col(scenario, "DBOS", "per_s")
+            dbos = "DBOS" in runs[scenario]
+            base_rate = col(scenario, "DBOS", "per_s") if dbos else []
             yoke_cpu = col(scenario, "yoke", "cpu_ms")
             labels = [label for label in ("yoke", "yoke, base", "DBOS") if label in runs[scenario]]
             for label in labels:
+                per = col(scenario, label, "per_s")
                 lines.append(
                     f"| {cap} | {label} | {fig(scenario, label, 'per_s')} "
-                    f"| {ratio(col(scenario, label, 'per_s'), base_rate).fmt(digits=2)} "
+                    f"| {ratio(per, base_rate).fmt(digits=2) if dbos else '-'} "
                     f"| {fig(scenario, label, 'cpu_ms', 2)} "
                     f"| {ratio(col(scenario, label, 'cpu_ms'), yoke_cpu).fmt(digits=2)} "
                     f"| {fig(scenario, label, 'p50_ms', 1)} | {fig(scenario, label, 'p99_ms', 1)} |"
@@ -559,7 +569,7 @@ def markdown(doc: dict[str, Any]) -> str:
             "| workflows/s, 4 processes |",
             "| --- | --- | --- | --- | --- |",
         ]
-        for label in ("yoke", "DBOS"):
+        for label in [x for x in ("yoke", "DBOS") if x in runs["fleet"]]:
             fleet = runs["fleet"][label]
             top = ", ".join(str(r["most_running"]) for r in fleet)
             ran = ", ".join(f"{r['ran']}/{r['started']}" for r in fleet)
@@ -583,7 +593,7 @@ def markdown(doc: dict[str, Any]) -> str:
             "| --- | --- | --- | --- | --- | --- |",
         ]
         yoke50, yoke99 = col("flood", "yoke", "p50_T"), col("flood", "yoke", "p99_T")
-        for label, _, _ in SYSTEMS["flood"]:
+        for label in [x for x, _, _ in SYSTEMS["flood"] if x in runs["flood"]]:
             lines.append(
                 f"| {label} | {fig('flood', label, 'p50_T', 1)} "
                 f"| {fig('flood', label, 'p99_T', 1)} "
@@ -595,8 +605,10 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += ["", f"yoke, base: the same bench run on the yoke of `{doc['base']}`."]
         for scenario, cap in (("cap", "16"), ("free", "none")):
             if scenario in runs and "yoke, base" in runs[scenario]:
-                per = ratio(col(scenario, "yoke", "per_s"), col(scenario, "yoke, base", "per_s"))
-                lines.append(f"Cap {cap}: yoke x base, per round: {per.fmt(digits=2)}.")
+                against = ratio(
+                    col(scenario, "yoke", "per_s"), col(scenario, "yoke, base", "per_s")
+                )
+                lines.append(f"Cap {cap}: yoke x base, per round: {against.fmt(digits=2)}.")
     loads = ", ".join(f"{x:.1f}" for x in doc["load_average"])
     lines += ["", f"1-minute load average before and after each round: {loads} (2 shared cores)."]
     return "\n".join(lines)
@@ -609,6 +621,9 @@ if __name__ == "__main__":
     parser.add_argument("--dbos-poll", type=float, default=DBOS_POLL, help="DBOS queue poll, s")
     parser.add_argument("--only", help="scenarios, comma-separated (default: all)")
     parser.add_argument("--base-src", help="also run the yoke of this src/ directory, in turn")
+    parser.add_argument(
+        "--no-dbos", action="store_true", help="yoke (and --base-src) only: a change's own rounds"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -618,4 +633,6 @@ if __name__ == "__main__":
         print(json.dumps(result), flush=True)
     else:
         rounds = args.rounds or (2 if args.quick else 5)
-        asyncio.run(main(args.quick, rounds, args.dbos_poll, args.only, args.base_src))
+        asyncio.run(
+            main(args.quick, rounds, args.dbos_poll, args.only, args.base_src, args.no_dbos)
+        )
